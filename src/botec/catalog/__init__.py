@@ -1,0 +1,120 @@
+"""Catalogs shipped as data: accelerators (``hardware.yaml``) and optimizer presets (``optimizers.yaml``).
+
+Every accelerator figure carries a source and a date: the device-level ``source``/``date``
+unless the figure has its own entry under ``figure_sources``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from botec.units import parse_quantity
+
+__all__ = ["CatalogAccelerator", "OptimizerPreset", "accelerators", "optimizer_presets", "did_you_mean"]
+
+
+@dataclass(frozen=True)
+class CatalogAccelerator:
+    """One accelerator as its vendor publishes it, figures in base units."""
+
+    key: str
+    name: str
+    vendor: str
+    peak_flops_per_s: dict[str, float]  # by precision: bf16, fp8, ...
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float | None
+    link: str | None
+    link_bandwidth_bytes_per_s: float | None
+    tdp_watts: float | None
+    source: str
+    date: str
+    url: str | None = None
+    notes: str | None = None
+    figure_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def source_of(self, figure: str) -> str:
+        """'source (date)' for one figure: its own entry in figure_sources, else the device's."""
+        entry = self.figure_sources.get(figure, {})
+        return f"{entry.get('source', self.source)} ({entry.get('date', self.date)})"
+
+
+@dataclass(frozen=True)
+class OptimizerPreset:
+    """Bytes per parameter an optimizer/precision choice keeps, split as the lesson's table."""
+
+    key: str
+    description: str
+    weight_bytes_per_parameter: float
+    gradient_bytes_per_parameter: float
+    master_weight_bytes_per_parameter: float
+    optimizer_state_bytes_per_parameter: float
+    source: str
+
+    @property
+    def state_bytes_per_parameter(self) -> float:
+        return (self.weight_bytes_per_parameter + self.gradient_bytes_per_parameter
+                + self.master_weight_bytes_per_parameter + self.optimizer_state_bytes_per_parameter)
+
+
+def _load_yaml(name: str) -> dict:
+    import yaml
+
+    text = resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _optional(entry: dict, key: str, dimension: str) -> float | None:
+    value = entry.get(key)
+    return None if value is None else parse_quantity(value, dimension)
+
+
+@lru_cache(maxsize=None)
+def accelerators() -> dict[str, CatalogAccelerator]:
+    """The accelerator catalog, keyed by the name a contract uses (``h100-sxm``)."""
+    data = _load_yaml("hardware.yaml")
+    catalog = {}
+    for key, entry in data["accelerators"].items():
+        catalog[key] = CatalogAccelerator(
+            key=key,
+            name=entry["name"],
+            vendor=entry["vendor"],
+            peak_flops_per_s={p: parse_quantity(v, "flop_rate") for p, v in entry["peak_flops_per_s"].items()},
+            memory_bytes=parse_quantity(entry["memory"], "bytes"),
+            memory_bandwidth_bytes_per_s=_optional(entry, "memory_bandwidth", "byte_rate"),
+            link=entry.get("link"),
+            link_bandwidth_bytes_per_s=_optional(entry, "link_bandwidth", "byte_rate"),
+            tdp_watts=_optional(entry, "tdp", "watts"),
+            source=entry["source"],
+            date=str(entry["date"]),
+            url=entry.get("url"),
+            notes=entry.get("notes"),
+            figure_sources=entry.get("figure_sources") or {},
+        )
+    return catalog
+
+
+@lru_cache(maxsize=None)
+def optimizer_presets() -> dict[str, OptimizerPreset]:
+    """Optimizer and precision presets: the bytes-per-parameter table of lesson 000 and its variants."""
+    data = _load_yaml("optimizers.yaml")
+    return {
+        key: OptimizerPreset(
+            key=key,
+            description=entry["description"],
+            weight_bytes_per_parameter=float(entry["weights"]),
+            gradient_bytes_per_parameter=float(entry["gradients"]),
+            master_weight_bytes_per_parameter=float(entry["master_weights"]),
+            optimizer_state_bytes_per_parameter=float(entry["optimizer_states"]),
+            source=entry["source"],
+        )
+        for key, entry in data["optimizers"].items()
+    }
+
+
+def did_you_mean(word: str, choices) -> str:
+    """' (did you mean 'x'?)' when a close match exists, else ''."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

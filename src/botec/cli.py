@@ -1,0 +1,273 @@
+"""The ``botec`` command line.
+
+Every user error (a malformed contract, a unit that does not parse, an unknown field or
+accelerator, a batch that does not fit) ends as one line on stderr naming the field and what
+was expected, with exit code 2. Nothing else a user sees is a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from botec import __version__
+from botec.contract import ContractError
+
+app = typer.Typer(
+    name="botec",
+    help="Capacity planning for AI workloads: compute, accelerator memory, network, storage and cost, "
+         "with every assumption named.\n\nStart with `botec estimate` (the lesson's reference workload) "
+         "or `botec init` (a commented starter contract).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class Units(str, enum.Enum):
+    decimal = "decimal"
+    binary = "binary"
+
+
+class UserError(Exception):
+    """A problem the user can fix; the message is one line."""
+
+
+def _fail(message: str) -> "typer.Exit":
+    typer.echo(f"botec: error: {message}", err=True)
+    return typer.Exit(code=2)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so a failure leaves nothing half-written."""
+    temporary = path.with_name(f".{path.name}.botec-tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def _emit(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        typer.echo(text)
+    else:
+        _write_atomically(output, text if text.endswith("\n") else text + "\n")
+        typer.echo(f"wrote {output}", err=True)
+
+
+def _console(output_file=None):
+    from rich.console import Console
+
+    return Console(file=output_file, highlight=False, soft_wrap=False)
+
+
+CONTRACT_HELP = "Workload contract (YAML or JSON). Default: the lesson's reference workload."
+SET_HELP = "Override a contract field, e.g. `--set supply.count=8` (repeatable)."
+
+
+@app.command()
+def estimate(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB = 10^9 B) or binary (GiB = 2^30 B)."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+    allow_misfit: bool = typer.Option(False, "--allow-misfit",
+                                      help="Report a plan that does not fit in memory instead of failing."),
+) -> None:
+    """Estimate a training job in four accounts (compute, memory, network, storage) plus cost.
+
+    Example: `botec estimate examples/llama2-70b-pretrain.yaml --set supply.count=2048 -f markdown`
+    """
+    from botec.estimate import check_fit, estimate_file
+
+    result = estimate_file(contract, set_)
+    if not allow_misfit:
+        check_fit(result)
+    system = units.value
+    if format is Format.json:
+        from botec.report.json_report import render
+
+        _emit(render(result), output)
+    elif format is Format.markdown:
+        from botec.report.markdown import render
+
+        _emit(render(result, system), output)
+    else:
+        from botec.report.terminal import render
+
+        if output is None:
+            render(result, _console(), system)
+        else:
+            import io
+
+            buffer = io.StringIO()
+            render(result, _console(buffer), system)
+            _emit(buffer.getvalue(), output)
+
+
+@app.command()
+def explain(
+    contract_or_quantity: str = typer.Argument(..., metavar="[CONTRACT] QUANTITY",
+                                               help="A contract file, then a quantity name (the contract may be "
+                                                    "left out: the reference workload)."),
+    quantity: Optional[str] = typer.Argument(None, hidden=True),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Print how one quantity is derived, with the values substituted, down to the assumptions.
+
+    Example: `botec explain examples/lesson-finetune-1b.yaml planned_device_bytes`
+    """
+    from botec.catalog import did_you_mean
+    from botec.estimate import estimate_file
+    from botec.quantities import explain as explain_chain
+
+    contract: Optional[str] = contract_or_quantity if quantity is not None else None
+    name = quantity if quantity is not None else contract_or_quantity
+    result = estimate_file(contract, set_)
+    if name not in result.quantities:
+        from botec.quantities import definitions
+
+        known = definitions()
+        reason = "is not resolved by this contract" if name in known else "is not a quantity"
+        hint = did_you_mean(name, result.quantities) or f" (known here: {', '.join(result.quantities)})"
+        raise UserError(f"{name!r} {reason}{hint}")
+    for depth, line in explain_chain(name, result.quantities, units.value):
+        typer.echo("  " * depth + line)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a workload contract (for editors and validators)."""
+    import json
+
+    from botec.contract import Contract
+
+    typer.echo(json.dumps(Contract.model_json_schema(), indent=2, ensure_ascii=False))
+
+
+@app.command()
+def init(
+    path: Path = typer.Argument(Path("botec.yaml"), help="Where to write the starter contract ('-' for stdout)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Write a commented starter contract (the lesson's reference workload) to edit.
+
+    Example: `botec init my-job.yaml && botec estimate my-job.yaml`
+    """
+    from botec.estimate import reference_contract_path
+
+    text = reference_contract_path().read_text(encoding="utf-8")
+    if str(path) == "-":
+        typer.echo(text, nl=False)
+        return
+    if path.exists() and not force:
+        raise UserError(f"{path}: already exists; choose another path or pass --force")
+    _write_atomically(path, text)
+    typer.echo(f"wrote {path}: edit it, then run `botec estimate {path}`", err=True)
+
+
+@app.command()
+def catalog(
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+) -> None:
+    """List the accelerator catalog (dense peaks, memory, links, power, sources) and the optimizer presets."""
+    from botec.catalog import accelerators, optimizer_presets
+    from botec.units import format_quantity
+
+    devices = accelerators()
+    presets = optimizer_presets()
+    if format is Format.json:
+        import dataclasses
+        import json
+
+        payload = {
+            "accelerators": [dataclasses.asdict(d) for d in devices.values()],
+            "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": p.state_bytes_per_parameter}
+                           for p in presets.values()],
+        }
+        typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+
+    def fmt(value, unit):
+        return "—" if value is None else format_quantity(value, unit)
+
+    rows = [[d.key, d.name, fmt(d.peak_flops_per_s.get("bf16"), "FLOP/s"), fmt(d.peak_flops_per_s.get("fp8"), "FLOP/s"),
+             fmt(d.memory_bytes, "B"), fmt(d.memory_bandwidth_bytes_per_s, "B/s"),
+             fmt(d.link_bandwidth_bytes_per_s, "B/s"), fmt(d.tdp_watts, "W"), f"{d.source} ({d.date})"]
+            for d in devices.values()]
+    if format is Format.markdown:
+        header = ["key", "name", "BF16 dense", "FP8 dense", "memory", "memory bw", "link/direction", "TDP", "source"]
+        typer.echo("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+        for row in rows:
+            typer.echo("| " + " | ".join(row) + " |")
+        return
+    from rich.table import Table
+
+    table = Table(title="Accelerators (dense peaks; decimal units)", title_justify="left")
+    for column in ("key", "name", "BF16", "FP8", "memory", "memory bw", "link/dir", "TDP", "source"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console = _console()
+    console.print(table)
+    table = Table(title="Optimizer presets (bytes per parameter)", title_justify="left")
+    for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):
+        table.add_column(column, overflow="fold")
+    for p in presets.values():
+        table.add_row(p.key, *(f"{v:g}" for v in (p.weight_bytes_per_parameter, p.gradient_bytes_per_parameter,
+                                                    p.master_weight_bytes_per_parameter,
+                                                    p.optimizer_state_bytes_per_parameter,
+                                                    p.state_bytes_per_parameter)), p.description)
+    console.print(table)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"botec {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Capacity planning for AI workloads."""
+
+
+def main() -> None:
+    """Console entry point: user errors become one line and exit code 2; nothing becomes a traceback."""
+    try:
+        app(standalone_mode=True)
+    except (ContractError, UserError) as error:
+        typer.echo(f"botec: error: {error}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("botec: interrupted", err=True)
+        sys.exit(130)
+    except Exception as error:  # a bug in botec: say so in one line, keep the traceback for developers
+        if os.environ.get("BOTEC_DEBUG"):
+            raise
+        typer.echo(f"botec: internal error: {error.__class__.__name__}: {error} "
+                   "(set BOTEC_DEBUG=1 for the traceback, and please report it)", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

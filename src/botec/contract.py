@@ -1,0 +1,507 @@
+"""The workload contract: what the job is, what it runs on, how, and what is assumed.
+
+A contract has four sections (the application / system / execution split of Calculon, plus
+named assumptions):
+
+- ``workload``: the model, the tokens to process, the sequence length (fixed when an
+  estimate is compared with a measurement);
+- ``supply``: the accelerators (a catalog name or a device described inline), their count,
+  the network and storage they can use, prices;
+- ``strategy``: parallelism, precision, optimizer, batch, checkpoint and retention policy;
+- ``assumptions``: efficiencies and placeholder factors, and the thresholds of the findings.
+
+Every number accepts units (``32 GB``, ``200 TFLOP/s``, ``1 h``, ``7B``) or a plain number in
+base units, and may be written as a mapping with an uncertainty range and a source note::
+
+    single_accelerator_mfu: {value: 0.30, low: 0.20, high: 0.45, source: "short run on 1 GPU"}
+
+:func:`load_contract` reads YAML or JSON and raises :class:`ContractError` with one line that
+names the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+
+from botec.units import DIMENSIONS, UnitError, parse_quantity
+
+__all__ = ["Contract", "ContractError", "Stated", "load_contract", "parse_contract", "apply_overrides"]
+
+
+class ContractError(ValueError):
+    """A contract that cannot be used; ``str()`` is one line naming the field and the expectation."""
+
+    def __init__(self, message: str, field: str | None = None, origin: str | None = None):
+        self.field = field
+        self.origin = origin
+        self.detail = message
+        parts = [p for p in (origin, field) if p]
+        super().__init__(": ".join(parts + [message]))
+
+
+class Stated(BaseModel):
+    """A stated number in base units, with an optional uncertainty range and a source note."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    low: Optional[float] = None
+    high: Optional[float] = None
+    source: Optional[str] = None
+    provenance: Literal["assumed", "measured"] = "assumed"
+
+
+_STATED_KEYS = {"value", "low", "high", "source", "provenance"}
+
+
+def quantity(
+    dimension: str,
+    description: str,
+    *,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+    maximum: float | None = None,
+    integer: bool = False,
+):
+    """A contract field holding a :class:`Stated` number of ``dimension``, checked against its bounds."""
+    expected = DIMENSIONS[dimension][0]
+    bounds = []
+    if exclusive_minimum is not None:
+        bounds.append(f"greater than {exclusive_minimum:g}")
+    if minimum is not None:
+        bounds.append(f"at least {minimum:g}")
+    if maximum is not None:
+        bounds.append(f"at most {maximum:g}")
+    kind = "a whole number" if integer else "a number"
+    requirement = f"{kind} {' and '.join(bounds)}".strip()
+
+    def check(number: float, raw: object, what: str) -> float:
+        if integer and number != int(number):
+            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+        if exclusive_minimum is not None and not number > exclusive_minimum:
+            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+        if minimum is not None and number < minimum:
+            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+        if maximum is not None and number > maximum:
+            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+        return number
+
+    def parse(raw: object, what: str = "value") -> float:
+        try:
+            number = parse_quantity(raw, dimension)
+        except UnitError as error:
+            raise ValueError(str(error)) from None
+        return check(number, raw, what)
+
+    def validate(raw: Any) -> Stated:
+        if isinstance(raw, Stated):
+            return raw
+        if isinstance(raw, dict):
+            unknown = set(raw) - _STATED_KEYS
+            if unknown:
+                raise ValueError(
+                    f"unknown key {sorted(unknown)[0]!r}; a ranged value has keys value, low, high, source, provenance"
+                )
+            if "value" not in raw:
+                raise ValueError("a ranged value needs 'value' (and optionally low, high, source)")
+            value = parse(raw["value"])
+            low = parse(raw["low"], "low") if raw.get("low") is not None else None
+            high = parse(raw["high"], "high") if raw.get("high") is not None else None
+            if low is not None and low > value:
+                raise ValueError(f"low ({raw['low']!r}) must not exceed value ({raw['value']!r})")
+            if high is not None and high < value:
+                raise ValueError(f"high ({raw['high']!r}) must not be below value ({raw['value']!r})")
+            source = raw.get("source")
+            provenance = raw.get("provenance", "assumed")
+            if provenance not in ("assumed", "measured"):
+                raise ValueError(f"provenance must be 'assumed' or 'measured', got {provenance!r}")
+            return Stated(value=value, low=low, high=high, source=None if source is None else str(source),
+                          provenance=provenance)
+        return Stated(value=parse(raw))
+
+    schema = {
+        "description": f"{description}. {requirement[0].upper() + requirement[1:]}: {expected}; "
+                       "or a mapping {value, low, high, source, provenance}.",
+        "anyOf": [
+            {"type": "number"},
+            {"type": "string"},
+            {
+                "type": "object",
+                "properties": {
+                    "value": {"type": ["number", "string"]},
+                    "low": {"type": ["number", "string"]},
+                    "high": {"type": ["number", "string"]},
+                    "source": {"type": "string"},
+                    "provenance": {"enum": ["assumed", "measured"]},
+                },
+                "required": ["value"],
+                "additionalProperties": False,
+            },
+        ],
+    }
+    return Annotated[Stated, BeforeValidator(validate), WithJsonSchema(schema)]
+
+
+def _default(value: float, source: str) -> Stated:
+    return Stated(value=value, source=f"default: {source}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------- workload
+
+
+class ModelShape(_Section):
+    """The model, as far as the first-pass estimate needs it."""
+
+    name: Optional[str] = Field(None, description="a label for the model")
+    parameters: quantity("count", "Model parameters P, e.g. '7B'", exclusive_minimum=0)
+    layers: quantity("count", "Transformer layers L", minimum=1, integer=True)
+    hidden_size: quantity("count", "Hidden width H", minimum=1, integer=True)
+
+
+class Workload(_Section):
+    """What the job is; fixed when an estimate is compared with a measurement."""
+
+    kind: Literal["training"] = Field("training", description="the workload shape (serving arrives later)")
+    model: ModelShape
+    tokens: quantity("count", "Training tokens processed across the run D, e.g. '1B' or '2T'", exclusive_minimum=0)
+    sequence_length: quantity("count", "Tokens per sequence S", minimum=1, integer=True)
+    token_bytes: quantity("bytes", "Bytes per stored token id in the prepared dataset", exclusive_minimum=0) = \
+        _default(4, "four-byte token ids, as in lesson 000")
+
+
+# --------------------------------------------------------------------------------------------- supply
+
+
+class Accelerator(_Section):
+    """A device described inline (a hypothetical one, as the lesson's), instead of a catalog name."""
+
+    name: str = Field(description="a label for the device")
+    peak_flops_per_s: quantity("flop_rate", "Theoretical dense peak at the training precision, e.g. '200 TFLOP/s'",
+                               exclusive_minimum=0)
+    memory: quantity("bytes", "Device memory, e.g. '32 GB'", exclusive_minimum=0)
+    memory_bandwidth: Optional[quantity("byte_rate", "Device memory bandwidth", exclusive_minimum=0)] = None
+    link_bandwidth: Optional[quantity("byte_rate", "Accelerator-to-accelerator bandwidth per direction",
+                                      exclusive_minimum=0)] = None
+    tdp: Optional[quantity("watts", "Rated power of one device", exclusive_minimum=0)] = None
+
+
+def _accelerator(raw: Any) -> Any:
+    if isinstance(raw, str):
+        from botec.catalog import accelerators, did_you_mean
+
+        catalog = accelerators()
+        if raw not in catalog:
+            raise ValueError(
+                f"unknown accelerator {raw!r}{did_you_mean(raw, catalog)} "
+                f"(catalog: {', '.join(catalog)}; or describe one inline with name, peak_flops_per_s, memory)"
+            )
+    return raw
+
+
+class Network(_Section):
+    bandwidth: quantity("byte_rate", "Usable bandwidth per accelerator per direction during the collective, "
+                        "e.g. '25 GB/s' (default: the catalog's link bandwidth)", exclusive_minimum=0)
+
+
+class Storage(_Section):
+    write_bandwidth: quantity("byte_rate", "Aggregate write bandwidth genuinely available for checkpoints, "
+                              "e.g. '1 GB/s'", exclusive_minimum=0)
+
+
+class Supply(_Section):
+    """What the job runs on."""
+
+    accelerator: Annotated[
+        Union[str, Accelerator],
+        BeforeValidator(_accelerator),
+        Field(description="a catalog name (see `botec catalog`) or an inline device"),
+    ]
+    count: quantity("count", "Accelerators in the job N", minimum=1, integer=True)
+    network: Optional[Network] = None
+    storage: Optional[Storage] = None
+    price_per_accelerator_hour: Optional[quantity("usd_per_hour", "Price of one accelerator-hour, e.g. '$2.50/h'",
+                                                  minimum=0)] = None
+    power_per_accelerator: Optional[quantity("watts", "Power per accelerator (default: its TDP)",
+                                             exclusive_minimum=0)] = None
+    pue: Optional[quantity("ratio", "Power usage effectiveness of the facility, e.g. 1.2", minimum=1)] = None
+
+
+# --------------------------------------------------------------------------------------------- strategy
+
+
+class OptimizerState(_Section):
+    """Bytes per parameter kept during training, for an optimizer that is not a preset."""
+
+    weights: quantity("bytes", "Bytes of working weights per parameter", minimum=0)
+    gradients: quantity("bytes", "Bytes of gradients per parameter", minimum=0)
+    master_weights: quantity("bytes", "Bytes of master weights per parameter", minimum=0)
+    optimizer_states: quantity("bytes", "Bytes of optimizer moments per parameter", minimum=0)
+
+
+def _optimizer(raw: Any) -> Any:
+    if isinstance(raw, str):
+        from botec.catalog import did_you_mean, optimizer_presets
+
+        presets = optimizer_presets()
+        if raw not in presets:
+            raise ValueError(f"unknown optimizer preset {raw!r}{did_you_mean(raw, presets)} "
+                             f"(presets: {', '.join(presets)}; or give weights, gradients, master_weights, "
+                             "optimizer_states in bytes per parameter)")
+    return raw
+
+
+class CheckpointPolicy(_Section):
+    interval: quantity("seconds", "Wall time between checkpoint saves, e.g. '1 h'", exclusive_minimum=0) = \
+        _default(3600, "one save per hour, as in lesson 000")
+    retained: quantity("count", "Checkpoints kept at once", minimum=0, integer=True) = \
+        _default(3, "three retained checkpoints, as in lesson 000")
+
+
+class RetentionPolicy(_Section):
+    dataset_copies: quantity("count", "Copies of the prepared dataset retained", minimum=0, integer=True) = \
+        _default(2, "a prepared snapshot and a staging copy, as in lesson 000")
+    export_bytes_per_parameter: quantity("bytes", "Bytes per parameter of the exported model", minimum=0) = \
+        _default(2, "a BF16 export, as in lesson 000")
+
+
+class Strategy(_Section):
+    """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
+
+    data_parallel: Literal["replicated"] = Field(
+        "replicated", description="replicated data parallelism: every accelerator holds a model copy (DP = N)")
+    zero_stage: Literal[0, 1, 2, 3] = Field(
+        0, description="ZeRO stage over the data-parallel group: 0 none, 1 optimizer state, 2 + gradients, "
+                       "3 + weights (FSDP full shard)")
+    micro_batch_size: quantity("count", "Sequences per accelerator per micro-step B_local", minimum=1, integer=True)
+    gradient_accumulation_steps: quantity("count", "Micro-steps per optimizer step", minimum=1, integer=True) = \
+        _default(1, "no gradient accumulation")
+    precision: Literal["bf16", "fp8"] = Field("bf16", description="compute precision; selects the catalog's peak")
+    activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
+        _default(2, "BF16 activations")
+    optimizer: Annotated[
+        Union[str, OptimizerState],
+        BeforeValidator(_optimizer),
+        Field(description="an optimizer/precision preset (adam-mixed, adam-bf16, adam-fp32, sgd-momentum, "
+                          "adam-8bit) or bytes per parameter"),
+    ] = "adam-mixed"
+    checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+
+
+# --------------------------------------------------------------------------------------------- assumptions
+
+_LESSON = "the lesson's planning value"
+
+
+class Thresholds(_Section):
+    """When a figure becomes a warning. Thresholds are assumptions too."""
+
+    collective_overlap_share: quantity(
+        "ratio", "Collective floor share of the step above which it must overlap with compute", minimum=0) = \
+        _default(0.10, "a floor above 10 % of the step needs overlap")
+    checkpoint_pause_share: quantity(
+        "ratio", "Share of wall time spent writing checkpoints above which it is a problem", minimum=0) = \
+        _default(0.02, "more than 2 % of wall time lost to checkpoint writes is worth fixing")
+
+
+class Assumptions(_Section):
+    """Efficiencies and placeholder factors: the numbers a short run should replace."""
+
+    single_accelerator_mfu: Optional[quantity(
+        "ratio", "Share of peak one accelerator sustains as useful model FLOPs", exclusive_minimum=0, maximum=1)] = None
+    scaling_efficiency: Optional[quantity(
+        "ratio", "Rate kept when spreading over N accelerators, relative to N single ones",
+        exclusive_minimum=0, maximum=1)] = None
+    end_to_end_mfu: Optional[quantity(
+        "ratio", "Measured model FLOPs utilization of the whole multi-accelerator job; replaces "
+        "single_accelerator_mfu × scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
+    saved_tensor_factor: quantity(
+        "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", minimum=0) = \
+        _default(8, _LESSON + " (a placeholder to replace with a measured peak)")
+    runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
+        _default(2e9, _LESSON)
+    headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = _default(0.25, _LESSON)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @model_validator(mode="after")
+    def _one_efficiency_model(self) -> "Assumptions":
+        if self.end_to_end_mfu is not None:
+            stated = [n for n in ("single_accelerator_mfu", "scaling_efficiency") if getattr(self, n) is not None]
+            if stated:
+                raise ContractError(
+                    f"state either end_to_end_mfu or {' and '.join(stated)}, not both: a measured end-to-end "
+                    "MFU already includes the scaling losses, so multiplying it by a scaling factor would count "
+                    "them twice",
+                    field="assumptions.end_to_end_mfu",
+                )
+        return self
+
+    def efficiency(self) -> dict[str, Stated]:
+        """The efficiency model in force: end_to_end_mfu alone, or the (defaulted) pair."""
+        if self.end_to_end_mfu is not None:
+            return {"end_to_end_mfu": self.end_to_end_mfu}
+        return {
+            "single_accelerator_mfu": self.single_accelerator_mfu or _default(0.30, _LESSON),
+            "scaling_efficiency": self.scaling_efficiency or _default(0.80, _LESSON),
+        }
+
+
+class Contract(_Section):
+    """A workload contract: workload, supply, strategy and assumptions."""
+
+    model_config = ConfigDict(extra="forbid", title="botec workload contract")
+
+    name: Optional[str] = Field(None, description="a short name for the job")
+    description: Optional[str] = Field(None, description="what the job is for")
+    workload: Workload
+    supply: Supply
+    strategy: Strategy
+    assumptions: Assumptions = Field(default_factory=Assumptions)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _fields_at(model: type[BaseModel], location: tuple) -> list[str]:
+    """Field names of the section at ``location`` (for 'did you mean')."""
+    current: Any = model
+    for part in location:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        info = current.model_fields.get(part)
+        if info is None:
+            return []
+        current = _section_type(info.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _section_type(annotation: Any) -> Any:
+    for candidate in getattr(annotation, "__args__", ()) or ():
+        found = _section_type(candidate)
+        if isinstance(found, type) and issubclass(found, _Section):
+            return found
+    return annotation
+
+
+def _one_line(error: ValidationError) -> ContractError:
+    """The first problem of a pydantic error as one line naming the field."""
+    from botec.catalog import did_you_mean
+
+    first = error.errors()[0]
+    location = tuple(p for p in first["loc"] if isinstance(p, (str, int)))
+    # Unions report the member they tried ('str', 'Accelerator'); a user never wrote those.
+    location = tuple(p for p in location if not (isinstance(p, str) and p[:1].isupper()) and p != "str")
+    field = ".".join(str(p) for p in location)
+    kind = first["type"]
+    context = first.get("ctx") or {}
+    if isinstance(context.get("error"), ContractError):
+        inner = context["error"]
+        return ContractError(inner.detail, field=inner.field or field)
+    if kind == "extra_forbidden":
+        known = _fields_at(Contract, location[:-1])
+        hint = did_you_mean(location[-1], known)
+        allowed = f" (allowed: {', '.join(known)})" if known and not hint else ""
+        return ContractError(f"unknown field{hint}{allowed}", field=field)
+    if kind == "missing":
+        return ContractError("required field is missing", field=field)
+    message = first["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+    if kind == "literal_error":
+        message = f"{message}, got {first.get('input')!r}"
+    if kind in ("model_type", "dict_type"):
+        message = f"expected a mapping of fields, got {first.get('input')!r}"
+    return ContractError(message, field=field)
+
+
+def parse_contract(data: Any, origin: str | None = None) -> Contract:
+    """Validate already-loaded data (a dict) as a contract."""
+    if not isinstance(data, dict):
+        raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
+                            origin=origin)
+    try:
+        return Contract.model_validate(data)
+    except ValidationError as error:
+        problem = _one_line(error)
+        raise ContractError(problem.detail, field=problem.field, origin=origin) from None
+    except ContractError as error:
+        raise ContractError(error.detail, field=error.field, origin=origin) from None
+
+
+def read_contract_data(path: str | Path) -> dict:
+    """The raw mapping of a YAML or JSON contract file, or a :class:`ContractError` saying what is wrong."""
+    import yaml
+
+    path = Path(path)
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError("no such file", origin=origin) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError(f"cannot read the file ({error.__class__.__name__}: {error})", origin=origin) from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except json.JSONDecodeError as error:
+        raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
+                            origin=origin) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ContractError(f"malformed YAML{where}: {problem}", origin=origin) from None
+    if not isinstance(data, dict):
+        raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
+                            origin=origin)
+    return data
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``section.field=value`` overrides (values read as YAML scalars) to a raw contract mapping."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(data)
+    for override in overrides:
+        path, sep, text = override.partition("=")
+        if not sep or not path.strip():
+            raise ContractError(f"expected FIELD=VALUE such as supply.count=8, got {override!r}", field="--set")
+        keys = path.strip().split(".")
+        target = data
+        for key in keys[:-1]:
+            node = target.get(key)
+            if node is None or isinstance(node, str):
+                node = {} if node is None else node
+                target[key] = node
+            if not isinstance(node, dict):
+                raise ContractError(f"{key!r} is not a section", field=path.strip())
+            target = node
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        target[keys[-1]] = value
+    return data
+
+
+def load_contract(path: str | Path, overrides: list[str] | None = None) -> Contract:
+    """Read, override and validate a contract file."""
+    data = read_contract_data(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return parse_contract(data, origin=str(path))

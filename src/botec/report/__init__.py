@@ -1,0 +1,91 @@
+"""Reports of an estimate: terminal (rich), Markdown and JSON, all built from the same rows.
+
+:func:`assumption_rows` and :func:`account_rows` decide *what* a report shows; the renderers
+in ``terminal``, ``markdown`` and ``json_report`` only decide *how*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from botec.estimate import Estimate
+from botec.quantities import Quantity
+from botec.units import format_quantity
+
+__all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
+           "state_table_rows"]
+
+ACCOUNT_TITLES = {
+    "compute": "Compute",
+    "memory": "Accelerator memory (per accelerator)",
+    "network": "Network (per accelerator, per step)",
+    "storage": "Storage",
+    "cost": "Cost and energy",
+}
+
+
+@dataclass(frozen=True)
+class AssumptionRow:
+    name: str
+    value: str
+    range: str
+    provenance: str
+    source: str  # the contract field and the source note
+
+
+@dataclass(frozen=True)
+class QuantityRow:
+    name: str
+    value: str
+    meaning: str
+    formula: str
+
+
+def _range(quantity: Quantity, system: str) -> str:
+    if quantity.low is None and quantity.high is None:
+        return ""
+    low = format_quantity(quantity.low, quantity.unit, system) if quantity.low is not None else "…"
+    high = format_quantity(quantity.high, quantity.unit, system) if quantity.high is not None else "…"
+    return f"{low} – {high}"
+
+
+def assumption_rows(result: Estimate, system: str = "decimal") -> list[AssumptionRow]:
+    """Every input of the estimate (stated, catalog or measured), in account order."""
+    rows = []
+    for quantity in result.quantities.values():
+        if quantity.provenance == "derived":
+            continue
+        source = "; ".join(part for part in (quantity.field, quantity.source) if part)
+        rows.append(AssumptionRow(quantity.name, quantity.formatted(system), _range(quantity, system),
+                                  quantity.provenance, source))
+    return rows
+
+
+def account_rows(result: Estimate, system: str = "decimal") -> dict[str, list[QuantityRow]]:
+    """The derived quantities of each account, in the order they are defined."""
+    accounts: dict[str, list[QuantityRow]] = {account: [] for account in ACCOUNT_TITLES}
+    for quantity in result.quantities.values():
+        if quantity.provenance != "derived" or quantity.account not in accounts:
+            continue
+        accounts[quantity.account].append(
+            QuantityRow(quantity.name, quantity.formatted(system), quantity.definition.meaning,
+                        quantity.definition.expression or ""))
+    return {account: rows for account, rows in accounts.items() if rows}
+
+
+def state_table_rows(result: Estimate) -> list[tuple[str, str, str]]:
+    """The lesson's bytes-per-parameter table: (state, bytes/parameter, kept in a checkpoint)."""
+    q = result.quantities
+    parts = [
+        ("working weights", "weight_bytes_per_parameter", "yes"),
+        ("gradients", "gradient_bytes_per_parameter", "no"),
+        ("master weights", "master_weight_bytes_per_parameter", "yes"),
+        ("optimizer moments", "optimizer_state_bytes_per_parameter", "yes"),
+    ]
+    rows = [(label, format_quantity(q[name].value, "1"), kept) for label, name, kept in parts]
+    rows.append(("total during training (before sharding)",
+                 format_quantity(sum(q[name].value for _, name, _ in parts), "1"), ""))
+    rows.append(("per accelerator after ZeRO sharding", format_quantity(q["state_bytes_per_parameter"].value, "1"),
+                 ""))
+    rows.append(("in a checkpoint", format_quantity(q["checkpoint_bytes_per_parameter"].value, "1"), ""))
+    return rows

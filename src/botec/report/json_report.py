@@ -1,0 +1,39 @@
+"""The estimate as one JSON object, in base units (bytes, FLOP, seconds), for scripts."""
+
+from __future__ import annotations
+
+import json
+
+from botec import __version__
+from botec.estimate import Estimate
+
+
+def to_dict(result: Estimate) -> dict:
+    """``{botec_version, contract, accelerator, optimizer, quantities: [...], findings: [...]}``."""
+    quantities = []
+    for q in result.quantities.values():
+        quantities.append({
+            "name": q.name,
+            "account": q.account,
+            "value": q.value,
+            "unit": q.unit,
+            "meaning": q.definition.meaning,
+            "formula": q.formula,
+            "inputs": list(q.inputs),
+            "source": {"provenance": q.provenance, "field": q.field, "note": q.source},
+            "low": q.low,
+            "high": q.high,
+        })
+    return {
+        "botec_version": __version__,
+        "contract": result.contract.model_dump(mode="json"),
+        "accelerator": result.accelerator_name,
+        "optimizer": result.optimizer_name,
+        "fits": result.fits,
+        "quantities": quantities,
+        "findings": [finding.as_dict() for finding in result.findings],
+    }
+
+
+def render(result: Estimate) -> str:
+    return json.dumps(to_dict(result), indent=2, ensure_ascii=False, allow_nan=False)

@@ -1,0 +1,250 @@
+"""Units at the boundary, SI inside.
+
+People write quantities the way they read them on a datasheet or in a lesson: ``32 GB``,
+``200 TFLOP/s``, ``25 GB/s``, ``200 Gbps``, ``1 h``, ``2,048``, ``1e9``, ``7B``, ``30%``.
+:func:`parse_quantity` turns such a text into a float in the base unit of its *dimension*
+(bytes, FLOP, FLOP/s, bytes/s, seconds, ...); :func:`format_quantity` turns a base-unit float
+back into text. Inside botec every number is a float in base units and its name says which.
+
+Decimal prefixes are the default, as in the lesson (1 GB = 10^9 B); binary prefixes
+(KiB, MiB, GiB, TiB) are accepted on input and used on output with ``system="binary"``.
+``KB`` is read as the decimal kilobyte (10^3 B), the way the lesson writes "128 KB/s".
+
+We parse by hand rather than through a units library (pint, astropy.units) on purpose: the
+grammar is small and fixed, and a units registry costs more start-up time (hundreds of ms)
+than the whole single estimate is allowed (see ``benchmarks/estimate_startup.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = [
+    "DIMENSIONS",
+    "UnitError",
+    "parse_quantity",
+    "format_quantity",
+    "format_number",
+]
+
+
+class UnitError(ValueError):
+    """A quantity that does not parse in its expected dimension; the message says what was expected."""
+
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+
+
+def _prefixed(base_names: list[str], scale: float = 1.0, binary: bool = False) -> dict[str, float]:
+    """All spellings ``<prefix><base>`` of a unit, mapped to their factor to the base unit."""
+    table: dict[str, float] = {}
+    prefixes = dict(_DECIMAL)
+    if binary:
+        prefixes.update(_BINARY)
+    for base in base_names:
+        for prefix, factor in prefixes.items():
+            table[prefix + base] = factor * scale
+    return table
+
+
+_BYTES = _prefixed(["B"], binary=True) | {"byte": 1.0, "bytes": 1.0}
+_BITS = _prefixed(["b", "bit"], scale=1 / 8, binary=True)
+_PER_SECOND = ["/s", "ps", "/sec", " per second"]
+
+_SECONDS = {
+    "": 1.0, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "wk": 604800.0, "week": 604800.0, "weeks": 604800.0,
+    "y": 365.25 * 86400.0, "yr": 365.25 * 86400.0, "year": 365.25 * 86400.0, "years": 365.25 * 86400.0,
+}
+
+# Short-scale multipliers for counts: "7B" parameters, "2T" tokens, "16k" sequences.
+_COUNT_SCALE = {
+    "": 1.0, "k": 1e3, "K": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6,
+    "B": 1e9, "G": 1e9, "billion": 1e9, "T": 1e12, "trillion": 1e12,
+}
+_COUNT_NOUNS = (
+    "tokens", "token", "parameters", "parameter", "params", "param", "sequences", "sequence",
+    "steps", "step", "accelerators", "accelerator", "gpus", "GPUs", "devices", "layers",
+    "requests", "checkpoints", "copies",
+)
+
+
+def _rate(table: dict[str, float]) -> dict[str, float]:
+    return {name + suffix: factor for name, factor in table.items() if name for suffix in _PER_SECOND}
+
+
+def _build_dimensions() -> dict[str, tuple[str, dict[str, float]]]:
+    flop = _prefixed(["FLOP", "FLOPs", "flop", "flops"])
+    flop_rate = _rate(_prefixed(["FLOP", "FLOPs", "flop"])) | _prefixed(["FLOPS"])
+    return {
+        "bytes": ("a byte size such as '32 GB', '14 GiB' or a number of bytes", _BYTES | {"": 1.0}),
+        "byte_rate": (
+            "a bandwidth such as '25 GB/s', '200 Gbps' or a number of bytes per second",
+            _rate(_BYTES) | _rate(_BITS) | {"": 1.0},
+        ),
+        "flop": ("an amount of work such as '6e18 FLOP' or '6 EFLOP'", flop | {"": 1.0}),
+        "flop_rate": ("a compute rate such as '200 TFLOP/s' or '989 TFLOPS'", flop_rate | {"": 1.0}),
+        "seconds": ("a duration such as '1 h', '30 min', '14 s' or a number of seconds", _SECONDS),
+        "count": ("a count such as '2,048', '1e9', '7B' or '2T tokens'", _COUNT_SCALE),
+        "ratio": ("a fraction such as 0.3 or '30%'", {"": 1.0, "%": 0.01}),
+        "watts": ("a power such as '700 W' or '1.2 kW'", _prefixed(["W"]) | {"": 1.0}),
+        "usd": ("an amount of money in US dollars such as '$1,200' or '1200 USD'", {"": 1.0, "USD": 1.0, "$": 1.0}),
+        "usd_per_hour": (
+            "a price per hour in US dollars such as '$2.50/h' or '2.5 USD/h'",
+            {"": 1.0} | {f"{cur}/{h}": 1.0 for cur in ("", "$", "USD") for h in ("h", "hr", "hour")}
+            | {"USD": 1.0, "$": 1.0},
+        ),
+    }
+
+
+DIMENSIONS: dict[str, tuple[str, dict[str, float]]] = _build_dimensions()
+"""dimension name -> (what a user should write, {unit spelling: factor to the base unit})."""
+
+_NUMBER = re.compile(
+    r"""^\s*(?P<currency>\$)?\s*
+        (?P<number>[+-]?(?:\d{1,3}(?:,\d{3})+|\d+(?:_\d+)*)(?:\.\d*)?(?:[eE][+-]?\d+)?
+                  |[+-]?\.\d+(?:[eE][+-]?\d+)?)
+        \s*(?P<unit>.*?)\s*$""",
+    re.VERBOSE,
+)
+
+
+def parse_quantity(value: object, dimension: str) -> float:
+    """Parse ``value`` (a number or a text like ``"32 GB"``) into a float in ``dimension``'s base unit.
+
+    A plain number is taken to be in base units already. Raises :class:`UnitError` naming what
+    was expected when the text does not parse or its unit belongs to another dimension.
+    """
+    expected, table = DIMENSIONS[dimension]
+    if isinstance(value, bool):
+        raise UnitError(f"expected {expected}, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise UnitError(f"expected {expected}, got {value!r}")
+        return number
+    if not isinstance(value, str):
+        raise UnitError(f"expected {expected}, got {value!r}")
+    match = _NUMBER.match(value)
+    if not match:
+        raise UnitError(f"expected {expected}, got {value!r}")
+    unit = match["unit"]
+    if dimension == "count":  # "2T tokens", "7 B params": drop the noun, keep the scale
+        words = unit.split()
+        if words and words[-1] in _COUNT_NOUNS:
+            unit = " ".join(words[:-1])
+    if match["currency"]:
+        unit = "$" + unit if unit.startswith("/") else (unit or "$")
+    factor = table.get(unit)
+    if factor is None:
+        factor = table.get(unit.replace(" ", ""))
+    if factor is None:
+        raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}")
+    number = float(match["number"].replace(",", "").replace("_", "")) * factor
+    if not math.isfinite(number):
+        raise UnitError(f"expected {expected}, got {value!r} (not a finite number)")
+    return number
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------
+
+_DECIMAL_STEPS = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_BINARY_STEPS = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
+_COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M")]
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_number(value: float, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, no trailing zeros; integers >= 1000 in full with commas."""
+    if value != value or value in (math.inf, -math.inf):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{round(value):,}"
+    if value == 0:
+        return "0"
+    text = f"{value:.{digits}g}"
+    if "e" in text:  # very small: keep scientific, but readable
+        mantissa, exponent = text.split("e")
+        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _with_prefix(value: float, symbol: str, steps: list[tuple[float, str]]) -> str:
+    magnitude = abs(value)
+    for factor, prefix in steps:
+        if magnitude >= factor:
+            return f"{format_number(value / factor)} {prefix}{symbol}"
+    return f"{format_number(value)} {symbol}"
+
+
+def _format_seconds(seconds: float) -> str:
+    magnitude = abs(seconds)
+    if magnitude < 120:
+        return f"{format_number(seconds)} s"
+    if magnitude < 3600:
+        return f"{format_number(seconds / 60)} min"
+    if magnitude < 72 * 3600:
+        return f"{format_number(seconds / 3600)} h"
+    if magnitude < 2 * 365.25 * 86400:
+        return f"{format_number(seconds / 86400)} days"
+    return f"{format_number(seconds / (365.25 * 86400))} years"
+
+
+def _format_count(value: float, noun: str) -> str:
+    if value == 1 and noun.endswith("s") and "/" not in noun:
+        noun = noun[:-1]  # "1 sequence", "1 accelerator"
+    suffix = f" {noun}" if noun else ""
+    if abs(value) >= 1e6:
+        for factor, letter in _COUNT_STEPS:
+            if abs(value) >= factor:
+                return f"{format_number(value / factor)}{letter}{suffix}"
+    return f"{format_number(value)}{suffix}"
+
+
+def format_quantity(value: float, unit: str, system: str = "decimal") -> str:
+    """Text for a base-unit ``value`` of ``unit`` (one of the units quantities declare).
+
+    ``system`` is ``"decimal"`` (GB = 10^9 B, the default) or ``"binary"`` (GiB = 2^30 B) and
+    applies to bytes and bytes/s.
+    """
+    byte_steps = _BINARY_STEPS if system == "binary" else _DECIMAL_STEPS
+    if unit == "B":
+        return _with_prefix(value, "B", byte_steps)
+    if unit == "B/s":
+        return _with_prefix(value, "B/s", byte_steps)
+    if unit == "FLOP/s":
+        return _with_prefix(value, "FLOP/s", _DECIMAL_STEPS)
+    if unit == "W":
+        return _with_prefix(value, "W", _DECIMAL_STEPS)
+    if unit == "FLOP":
+        if value == 0:
+            return "0 FLOP"
+        exponent = math.floor(math.log10(abs(value)))
+        mantissa = format_number(value / 10**exponent)
+        return f"{mantissa} × 10{str(exponent).translate(_SUPERSCRIPT)} FLOP"
+    if unit == "s":
+        return _format_seconds(value)
+    if unit == "J":
+        return _with_prefix(value / 3600.0, "Wh", _DECIMAL_STEPS)
+    if unit == "fraction":
+        return f"{format_number(value * 100)} %"
+    if unit == "USD":
+        if abs(value) >= 1e6:
+            return f"${format_number(value / 1e6)}M"
+        return f"${value:,.0f}" if abs(value) >= 100 else f"${value:,.2f}"
+    if unit == "USD/h":
+        return f"${value:,.2f}/h"
+    if unit in ("1", ""):
+        return format_number(value)
+    # counted things: tokens, steps, sequences, parameters, accelerators, h, B/parameter, ...
+    return _format_count(value, unit)

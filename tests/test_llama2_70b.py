@@ -1,0 +1,57 @@
+"""Lesson 004's worked example: Llama 2-70B on 2T tokens on A100-80GB."""
+
+from __future__ import annotations
+
+import pytest
+
+from botec.estimate import estimate_file
+
+from conftest import LLAMA
+
+HOURS_PER_YEAR = 365.25 * 24
+
+
+def test_about_1_7_million_gpu_hours():
+    result = estimate_file(LLAMA)
+    # 8.4e23 FLOP / (312e12 FLOP/s × 0.435) / 3600 = 1.719e6 h; Meta reports 1,720,320 (Llama 2 paper, Table 2)
+    assert result.value("training_flops") == pytest.approx(8.4e23)
+    assert result.value("accelerator_hours") == pytest.approx(1.72e6, rel=0.01)
+    assert result.quantities["end_to_end_mfu"].source.startswith("implied by Llama 2 paper")
+
+
+def test_about_195_years_on_one_gpu():
+    # One GPU cannot hold the state, so the estimate is for compute only: the run time does not
+    # depend on memory, and the report refuses such a plan (see test_cli_errors).
+    result = estimate_file(LLAMA, ["supply.count=1"])
+    years = result.value("run_seconds") / 3600 / HOURS_PER_YEAR
+    assert years == pytest.approx(195, rel=0.02)
+    assert not result.fits
+
+
+def test_about_a_week_on_10000_gpus():
+    result = estimate_file(LLAMA, ["supply.count=10000"])
+    days = result.value("run_seconds") / 86400
+    assert 6.5 <= days <= 7.5            # 7.16 days
+    assert result.fits
+
+
+def test_zero3_shards_the_state_and_triples_the_traffic():
+    result = estimate_file(LLAMA)
+    n = 1024
+    # 16 B/parameter / 1,024 ways: 70e9 × 16 / 1024 = 1.09 GB of state per GPU
+    assert result.value("state_bytes") == pytest.approx(70e9 * 16 / n)
+    # reduce-scatter of gradients + two all-gathers of weights: 3 (N−1)/N × 140 GB
+    assert result.value("collective_bytes_sent_per_step") == pytest.approx(3 * (n - 1) / n * 140e9)
+    # at 25 GB/s (200 Gb/s) that is a 16.8 s floor against a 12.7 s step: a failing network finding
+    assert result.value("collective_floor_seconds") == pytest.approx(3 * (n - 1) / n * 140e9 / 25e9)
+    network = [f for f in result.findings if f.account == "network"][0]
+    assert network.level == "fail"
+
+
+def test_cost_and_energy():
+    result = estimate_file(LLAMA)
+    hours = result.value("accelerator_hours")
+    assert result.value("training_cost_usd") == pytest.approx(hours * 1.80)
+    assert result.value("cost_per_million_tokens_usd") == pytest.approx(hours * 1.80 / 2e12 * 1e6)
+    # E = N × T × 400 W × 1.1
+    assert result.value("energy_joules") == pytest.approx(hours * 3600 * 400 * 1.1)
