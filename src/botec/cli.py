@@ -188,7 +188,7 @@ def catalog(
 ) -> None:
     """List the accelerator catalog (dense peaks, memory, links, power, sources) and the optimizer presets."""
     from botec.catalog import accelerators, optimizer_presets
-    from botec.units import format_quantity
+    from botec.units import format_number
 
     devices = accelerators()
     presets = optimizer_presets()
@@ -204,31 +204,40 @@ def catalog(
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
 
-    def fmt(value, unit):
-        return "—" if value is None else format_quantity(value, unit)
+    def fmt(value, scale=1.0):
+        return "—" if value is None else format_number(value / scale)
 
-    rows = [[d.key, d.name, fmt(d.peak_flops_per_s.get("bf16"), "FLOP/s"), fmt(d.peak_flops_per_s.get("fp8"), "FLOP/s"),
-             fmt(d.memory_bytes, "B"), fmt(d.memory_bandwidth_bytes_per_s, "B/s"),
-             fmt(d.link_bandwidth_bytes_per_s, "B/s"), fmt(d.tdp_watts, "W"), f"{d.source} ({d.date})"]
+    header = ["key", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "memory GB", "memory GB/s", "link GB/s", "TDP W",
+              "source"]
+    rows = [[d.key, d.name, fmt(d.peak_flops_per_s.get("bf16"), 1e12), fmt(d.peak_flops_per_s.get("fp8"), 1e12),
+             fmt(d.memory_bytes, 1e9), fmt(d.memory_bandwidth_bytes_per_s, 1e9),
+             fmt(d.link_bandwidth_bytes_per_s, 1e9), fmt(d.tdp_watts), f"{d.source} ({d.date})"]
             for d in devices.values()]
     if format is Format.markdown:
-        header = ["key", "name", "BF16 dense", "FP8 dense", "memory", "memory bw", "link/direction", "TDP", "source"]
         typer.echo("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
         for row in rows:
             typer.echo("| " + " | ".join(row) + " |")
         return
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Accelerators (dense peaks; decimal units)", title_justify="left")
-    for column in ("key", "name", "BF16", "FP8", "memory", "memory bw", "link/dir", "TDP", "source"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
     console = _console()
+    wide = console.width >= 160
+    table = Table(title="Accelerators (dense peaks; decimal units; link bandwidth per direction)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    shown = header if wide else [c for c in header if c not in ("name", "source")]
+    for column in shown:
+        label = column if column in ("key", "name", "source") else column.replace(" ", "\n", 1)
+        table.add_column(label, justify="left" if column in ("key", "name", "source") else "right",
+                         no_wrap=column not in ("name", "source"), overflow="fold")
+    for row in rows:
+        table.add_row(*(cell for column, cell in zip(header, row) if column in shown))
     console.print(table)
-    table = Table(title="Optimizer presets (bytes per parameter)", title_justify="left")
+    console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`.", style="dim")
+    table = Table(title="Optimizer presets (bytes per parameter)", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
     for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column == "preset")
     for p in presets.values():
         table.add_row(p.key, *(f"{v:g}" for v in (p.weight_bytes_per_parameter, p.gradient_bytes_per_parameter,
                                                     p.master_weight_bytes_per_parameter,

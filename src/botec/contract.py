@@ -25,7 +25,8 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
+                      WithJsonSchema, model_validator)
 
 from botec.units import DIMENSIONS, UnitError, parse_quantity
 
@@ -193,6 +194,14 @@ class Accelerator(_Section):
     tdp: Optional[quantity("watts", "Rated power of one device", exclusive_minimum=0)] = None
 
 
+_BY_NAME, _INLINE = "by name", "inline"
+
+
+def _by_name_or_inline(raw: Any) -> str:
+    """Catalog entries are named by a string; anything else is validated as an inline description."""
+    return _BY_NAME if isinstance(raw, str) else _INLINE
+
+
 def _accelerator(raw: Any) -> Any:
     if isinstance(raw, str):
         from botec.catalog import accelerators, did_you_mean
@@ -220,7 +229,8 @@ class Supply(_Section):
     """What the job runs on."""
 
     accelerator: Annotated[
-        Union[str, Accelerator],
+        Union[Annotated[str, Tag(_BY_NAME)], Annotated[Accelerator, Tag(_INLINE)]],
+        Discriminator(_by_name_or_inline),
         BeforeValidator(_accelerator),
         Field(description="a catalog name (see `botec catalog`) or an inline device"),
     ]
@@ -287,7 +297,8 @@ class Strategy(_Section):
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
         _default(2, "BF16 activations")
     optimizer: Annotated[
-        Union[str, OptimizerState],
+        Union[Annotated[str, Tag(_BY_NAME)], Annotated[OptimizerState, Tag(_INLINE)]],
+        Discriminator(_by_name_or_inline),
         BeforeValidator(_optimizer),
         Field(description="an optimizer/precision preset (adam-mixed, adam-bf16, adam-fp32, sgd-momentum, "
                           "adam-8bit) or bytes per parameter"),
@@ -324,7 +335,7 @@ class Assumptions(_Section):
         "ratio", "Measured model FLOPs utilization of the whole multi-accelerator job; replaces "
         "single_accelerator_mfu × scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
     saved_tensor_factor: quantity(
-        "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", minimum=0) = \
+        "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", exclusive_minimum=0) = \
         _default(8, _LESSON + " (a placeholder to replace with a measured peak)")
     runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
         _default(2e9, _LESSON)
@@ -397,10 +408,12 @@ def _one_line(error: ValidationError) -> ContractError:
     """The first problem of a pydantic error as one line naming the field."""
     from botec.catalog import did_you_mean
 
-    first = error.errors()[0]
+    errors = error.errors()
+    # A misspelt field also shows up as a missing one; the misspelling is the useful report.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     location = tuple(p for p in first["loc"] if isinstance(p, (str, int)))
-    # Unions report the member they tried ('str', 'Accelerator'); a user never wrote those.
-    location = tuple(p for p in location if not (isinstance(p, str) and p[:1].isupper()) and p != "str")
+    # Unions report the member they tried; a user never wrote those.
+    location = tuple(p for p in location if p not in (_BY_NAME, _INLINE))
     field = ".".join(str(p) for p in location)
     kind = first["type"]
     context = first.get("ctx") or {}
@@ -499,9 +512,12 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def load_contract(path: str | Path, overrides: list[str] | None = None) -> Contract:
-    """Read, override and validate a contract file."""
-    data = read_contract_data(path)
+def load_contract(path: str | Path, overrides: list[str] | None = None, origin: str | None = None) -> Contract:
+    """Read, override and validate a contract file; errors name ``origin`` (default: the path)."""
+    try:
+        data = read_contract_data(path)
+    except ContractError as error:
+        raise ContractError(error.detail, field=error.field, origin=origin or error.origin) from None
     if overrides:
         data = apply_overrides(data, overrides)
-    return parse_contract(data, origin=str(path))
+    return parse_contract(data, origin=origin or str(path))

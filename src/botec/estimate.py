@@ -182,5 +182,5 @@ def estimate_file(path=None, overrides: list[str] | None = None) -> Estimate:
     """Load a contract file (the reference workload when ``path`` is None) and estimate it."""
     if path is None:
         with resources.as_file(reference_contract_path()) as reference:
-            return estimate(load_contract(reference, overrides))
+            return estimate(load_contract(reference, overrides, origin=f"reference workload {REFERENCE_CONTRACT}"))
     return estimate(load_contract(path, overrides))

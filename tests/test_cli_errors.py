@@ -1,0 +1,190 @@
+"""Bad input: one clear line naming the field and the expectation, exit code 2, no traceback,
+and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import LESSON, write
+
+GOOD = LESSON.read_text(encoding="utf-8")
+
+
+def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> str:
+    assert code == 2, (code, out, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("botec: error: ")
+    assert "Traceback" not in err and "Traceback" not in out
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def test_malformed_yaml(cli, tmp_path):
+    path = write(tmp_path, "workload:\n  model: [1, 2\nsupply: {}\n")
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, str(path), "malformed YAML at line")
+
+
+def test_malformed_json(cli, tmp_path):
+    path = write(tmp_path, '{"workload": ', name="contract.json")
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "malformed JSON at line 1")
+
+
+def test_unknown_field_with_did_you_mean(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("  count: 4 ", "  cuont: 4 "))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "supply.cuont: unknown field; did you mean 'count'?")
+
+
+def test_unknown_section_with_did_you_mean(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("assumptions:   ", "asumptions:   "))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "asumptions: unknown field; did you mean 'assumptions'?")
+
+
+def test_unit_that_does_not_parse(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("memory: 32 GB", "memory: 32 GX"))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "supply.accelerator.memory", "unknown unit 'GX' in '32 GX'",
+                          "expected a byte size")
+
+
+def test_unit_of_the_wrong_dimension(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("interval: 1 h", "interval: 1 GB"))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "strategy.checkpoint.interval", "expected a duration")
+
+
+@pytest.mark.parametrize("count, expected", [("0", "at least 1"), ("-4", "at least 1"), ("2.5", "a whole number")])
+def test_zero_negative_or_fractional_count(cli, tmp_path, count, expected):
+    path = write(tmp_path, GOOD.replace("  count: 4 ", f"  count: {count} "))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "supply.count", expected)
+
+
+def test_negative_tokens(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("tokens: 1B ", "tokens: -1B "))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "workload.tokens", "greater than 0")
+
+
+def test_efficiency_above_one(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("value: 0.30, low: 0.20, high: 0.45", "value: 1.3"))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "assumptions.single_accelerator_mfu", "at most 1")
+
+
+def test_range_that_excludes_the_value(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("value: 0.30, low: 0.20", "value: 0.30, low: 0.35"))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "assumptions.single_accelerator_mfu", "low (0.35) must not exceed value")
+
+
+def test_unknown_accelerator(cli, tmp_path):
+    text = GOOD.replace("""  accelerator:                 # a hypothetical device, described inline (or a catalog name: h100-sxm)
+    name: lesson accelerator
+    peak_flops_per_s: 200 TFLOP/s   # theoretical BF16 peak for the operations this model uses
+    memory: 32 GB
+""", "  accelerator: h100-sxn\n")
+    path = write(tmp_path, text)
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "supply.accelerator: unknown accelerator 'h100-sxn'; did you mean 'h100-sxm'?")
+
+
+def test_unknown_optimizer(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("optimizer: adam-mixed", "optimizer: adam-mixd"))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "strategy.optimizer", "did you mean 'adam-mixed'?")
+
+
+def test_batch_that_does_not_fit(cli):
+    code, out, err = cli("estimate", str(LESSON), "--set", "strategy.micro_batch_size=16")
+    line = assert_one_line_error(code, out, err, "strategy.micro_batch_size: 16 sequences per accelerator need",
+                                 "more than its 32 GB", "at most 7 fit")
+    # (16 + 16 × 1.07 + 2) GB × 1.25 = 43.98 GB planned
+    assert "44 GB planned" in line
+    assert out == ""
+
+
+def test_batch_that_does_not_fit_can_still_be_reported(cli):
+    code, out, err = cli("estimate", str(LESSON), "--set", "strategy.micro_batch_size=16", "--allow-misfit",
+                         "-f", "json")
+    assert code == 0
+    import json
+
+    payload = json.loads(out)
+    assert payload["fits"] is False
+    assert [f for f in payload["findings"] if f["account"] == "memory"][0]["level"] == "fail"
+
+
+def test_both_efficiency_models_is_a_double_count(cli):
+    code, out, err = cli("estimate", str(LESSON), "--set", "assumptions.end_to_end_mfu=0.24")
+    assert_one_line_error(code, out, err, "assumptions.end_to_end_mfu", "count them twice")
+
+
+def test_missing_required_field(cli, tmp_path):
+    path = write(tmp_path, GOOD.replace("  sequence_length: 2048        # S\n", ""))
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "workload.sequence_length: required field is missing")
+
+
+def test_missing_file(cli, tmp_path):
+    code, out, err = cli("estimate", str(tmp_path / "nope.yaml"))
+    assert_one_line_error(code, out, err, "nope.yaml: no such file")
+
+
+def test_contract_that_is_not_a_mapping(cli, tmp_path):
+    path = write(tmp_path, "- just\n- a list\n")
+    code, out, err = cli("estimate", str(path))
+    assert_one_line_error(code, out, err, "a contract is a mapping")
+
+
+def test_bad_override(cli):
+    code, out, err = cli("estimate", "--set", "supply.count")
+    assert_one_line_error(code, out, err, "--set", "expected FIELD=VALUE")
+
+
+def test_precision_the_catalog_lacks(cli, tmp_path):
+    text = GOOD.replace("""  accelerator:                 # a hypothetical device, described inline (or a catalog name: h100-sxm)
+    name: lesson accelerator
+    peak_flops_per_s: 200 TFLOP/s   # theoretical BF16 peak for the operations this model uses
+    memory: 32 GB
+""", "  accelerator: a100-sxm-80gb\n").replace("precision: bf16", "precision: fp8")
+    code, out, err = cli("estimate", str(write(tmp_path, text)))
+    assert_one_line_error(code, out, err, "strategy.precision", "a100-sxm-80gb has no published fp8 peak")
+
+
+def test_unknown_quantity_in_explain(cli):
+    code, out, err = cli("explain", str(LESSON), "planned_devise_bytes")
+    assert_one_line_error(code, out, err, "'planned_devise_bytes' is not a quantity; did you mean 'planned_device_bytes'?")
+
+
+def test_init_refuses_to_overwrite(cli, tmp_path):
+    path = write(tmp_path, "keep me\n", name="botec.yaml")
+    code, out, err = cli("init", str(path))
+    assert_one_line_error(code, out, err, "already exists")
+    assert path.read_text() == "keep me\n"
+
+
+def test_failed_report_write_leaves_nothing(cli, tmp_path):
+    target = tmp_path / "missing-dir" / "report.md"
+    code, out, err = cli("estimate", "-f", "markdown", "-o", str(target))
+    assert_one_line_error(code, out, err, "cannot write")
+    assert not target.parent.exists()
+
+
+def test_console_script_exit_code(tmp_path):
+    """The installed `botec` script itself (a real process) exits 2 with one line."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = shutil.which("botec") or str(Path(sys.executable).with_name("botec"))
+    path = write(tmp_path, GOOD.replace("memory: 32 GB", "memory: 32 GX"))
+    completed = subprocess.run([script, "estimate", str(path)], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr

@@ -1,0 +1,114 @@
+"""The commands a user runs: estimate (text, JSON, Markdown), explain, schema, init, catalog."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import LESSON
+
+
+def test_estimate_text_report_has_assumptions_accounts_findings(cli):
+    code, out, err = cli("estimate")
+    assert code == 0, err
+    order = [out.index(title) for title in ("Inputs and assumptions", "Compute", "Accelerator memory", "Network",
+                                            "Storage", "Findings")]
+    assert order == sorted(order)
+    assert "0.2 – 0.45" in out          # the range of single_accelerator_mfu
+    assert "25.2 GB" in out and "61,036 steps" in out
+
+
+def test_estimate_json_is_scriptable(cli):
+    code, out, err = cli("estimate", str(LESSON), "--format", "json")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert set(payload) >= {"contract", "quantities", "findings"}
+    quantities = {q["name"]: q for q in payload["quantities"]}
+    planned = quantities["planned_device_bytes"]
+    assert set(planned) >= {"name", "account", "value", "unit", "meaning", "formula", "inputs", "source"}
+    assert planned["value"] == pytest.approx(25.18e9, rel=1e-3) and planned["unit"] == "B"
+    assert planned["inputs"] == ["state_bytes", "activation_bytes", "runtime_buffer_bytes", "headroom"]
+    assert planned["source"]["provenance"] == "derived"
+    assert quantities["run_seconds"]["value"] == pytest.approx(31_250) and quantities["run_seconds"]["unit"] == "s"
+    assert quantities["training_flops"]["unit"] == "FLOP"
+    mfu = quantities["single_accelerator_mfu"]
+    assert (mfu["low"], mfu["value"], mfu["high"]) == (0.2, 0.3, 0.45)
+    # the normalized contract is in base units
+    assert payload["contract"]["supply"]["accelerator"]["memory"]["value"] == 32e9
+    assert payload["contract"]["strategy"]["checkpoint"]["interval"]["value"] == 3600
+    assert {f["account"] for f in payload["findings"]} >= {"compute", "memory", "network", "storage"}
+
+
+def test_estimate_markdown_and_binary_units(cli, tmp_path):
+    target = tmp_path / "review.md"
+    code, out, err = cli("estimate", "-f", "markdown", "--units", "binary", "-o", str(target))
+    assert code == 0, err
+    text = target.read_text()
+    assert text.startswith("# botec estimate: lesson-finetune-1b")
+    assert "| `planned_device_bytes` | 23.5 GiB |" in text     # 25.18e9 B / 2^30
+    assert "## Findings" in text and "## Storage" in text
+    assert "| working weights | 2 | yes |" in text
+
+
+def test_explain_prints_the_chain(cli):
+    code, out, err = cli("explain", str(LESSON), "planned_device_bytes")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first == ("planned_device_bytes = (state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)"
+                     " = (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
+    assert "\n  state_bytes = parameters × state_bytes_per_parameter = 1 × 10⁹ × 16 B/parameter = 16 GB" in out
+
+
+def test_explain_on_the_reference_workload_by_default(cli):
+    code, out, err = cli("explain", "run_seconds")
+    assert code == 0, err
+    assert out.startswith("run_seconds = training_flops / useful_flops_per_s = 6 × 10¹⁸ FLOP / 192 TFLOP/s = 8.68 h")
+
+
+def test_schema_describes_the_four_sections(cli):
+    code, out, err = cli("schema")
+    assert code == 0, err
+    schema = json.loads(out)
+    assert set(schema["required"]) == {"workload", "supply", "strategy"}
+    assert set(schema["properties"]) >= {"workload", "supply", "strategy", "assumptions"}
+    assert "unit" in json.dumps(schema) or "GB" in json.dumps(schema)
+
+
+def test_init_writes_a_commented_starter_that_estimates(cli, tmp_path):
+    path = tmp_path / "job.yaml"
+    code, out, err = cli("init", str(path))
+    assert code == 0, err
+    text = path.read_text()
+    assert text.count("#") > 20                         # commented
+    assert yaml.safe_load(text)["supply"]["count"] == 4
+    code, out, err = cli("estimate", str(path), "-f", "json")
+    assert code == 0, err
+
+
+def test_catalog_lists_accelerators_and_presets(cli):
+    code, out, err = cli("catalog", "-f", "json")
+    assert code == 0, err
+    payload = json.loads(out)
+    keys = {d["key"] for d in payload["accelerators"]}
+    assert {"h100-sxm", "mi300x", "tpu-v5p"} <= keys
+    assert {p["key"] for p in payload["optimizers"]} >= {"adam-mixed", "adam-8bit"}
+    code, out, err = cli("catalog")
+    assert code == 0 and "h100-sxm" in out and "989" in out
+
+
+def test_json_contract_files_work(cli, tmp_path):
+    data = yaml.safe_load(LESSON.read_text())
+    path = tmp_path / "lesson.json"
+    path.write_text(json.dumps(data))
+    code, out, err = cli("estimate", str(path), "-f", "json")
+    assert code == 0, err
+    assert {q["name"]: q["value"] for q in json.loads(out)["quantities"]}["steps"] == 61_036
+
+
+def test_version_and_help(cli):
+    code, out, err = cli("--version")
+    assert code == 0 and out.startswith("botec ")
+    code, out, err = cli("estimate", "--help")
+    assert code == 0 and "Example" in out
