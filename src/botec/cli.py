@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 
 from botec import __version__
-from botec.contract import ContractError
+from botec.errors import UserError
 
 app = typer.Typer(
     name="botec",
@@ -39,15 +39,6 @@ class Format(str, enum.Enum):
 class Units(str, enum.Enum):
     decimal = "decimal"
     binary = "binary"
-
-
-class UserError(Exception):
-    """A problem the user can fix; the message is one line."""
-
-
-def _fail(message: str) -> "typer.Exit":
-    typer.echo(f"botec: error: {message}", err=True)
-    return typer.Exit(code=2)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -264,7 +255,7 @@ def main() -> None:
     """Console entry point: user errors become one line and exit code 2; nothing becomes a traceback."""
     try:
         app(standalone_mode=True)
-    except (ContractError, UserError) as error:
+    except UserError as error:
         typer.echo(f"botec: error: {error}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -28,20 +28,10 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
                       WithJsonSchema, model_validator)
 
+from botec.errors import ContractError
 from botec.units import DIMENSIONS, UnitError, parse_quantity
 
 __all__ = ["Contract", "ContractError", "Stated", "load_contract", "parse_contract", "apply_overrides"]
-
-
-class ContractError(ValueError):
-    """A contract that cannot be used; ``str()`` is one line naming the field and the expectation."""
-
-    def __init__(self, message: str, field: str | None = None, origin: str | None = None):
-        self.field = field
-        self.origin = origin
-        self.detail = message
-        parts = [p for p in (origin, field) if p]
-        super().__init__(": ".join(parts + [message]))
 
 
 class Stated(BaseModel):

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 
-from botec.contract import Contract, ContractError, Stated, load_contract
+from botec.contract import Contract, Stated, load_contract
+from botec.errors import ContractError
 from botec.findings import Finding, findings_for
 from botec.quantities import Given, Quantity, evaluate
 

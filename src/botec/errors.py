@@ -1,0 +1,21 @@
+"""Errors a user can fix. Their ``str()`` is one line naming the field and what was expected;
+the CLI prints it and exits with code 2."""
+
+from __future__ import annotations
+
+__all__ = ["ContractError", "UserError"]
+
+
+class UserError(Exception):
+    """A problem the user can fix (a file that exists, an unknown quantity name); one line."""
+
+
+class ContractError(UserError, ValueError):
+    """A contract that cannot be used; ``str()`` is one line naming the field and the expectation."""
+
+    def __init__(self, message: str, field: str | None = None, origin: str | None = None):
+        self.field = field
+        self.origin = origin
+        self.detail = message
+        parts = [p for p in (origin, field) if p]
+        super().__init__(": ".join(parts + [message]))
