@@ -8,6 +8,16 @@ import pytest
 from conftest import LESSON, write
 
 GOOD = LESSON.read_text(encoding="utf-8")
+INLINE_DEVICE = """  accelerator:                 # a hypothetical device, described inline (or a catalog name: h100-sxm)
+    name: lesson accelerator
+    peak_flops_per_s: 200 TFLOP/s   # theoretical BF16 peak for the operations this model uses
+    memory: 32 GB
+"""
+
+
+def with_catalog_device(key: str) -> str:
+    assert INLINE_DEVICE in GOOD
+    return GOOD.replace(INLINE_DEVICE, f"  accelerator: {key}\n")
 
 
 def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> str:
@@ -84,12 +94,7 @@ def test_range_that_excludes_the_value(cli, tmp_path):
 
 
 def test_unknown_accelerator(cli, tmp_path):
-    text = GOOD.replace("""  accelerator:                 # a hypothetical device, described inline (or a catalog name: h100-sxm)
-    name: lesson accelerator
-    peak_flops_per_s: 200 TFLOP/s   # theoretical BF16 peak for the operations this model uses
-    memory: 32 GB
-""", "  accelerator: h100-sxn\n")
-    path = write(tmp_path, text)
+    path = write(tmp_path, with_catalog_device("h100-sxn"))
     code, out, err = cli("estimate", str(path))
     assert_one_line_error(code, out, err, "supply.accelerator: unknown accelerator 'h100-sxn'; did you mean 'h100-sxm'?")
 
@@ -148,11 +153,7 @@ def test_bad_override(cli):
 
 
 def test_precision_the_catalog_lacks(cli, tmp_path):
-    text = GOOD.replace("""  accelerator:                 # a hypothetical device, described inline (or a catalog name: h100-sxm)
-    name: lesson accelerator
-    peak_flops_per_s: 200 TFLOP/s   # theoretical BF16 peak for the operations this model uses
-    memory: 32 GB
-""", "  accelerator: a100-sxm-80gb\n").replace("precision: bf16", "precision: fp8")
+    text = with_catalog_device("a100-sxm-80gb").replace("precision: bf16", "precision: fp8")
     code, out, err = cli("estimate", str(write(tmp_path, text)))
     assert_one_line_error(code, out, err, "strategy.precision", "a100-sxm-80gb has no published fp8 peak")
 
@@ -188,3 +189,9 @@ def test_console_script_exit_code(tmp_path):
     completed = subprocess.run([script, "estimate", str(path)], capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr
+
+
+def test_overflowing_inputs_never_reach_a_result(cli):
+    """1e300 parameters × 1e300 tokens overflows: an error naming the quantity, never an infinity."""
+    code, out, err = cli("estimate", "--set", "workload.model.parameters=1e300", "--set", "workload.tokens=1e300")
+    assert_one_line_error(code, out, err, "training_flops: not a finite number; check its inputs: parameters, tokens")

@@ -150,7 +150,7 @@ def _check_finite(quantities: dict[str, Quantity]) -> None:
         value = quantity.value
         if isinstance(value, (int, float)) and not math.isfinite(value):
             inputs = ", ".join(quantity.inputs) or "its inputs"
-            raise ContractError(f"{quantity.name} is not a finite number; check {inputs}", field=quantity.name)
+            raise ContractError(f"not a finite number; check its inputs: {inputs}", field=quantity.name)
 
 
 def check_fit(result: "Estimate") -> None:

@@ -122,4 +122,7 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal") -> list[Findin
     if "energy_joules" in q:
         found.append(Finding("cost", "info", f"uses {f('energy_joules')} of accelerator energy, PUE included",
                              ("energy_joules",)))
+    elif "pue" in q:
+        found.append(Finding("cost", "info", "no energy figure: the accelerator has no published power; state "
+                                             "supply.power_per_accelerator", ("pue",)))
     return found

@@ -172,7 +172,7 @@ def _is_scalar(*values: Any) -> bool:
 def ceil(x):
     """⌈x⌉, elementwise."""
     if _is_scalar(x):
-        return float(math.ceil(x))
+        return float(math.ceil(x)) if math.isfinite(x) else x  # inf/nan pass through to the finite check
     import numpy as np
 
     return np.ceil(x)
@@ -181,7 +181,7 @@ def ceil(x):
 def floor(x):
     """⌊x⌋, elementwise."""
     if _is_scalar(x):
-        return float(math.floor(x))
+        return float(math.floor(x)) if math.isfinite(x) else x
     import numpy as np
 
     return np.floor(x)
