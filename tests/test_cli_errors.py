@@ -194,4 +194,4 @@ def test_console_script_exit_code(tmp_path):
 def test_overflowing_inputs_never_reach_a_result(cli):
     """1e300 parameters × 1e300 tokens overflows: an error naming the quantity, never an infinity."""
     code, out, err = cli("estimate", "--set", "workload.model.parameters=1e300", "--set", "workload.tokens=1e300")
-    assert_one_line_error(code, out, err, "training_flops: not a finite number; check its inputs: parameters, tokens")
+    assert_one_line_error(code, out, err, "training_flops: not a finite number; check its inputs: model_flops_per_token, tokens")

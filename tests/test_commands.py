@@ -58,7 +58,8 @@ def test_explain_prints_the_chain(cli):
     first = out.splitlines()[0]
     assert first == ("planned_device_bytes = (state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)"
                      " = (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
-    assert "\n  state_bytes = parameters × state_bytes_per_parameter = 1 × 10⁹ × 16 B/parameter = 16 GB" in out
+    assert "\n  state_bytes = weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes = 2 GB + 2 GB" \
+           " + 12 GB = 16 GB" in out
 
 
 def test_explain_on_the_reference_workload_by_default(cli):

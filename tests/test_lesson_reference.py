@@ -88,9 +88,12 @@ def test_explain_planned_device_bytes(lesson):
     assert lines[0] == (0, "planned_device_bytes = (state_bytes + activation_bytes + runtime_buffer_bytes)"
                            " × (1 + headroom) = (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
     text = "\n".join(line for _, line in lines)
-    assert "activation_bytes = layers × saved_tensor_factor × hidden_state_bytes = 16 × 8 × 16.8 MB = 2.15 GB" in text
-    assert "hidden_state_bytes = micro_batch_size × sequence_length × hidden_size × activation_bytes_per_element" \
+    assert ("activation_bytes = activation_layers_in_flight × saved_tensor_factor × hidden_state_bytes"
+            " = 16 × 8 × 16.8 MB = 2.15 GB") in text
+    assert "hidden_state_bytes = micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element" \
            " = 2 × 2,048 × 2,048 × 2 B = 16.8 MB" in text
+    assert "state_bytes = weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes = 2 GB + 2 GB + 12 GB" \
+           " = 16 GB" in text
     assert "saved_tensor_factor = 8  [assumed, assumptions.saved_tensor_factor" in text
 
 

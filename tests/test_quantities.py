@@ -71,9 +71,13 @@ def test_undeclared_inputs_are_refused():
 def test_explain_substitutes_shared_units_and_folds_numbers(lesson):
     lines = dict((line.split(" = ")[0].strip(), line) for _, line in explain("ring_bytes_sent_per_step",
                                                                              lesson.quantities))
-    assert lines["ring_bytes_sent_per_step"].endswith("= 2 × 3 / 4 × 2 GB = 3 GB")
+    # the conditional formula shows the branch its values take (no ZeRO-3 here)
+    assert lines["ring_bytes_sent_per_step"].startswith(
+        "ring_bytes_sent_per_step = 2 × (data_parallel_degree − 1) / data_parallel_degree × dense_gradient_bytes + ")
+    assert lines["ring_bytes_sent_per_step"].endswith("= 2 × 3 / 4 × 2 GB + 2 × 3 / 4 × 0 B = 3 GB  [as zero_stage = 0]")
     assert lines["gradient_bytes"].endswith("= 1 × 10⁹ × 2 B/parameter = 2 GB")
-    assert lines["data_parallel_degree"] == "data_parallel_degree = accelerators = 4 accelerators"
+    assert lines["data_parallel_degree"] == ("data_parallel_degree = accelerators / (tensor_parallel × pipeline_parallel"
+                                             " × context_parallel) = 4 / (1 × 1 × 1) = 4 accelerators")
 
 
 def test_explain_in_binary_units(lesson):

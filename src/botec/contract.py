@@ -25,8 +25,8 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
-                      WithJsonSchema, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, NonNegativeInt, PositiveInt,
+                      Tag, ValidationError, WithJsonSchema, model_validator)
 
 from botec.errors import ContractError
 from botec.units import DIMENSIONS, UnitError, parse_quantity
@@ -148,20 +148,113 @@ class _Section(BaseModel):
 # --------------------------------------------------------------------------------------------- workload
 
 
-class ModelShape(_Section):
-    """The model, as far as the first-pass estimate needs it."""
+class MoESpec(_Section):
+    """Mixture of experts: routed experts, experts per token, shared experts, which layers."""
+
+    experts: PositiveInt = Field(description="routed experts E")
+    experts_per_token: PositiveInt = Field(description="experts each token is routed to (top-k)")
+    expert_ffn_size: PositiveInt = Field(description="FFN width of one expert")
+    shared_experts: NonNegativeInt = Field(0, description="always-active shared experts")
+    first_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
+    layer_frequency: PositiveInt = Field(1, description="every n-th layer after those is MoE")
+
+    @model_validator(mode="after")
+    def _top_k(self) -> "MoESpec":
+        if self.experts_per_token > self.experts:
+            raise ContractError(f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})",
+                                field="workload.model.moe.experts_per_token")
+        return self
+
+
+class MLASpec(_Section):
+    """Multi-head latent attention (DeepSeek-V2/V3)."""
+
+    q_lora_rank: Optional[PositiveInt] = None
+    kv_lora_rank: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+
+_ARCHITECTURE_FIELDS = ("attention_heads", "kv_heads", "head_dim", "ffn_size", "vocab_size", "moe", "mla")
+
+
+def _model_spec(raw: Any) -> Any:
+    """``model: llama-3.1-8b`` is short for ``model: {catalog: llama-3.1-8b}``."""
+    return {"catalog": raw} if isinstance(raw, str) else raw
+
+
+class ModelSpec(_Section):
+    """The model, from one of four sources: a catalog name, a Hugging Face config.json, an
+    architecture, or a bare parameter count (with layers and hidden size for activations)."""
 
     name: Optional[str] = Field(None, description="a label for the model")
-    parameters: quantity("count", "Model parameters P, e.g. '7B'", exclusive_minimum=0)
-    layers: quantity("count", "Transformer layers L", minimum=1, integer=True)
-    hidden_size: quantity("count", "Hidden width H", minimum=1, integer=True)
+    catalog: Optional[str] = Field(None, description="a model of the shipped catalog (see `botec model --list`)")
+    config: Optional[str] = Field(None, description="path of a Hugging Face config.json (relative to the contract)")
+    parameters: Optional[quantity("count", "Model parameters P, e.g. '7B' (bare-count models)",
+                                  exclusive_minimum=0)] = None
+    layers: Optional[quantity("count", "Transformer layers L", minimum=1, integer=True)] = None
+    hidden_size: Optional[quantity("count", "Hidden width H", minimum=1, integer=True)] = None
+    attention_heads: Optional[PositiveInt] = Field(None, description="attention heads a")
+    kv_heads: Optional[PositiveInt] = Field(None, description="key/value heads (MHA: a, GQA: fewer, MQA: 1)")
+    head_dim: Optional[PositiveInt] = Field(None, description="width of one head (default hidden / heads)")
+    ffn_size: Optional[PositiveInt] = Field(None, description="FFN (intermediate) width of the dense MLP")
+    mlp: Literal["gated", "plain"] = Field("gated", description="gated (SwiGLU, 3 matrices) or plain (2)")
+    vocab_size: Optional[PositiveInt] = None
+    tied_embeddings: bool = False
+    position_embeddings: NonNegativeInt = Field(0, description="learned absolute positions (0 for RoPE)")
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    attention_bias: Literal["none", "qkv", "all"] = "none"
+    mlp_bias: bool = False
+    moe: Optional[MoESpec] = None
+    mla: Optional[MLASpec] = None
+    mtp_layers: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelSpec":
+        architecture = any(getattr(self, f) is not None for f in _ARCHITECTURE_FIELDS)
+        sources = [n for n, present in (("catalog", self.catalog), ("config", self.config),
+                                        ("architecture", architecture)) if present]
+        if len(sources) > 1:
+            raise ContractError(f"name the model one way, not by {' and '.join(sources)}", field="workload.model")
+        if self.catalog is not None:
+            from botec.architecture import model_catalog
+            from botec.catalog import did_you_mean
+
+            catalog = model_catalog()
+            if self.catalog not in catalog:
+                raise ContractError(f"unknown model {self.catalog!r}{did_you_mean(self.catalog, catalog)} "
+                                    f"(catalog: {', '.join(catalog)})", field="workload.model.catalog")
+        if sources and self.parameters is not None:
+            raise ContractError(f"parameters are counted from the {sources[0]}; remove workload.model.parameters",
+                                field="workload.model.parameters")
+        if architecture:
+            missing = [f for f in ("layers", "hidden_size", "attention_heads", "ffn_size", "vocab_size")
+                       if getattr(self, f) is None]
+            if missing:
+                raise ContractError(f"an architecture needs {', '.join(missing)}", field=f"workload.model.{missing[0]}")
+        elif not sources:
+            missing = [f for f in ("parameters", "layers", "hidden_size") if getattr(self, f) is None]
+            if missing:
+                raise ContractError(
+                    f"required field is missing (a model is a catalog name, a config.json, an architecture, "
+                    f"or parameters with layers and hidden_size)", field=f"workload.model.{missing[0]}")
+        return self
+
+    @property
+    def kind(self) -> str:
+        if self.catalog:
+            return "catalog"
+        if self.config:
+            return "config"
+        return "architecture" if self.attention_heads is not None else "count"
 
 
 class Workload(_Section):
     """What the job is; fixed when an estimate is compared with a measurement."""
 
     kind: Literal["training"] = Field("training", description="the workload shape (serving arrives later)")
-    model: ModelShape
+    model: Annotated[ModelSpec, BeforeValidator(_model_spec)]
     tokens: quantity("count", "Training tokens processed across the run D, e.g. '1B' or '2T'", exclusive_minimum=0)
     sequence_length: quantity("count", "Tokens per sequence S", minimum=1, integer=True)
     token_bytes: quantity("bytes", "Bytes per stored token id in the prepared dataset", exclusive_minimum=0) = \
@@ -206,13 +299,42 @@ def _accelerator(raw: Any) -> Any:
 
 
 class Network(_Section):
+    """One network tier for every collective (the lesson's way); supply.cluster describes two."""
+
     bandwidth: quantity("byte_rate", "Usable bandwidth per accelerator per direction during the collective, "
                         "e.g. '25 GB/s' (default: the catalog's link bandwidth)", exclusive_minimum=0)
+    latency: quantity("seconds", "Latency per collective step (α)", minimum=0) = _default(0, "latency not modelled")
 
 
 class Storage(_Section):
     write_bandwidth: quantity("byte_rate", "Aggregate write bandwidth genuinely available for checkpoints, "
                               "e.g. '1 GB/s'", exclusive_minimum=0)
+
+
+class Link(_Section):
+    bandwidth: quantity("byte_rate", "Usable bandwidth per accelerator per direction", exclusive_minimum=0)
+    latency: quantity("seconds", "Latency per collective step (α), e.g. '5 us'", minimum=0) = \
+        _default(0, "latency not modelled")
+
+
+class Cluster(_Section):
+    """Accelerators per node and the two network tiers; a node preset fills what is not stated."""
+
+    node: Optional[str] = Field(None, description="a node preset (see `botec catalog`): dgx-h100, dgx-a100, ...")
+    accelerators_per_node: Optional[PositiveInt] = None
+    intra_node: Optional[Link] = Field(None, description="NVLink-class links inside a node")
+    inter_node: Optional[Link] = Field(None, description="the network between nodes, per accelerator (NIC share)")
+
+    @model_validator(mode="after")
+    def _known_node(self) -> "Cluster":
+        if self.node is not None:
+            from botec.catalog import did_you_mean, node_presets
+
+            presets = node_presets()
+            if self.node not in presets:
+                raise ContractError(f"unknown node preset {self.node!r}{did_you_mean(self.node, presets)} "
+                                    f"(presets: {', '.join(presets)})", field="supply.cluster.node")
+        return self
 
 
 class Supply(_Section):
@@ -225,6 +347,7 @@ class Supply(_Section):
         Field(description="a catalog name (see `botec catalog`) or an inline device"),
     ]
     count: quantity("count", "Accelerators in the job N", minimum=1, integer=True)
+    cluster: Optional[Cluster] = None
     network: Optional[Network] = None
     storage: Optional[Storage] = None
     price_per_accelerator_hour: Optional[quantity("usd_per_hour", "Price of one accelerator-hour, e.g. '$2.50/h'",
@@ -275,14 +398,30 @@ class RetentionPolicy(_Section):
 class Strategy(_Section):
     """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
 
-    data_parallel: Literal["replicated"] = Field(
-        "replicated", description="replicated data parallelism: every accelerator holds a model copy (DP = N)")
+    data_parallel: Union[Literal["replicated"], PositiveInt] = Field(
+        "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
+    tensor_parallel: PositiveInt = Field(1, description="TP degree")
+    sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
+    pipeline_parallel: PositiveInt = Field(1, description="PP stages")
+    pipeline_schedule: Literal["1f1b", "interleaved"] = Field("1f1b", description="1F1B or interleaved 1F1B")
+    virtual_pipeline_stages: PositiveInt = Field(1, description="model chunks per stage (interleaved: > 1)")
+    context_parallel: PositiveInt = Field(1, description="CP degree: ranks splitting each sequence")
+    expert_parallel: PositiveInt = Field(1, description="EP degree (MoE), carved out of the DP ranks")
     zero_stage: Literal[0, 1, 2, 3] = Field(
         0, description="ZeRO stage over the data-parallel group: 0 none, 1 optimizer state, 2 + gradients, "
                        "3 + weights (FSDP full shard)")
+    fsdp: Optional[Literal["no_shard", "shard_grad_op", "full_shard", "hybrid_shard"]] = Field(
+        None, description="PyTorch FSDP's name for the sharding: sets zero_stage (0, 2, 3, 3); hybrid_shard shards "
+                          "within a node and replicates across nodes")
+    sharding_group: Optional[PositiveInt] = Field(
+        None, description="ranks a ZeRO/FSDP shard group spans (default: all DP ranks; fewer = hybrid sharding)")
     micro_batch_size: quantity("count", "Sequences per accelerator per micro-step B_local", minimum=1, integer=True)
-    gradient_accumulation_steps: quantity("count", "Micro-steps per optimizer step", minimum=1, integer=True) = \
-        _default(1, "no gradient accumulation")
+    gradient_accumulation_steps: Optional[quantity("count", "Micro-batches per optimizer step on each DP rank",
+                                                   minimum=1, integer=True)] = None
+    global_batch_size: Optional[quantity("count", "Sequences per optimizer step across all replicas "
+                                         "(= micro-batch × accumulation × DP)", minimum=1, integer=True)] = None
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="activation recomputation: none, selective (attention core) or full layers")
     precision: Literal["bf16", "fp8"] = Field("bf16", description="compute precision; selects the catalog's peak")
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
         _default(2, "BF16 activations")
@@ -295,6 +434,25 @@ class Strategy(_Section):
     ] = "adam-mixed"
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Strategy":
+        if self.fsdp is not None:
+            implied = {"no_shard": 0, "shard_grad_op": 2, "full_shard": 3, "hybrid_shard": 3}[self.fsdp]
+            if "zero_stage" in self.model_fields_set and self.zero_stage != implied:
+                raise ContractError(f"fsdp: {self.fsdp} is ZeRO stage {implied}, but zero_stage is {self.zero_stage}",
+                                    field="strategy.zero_stage")
+            self.zero_stage = implied
+        if self.pipeline_schedule == "interleaved" and self.virtual_pipeline_stages < 2:
+            raise ContractError("the interleaved schedule needs virtual_pipeline_stages ≥ 2",
+                                field="strategy.virtual_pipeline_stages")
+        if self.pipeline_schedule == "1f1b" and self.virtual_pipeline_stages > 1:
+            raise ContractError("virtual_pipeline_stages > 1 needs pipeline_schedule: interleaved",
+                                field="strategy.virtual_pipeline_stages")
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise ContractError("sequence parallelism splits over the TP ranks: it needs tensor_parallel > 1",
+                                field="strategy.sequence_parallel")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- assumptions
@@ -330,6 +488,20 @@ class Assumptions(_Section):
     runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
         _default(2e9, _LESSON)
     headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = _default(0.25, _LESSON)
+    step_time_model: Literal["efficiency", "components"] = Field(
+        "efficiency", description="efficiency: N × peak × MFU × scaling efficiency (the lesson); components: "
+                                  "compute + pipeline bubble + exposed communication")
+    activation_model: Literal["saved_tensor_factor", "korthikanti"] = Field(
+        "saved_tensor_factor", description="saved_tensor_factor: layers × factor × one hidden-state tensor (the "
+                                           "lesson); korthikanti: Korthikanti et al. 2022 per-layer formulas")
+    attention_flops: Literal["full", "causal", "none"] = Field(
+        "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
+    data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass",
+                                    minimum=0, maximum=1) = \
+        _default(0.5, "half hidden by bucketed overlap with the backward pass; measure it")
+    model_parallel_overlap: quantity("ratio", "Share of TP, CP, EP and PP communication hidden behind compute",
+                                     minimum=0, maximum=1) = _default(0.0, "on the critical path")
+    collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 
     @model_validator(mode="after")
@@ -345,8 +517,20 @@ class Assumptions(_Section):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _components_model_counts_communication(self) -> "Assumptions":
+        if self.step_time_model == "components":
+            for name in ("end_to_end_mfu", "scaling_efficiency"):
+                if getattr(self, name) is not None:
+                    raise ContractError(
+                        f"step_time_model components adds the communication time itself; {name} would count the "
+                        "distribution losses twice (state single_accelerator_mfu only)", field=f"assumptions.{name}")
+        return self
+
     def efficiency(self) -> dict[str, Stated]:
         """The efficiency model in force: end_to_end_mfu alone, or the (defaulted) pair."""
+        if self.step_time_model == "components":
+            return {"single_accelerator_mfu": self.single_accelerator_mfu or _default(0.30, _LESSON)}
         if self.end_to_end_mfu is not None:
             return {"end_to_end_mfu": self.end_to_end_mfu}
         return {

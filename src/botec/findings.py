@@ -32,7 +32,7 @@ class Finding:
                 "quantities": list(self.quantities)}
 
 
-def findings_for(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:
+def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=None) -> list[Finding]:
     """The findings a set of resolved quantities supports (skips accounts whose inputs are missing)."""
 
     def f(name: str) -> str:

@@ -41,6 +41,7 @@ __all__ = [
     "formula",
     "ceil",
     "floor",
+    "log2",
     "maximum",
     "where",
 ]
@@ -61,6 +62,7 @@ class Definition:
     inputs: tuple[str, ...] = ()
     function: Callable[..., Any] | None = None
     source: str | None = None  # where the formula comes from
+    choice: tuple[str, str] | None = None  # (choice, option) for one of several methods of one quantity
 
 
 @dataclass(frozen=True)
@@ -109,18 +111,36 @@ class Quantity:
 
 
 _DEFINITIONS: dict[str, Definition] = {}
+_VARIANTS: dict[str, dict[str, Definition]] = {}  # quantity -> {option: definition} for chosen methods
+CHOICES: dict[str, list[str]] = {}  # choice -> its options, the first being the default
 
 
 def _register(definition: Definition) -> None:
-    if definition.name in _DEFINITIONS:
-        raise ValueError(f"quantity {definition.name!r} is defined twice")
     if definition.account not in ACCOUNTS:
         raise ValueError(f"unknown account {definition.account!r} for {definition.name!r}")
+    if definition.choice is not None:
+        choice, option = definition.choice
+        options = CHOICES.setdefault(choice, [])
+        if option not in options:
+            options.append(option)
+        variants = _VARIANTS.setdefault(definition.name, {})
+        if option in variants:
+            raise ValueError(f"quantity {definition.name!r} has two {choice}={option} methods")
+        variants[option] = definition
+        _DEFINITIONS.setdefault(definition.name, definition)
+        return
+    if definition.name in _DEFINITIONS:
+        raise ValueError(f"quantity {definition.name!r} is defined twice")
     _DEFINITIONS[definition.name] = definition
 
 
-def formula(*, account: str, unit: str, meaning: str, expression: str, source: str | None = None):
-    """Register the decorated function as the one definition of the quantity it is named after."""
+def formula(*, account: str, unit: str, meaning: str, expression: str, source: str | None = None,
+            choice: tuple[str, str] | None = None):
+    """Register the decorated function as the definition of the quantity it is named after.
+
+    ``choice=("step_time", "components")`` marks one of several methods for the same quantity;
+    :func:`evaluate` uses the option its ``choices`` name (the first registered by default).
+    """
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
         code = function.__code__
@@ -135,6 +155,7 @@ def formula(*, account: str, unit: str, meaning: str, expression: str, source: s
                 inputs=inputs,
                 function=function,
                 source=source,
+                choice=choice,
             )
         )
         return function
@@ -147,10 +168,21 @@ def declare_input(name: str, *, account: str, unit: str, meaning: str) -> None:
     _register(Definition(name=name, account=account, unit=unit, meaning=meaning))
 
 
-def definitions() -> dict[str, Definition]:
-    """All registered quantities, inputs and formulas, in registration order."""
+def definitions(choices: dict[str, str] | None = None) -> dict[str, Definition]:
+    """All registered quantities, inputs and formulas, in registration order, with the chosen methods."""
     _load_accounts()
-    return dict(_DEFINITIONS)
+    resolved = dict(_DEFINITIONS)
+    for choice, option in (choices or {}).items():
+        if choice not in CHOICES:
+            raise KeyError(f"unknown choice {choice!r} (choices: {', '.join(CHOICES)})")
+        if option not in CHOICES[choice]:
+            raise KeyError(f"unknown option {option!r} for {choice} (options: {', '.join(CHOICES[choice])})")
+    for name, variants in _VARIANTS.items():
+        choice = next(iter(variants.values())).choice[0]
+        option = (choices or {}).get(choice)
+        if option in variants:
+            resolved[name] = variants[option]
+    return resolved
 
 
 def _load_accounts() -> None:
@@ -187,6 +219,15 @@ def floor(x):
     return np.floor(x)
 
 
+def log2(x):
+    """log₂ x, elementwise."""
+    if _is_scalar(x):
+        return math.log2(x)
+    import numpy as np
+
+    return np.log2(x)
+
+
 def maximum(a, b):
     """max(a, b), elementwise."""
     if _is_scalar(a, b):
@@ -210,14 +251,15 @@ def where(condition, if_true, if_false):
 # ---------------------------------------------------------------------------------------------
 
 
-def evaluate(given: dict[str, Given], wanted: Iterable[str] | None = None) -> dict[str, Quantity]:
+def evaluate(given: dict[str, Given], wanted: Iterable[str] | None = None,
+             choices: dict[str, str] | None = None) -> dict[str, Quantity]:
     """Resolve every quantity that can be computed from ``given`` (or only ``wanted`` and their inputs).
 
     A given value wins over the formula of the same name. A formula whose inputs cannot all be
     resolved is left out (cost needs a price; energy needs a power figure). The result keeps the
     registration order of the definitions.
     """
-    registry = definitions()
+    registry = definitions(choices)
     unknown = [name for name in given if name not in registry]
     if unknown:
         raise KeyError(f"values given for undeclared quantities: {', '.join(sorted(unknown))}")
@@ -294,9 +336,77 @@ def _tidy_group(match: re.Match[str]) -> str:
     return match.group(0)
 
 
-def substitute(quantity: Quantity, quantities: dict[str, Quantity], system: str = "decimal") -> str:
+_BRANCH = re.compile(r"^(?P<then>.+?) if (?P<left>[a-z_][a-z0-9_]*)(?: (?P<op>≥|≤|>|<|=) (?P<right>[a-z0-9_.]+))?"
+                     r" else (?P<otherwise>.+)$")
+_INNER_BRANCH = re.compile(r"\(([^()]*? if [^()]*? else [^()]*)\)")
+_TIMES_OR_BY_ONE = re.compile(r" [×/] 1(?![0-9.,])")
+_COMPARE = {"≥": lambda a, b: a >= b, "≤": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+            "=": lambda a, b: a == b}
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def taken_branch(expression: str, quantities: dict[str, Quantity], conditions: list[str] | None = None) -> str:
+    """For ``A if x ≥ 3 else B`` the branch the values select (nested ``else ... if`` too); else the expression.
+
+    The names the decision read are appended to ``conditions`` (as ``name = value``).
+    """
+    match = _BRANCH.match(expression)
+    if not match or not (_balanced(match["then"]) and _balanced(match["otherwise"])):
+        return expression
+
+    def value(token: str):
+        if token in quantities:
+            return quantities[token].value
+        try:
+            return float(token)
+        except ValueError:
+            return None
+
+    left = value(match["left"])
+    right = value(match["right"]) if match["op"] else None
+    if not isinstance(left, (int, float)) or (match["op"] and not isinstance(right, (int, float))):
+        return expression
+    if conditions is not None:
+        for token in (match["left"], match["right"]):
+            if token in quantities:
+                note = f"{token} = {format_number(quantities[token].value)}"
+                if note not in conditions:
+                    conditions.append(note)
+    holds = _COMPARE[match["op"]](left, right) if match["op"] else bool(left)
+    if holds:
+        return match["then"]
+    return taken_branch(match["otherwise"], quantities, conditions)
+
+
+def taken_branches(expression: str, quantities: dict[str, Quantity],
+                   conditions: list[str] | None = None) -> str:
+    """Resolve every conditional of ``expression`` (parenthesized ones first) to the branch taken;
+    a factor that comes out as 1 is dropped."""
+
+    def inner(match: re.Match[str]) -> str:
+        branch = taken_branch(match.group(1), quantities, conditions)
+        if branch == match.group(1):
+            return match.group(0)
+        return branch if _IDENTIFIER.fullmatch(branch) or branch.replace(".", "").isdigit() else f"({branch})"
+
+    previous = None
+    while previous != expression:
+        previous, expression = expression, _INNER_BRANCH.sub(inner, expression)
+    return _TIMES_OR_BY_ONE.sub("", taken_branch(expression, quantities, conditions))
+
+
+def substitute(quantity: Quantity, quantities: dict[str, Quantity], system: str = "decimal",
+               expression: str | None = None) -> str:
     """The quantity's formula with each input's value written in place of its name."""
-    expression = quantity.definition.expression or ""
+    expression = expression if expression is not None else (quantity.definition.expression or "")
     text = _IDENTIFIER.sub(
         lambda m: _substituted(quantities[m.group(0)], system) if m.group(0) in quantities else m.group(0),
         expression,
@@ -305,8 +415,13 @@ def substitute(quantity: Quantity, quantities: dict[str, Quantity], system: str 
 
 
 def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: str = "decimal") -> str:
-    """One line: ``name = formula = substituted values = result`` (or the input and its origin)."""
-    expression = quantity.definition.expression or ""
+    """One line: ``name = formula = substituted values = result`` (or the input and its origin).
+
+    A conditional formula shows the branch its values take.
+    """
+    conditions: list[str] = []
+    expression = taken_branches(quantity.definition.expression or "", quantities, conditions)
+    because = f"  [as {', '.join(conditions)}]" if conditions else ""
     if quantity.provenance != "derived":
         origin = quantity.provenance
         if quantity.field:
@@ -315,11 +430,11 @@ def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: st
             origin += f": {quantity.source}"
         return f"{quantity.name} = {quantity.formatted(system)}  [{origin}]"
     if expression in quantities:  # a plain alias: nothing to substitute
-        return f"{quantity.name} = {expression} = {quantity.formatted(system)}"
-    return (
-        f"{quantity.name} = {quantity.definition.expression} = "
-        f"{substitute(quantity, quantities, system)} = {quantity.formatted(system)}"
-    )
+        return f"{quantity.name} = {expression} = {quantity.formatted(system)}{because}"
+    if not _IDENTIFIER.search(expression):  # a constant branch
+        return f"{quantity.name} = {quantity.formatted(system)}{because}"
+    return (f"{quantity.name} = {expression} = {substitute(quantity, quantities, system, expression)}"
+            f" = {quantity.formatted(system)}{because}")
 
 
 def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal") -> list[tuple[int, str]]:

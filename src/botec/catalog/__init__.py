@@ -13,7 +13,8 @@ from importlib import resources
 
 from botec.units import parse_quantity
 
-__all__ = ["CatalogAccelerator", "OptimizerPreset", "accelerators", "optimizer_presets", "did_you_mean"]
+__all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "accelerators", "node_presets", "optimizer_presets",
+           "did_you_mean"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,43 @@ def did_you_mean(word: str, choices) -> str:
     """' (did you mean 'x'?)' when a close match exists, else ''."""
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class NodePreset:
+    """A node: its accelerators and the two network tiers, per accelerator."""
+
+    key: str
+    name: str
+    accelerator: str
+    accelerators_per_node: int
+    intra_node_bytes_per_s: float
+    intra_node_latency_seconds: float
+    intra_node_link: str
+    inter_node_bytes_per_s: float
+    inter_node_latency_seconds: float
+    inter_node_link: str
+    source: str
+    date: str
+    notes: str | None = None
+
+
+@lru_cache(maxsize=None)
+def node_presets() -> dict[str, NodePreset]:
+    """Node presets from ``nodes.yaml`` (DGX A100, DGX H100, TPU slices, ...)."""
+    data = _load_yaml("nodes.yaml")
+    presets = {}
+    for key, entry in data["nodes"].items():
+        intra, inter = entry["intra_node"], entry["inter_node"]
+        presets[key] = NodePreset(
+            key=key, name=entry["name"], accelerator=entry["accelerator"],
+            accelerators_per_node=int(entry["accelerators_per_node"]),
+            intra_node_bytes_per_s=parse_quantity(intra["bandwidth"], "byte_rate"),
+            intra_node_latency_seconds=parse_quantity(intra.get("latency", 0), "seconds"),
+            intra_node_link=intra.get("link", ""),
+            inter_node_bytes_per_s=parse_quantity(inter["bandwidth"], "byte_rate"),
+            inter_node_latency_seconds=parse_quantity(inter.get("latency", 0), "seconds"),
+            inter_node_link=inter.get("link", ""),
+            source=entry["source"], date=str(entry["date"]), notes=entry.get("notes"),
+        )
+    return presets

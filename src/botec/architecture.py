@@ -1,0 +1,340 @@
+"""A model's shape -> its parameters (total and active per token), its FLOPs per token.
+
+Four ways to name a model: a bare parameter count (the lesson's way), an architecture written
+in the contract, a Hugging Face ``config.json`` read offline, or a name from the shipped
+catalog (``catalog/models.yaml``). The last three give an :class:`Architecture`.
+
+Parameter counting, per transformer layer (h hidden size, a heads, k KV heads, d head dim,
+f FFN size, V vocabulary):
+
+- attention (MHA/GQA/MQA): h·a·d (Q) + 2·h·k·d (K, V) + a·d·h (output), plus biases;
+- attention (MLA, DeepSeek-V2/V3): h·r_q + r_q·a·(d_nope + d_rope) (Q through its low-rank
+  bottleneck), h·(r_kv + d_rope) + r_kv·a·(d_nope + d_v) (latent KV), a·d_v·h (output), plus
+  the two bottleneck norms;
+- MLP: 3·h·f when gated (SwiGLU), 2·h·f when plain, plus biases;
+- MoE: E routed experts and S shared experts of size f_e, a router h·E; k_e experts per token;
+- norms: two per layer (h each for RMSNorm, 2h for LayerNorm), one final;
+- embeddings V·h (+ learned positions), an LM head V·h unless tied.
+
+Checked against published counts: Llama-2-7B 6,738,415,616 and Llama-3.1-8B 8,030,261,248
+exactly (tests/test_architecture.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+from botec.errors import ContractError
+
+__all__ = ["Architecture", "MoE", "MLA", "ParameterBreakdown", "from_hf_config", "model_catalog",
+           "breakdown", "SUPPORTED_FAMILIES"]
+
+
+@dataclass(frozen=True)
+class MoE:
+    experts: int                # routed experts E
+    experts_per_token: int      # k_e
+    expert_ffn_size: int        # f_e
+    shared_experts: int = 0     # S, always active
+    first_dense_layers: int = 0  # leading layers with a dense MLP (DeepSeek: 3)
+    layer_frequency: int = 1     # every n-th layer after those is MoE
+
+
+@dataclass(frozen=True)
+class MLA:
+    q_lora_rank: int | None     # None: Q projected directly (DeepSeek-V2-Lite)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A decoder-only transformer's shape."""
+
+    name: str
+    family: str
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    ffn_size: int
+    vocab_size: int
+    head_dim: int | None = None
+    mlp: str = "gated"                 # gated | plain
+    tied_embeddings: bool = False
+    position_embeddings: int = 0
+    norm: str = "rmsnorm"              # rmsnorm | layernorm
+    attention_bias: str = "none"       # none | qkv | all
+    mlp_bias: bool = False
+    max_sequence_length: int | None = None
+    moe: MoE | None = None
+    mla: MLA | None = None
+    mtp_layers: int = 0
+    source: str | None = None
+    published_parameters: float | None = None
+
+    @property
+    def resolved_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.attention_heads
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one head's query/key (MLA: no-RoPE part + RoPE part)."""
+        return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim if self.mla else self.resolved_head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.mla.v_head_dim if self.mla else self.resolved_head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        if self.moe is None:
+            return 0
+        return len([i for i in range(self.moe.first_dense_layers, self.layers)
+                    if (i - self.moe.first_dense_layers) % self.moe.layer_frequency == 0])
+
+
+@dataclass(frozen=True)
+class ParameterBreakdown:
+    """Parameters by part; ``active`` counts what one token passes through."""
+
+    embeddings: int            # token (and position) embeddings
+    lm_head: int               # 0 when tied to the embeddings
+    attention: int             # all layers
+    mlp: int                   # dense MLPs of all layers
+    experts: int               # routed experts of all MoE layers
+    shared_experts: int
+    routers: int
+    norms: int                 # all layers + final norm
+    active_experts: int        # routed experts a token uses, all MoE layers
+    mtp: int = 0               # multi-token-prediction modules, not in the total
+    parts: dict = field(default_factory=dict)  # per-layer figures for the report
+
+    @property
+    def total(self) -> int:
+        return (self.embeddings + self.lm_head + self.attention + self.mlp + self.experts + self.shared_experts
+                + self.routers + self.norms)
+
+    @property
+    def active(self) -> int:
+        """Parameters one token passes through (embedding rows counted whole, as model cards do)."""
+        return self.total - self.experts + self.active_experts
+
+    @property
+    def matmul_active(self) -> int:
+        """Active parameters that take part in matrix multiplies: all but the input-embedding lookup
+        (a tied embedding still does the output matmul, so it is counted once)."""
+        lookup = self.embeddings if self.lm_head else self.embeddings - self.parts.get("token_embeddings", 0)
+        return self.active - lookup
+
+    @property
+    def expert_total(self) -> int:
+        return self.experts
+
+
+def _norm_parameters(arch: Architecture, width: int) -> int:
+    return width * (2 if arch.norm == "layernorm" else 1)
+
+
+def _attention_parameters(arch: Architecture) -> int:
+    h, a = arch.hidden_size, arch.attention_heads
+    if arch.mla:
+        m = arch.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a * qk   # down, norm, up
+        else:
+            q = h * a * qk
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank \
+            + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv + a * m.v_head_dim * h
+    d, k = arch.resolved_head_dim, arch.kv_heads
+    weights = h * a * d + 2 * h * k * d + a * d * h
+    bias = 0
+    if arch.attention_bias in ("qkv", "all"):
+        bias += a * d + 2 * k * d
+    if arch.attention_bias == "all":
+        bias += h
+    return weights + bias
+
+
+def _mlp_parameters(arch: Architecture, ffn: int) -> int:
+    h = arch.hidden_size
+    matrices = 3 if arch.mlp == "gated" else 2
+    bias = (ffn * (2 if arch.mlp == "gated" else 1) + h) if arch.mlp_bias else 0
+    return matrices * h * ffn + bias
+
+
+def breakdown(arch: Architecture) -> ParameterBreakdown:
+    """Count the parameters of ``arch`` by part (see the module docstring for the formulas)."""
+    h, V = arch.hidden_size, arch.vocab_size
+    token_embeddings = V * h
+    embeddings = token_embeddings + arch.position_embeddings * h
+    lm_head = 0 if arch.tied_embeddings else V * h
+    attention_per_layer = _attention_parameters(arch)
+    norms_per_layer = 2 * _norm_parameters(arch, h)
+    dense_mlp = _mlp_parameters(arch, arch.ffn_size)
+    moe_layers = arch.moe_layers
+    dense_layers = arch.layers - moe_layers
+    experts = shared = routers = active_experts = 0
+    per_expert = 0
+    if arch.moe:
+        per_expert = _mlp_parameters(arch, arch.moe.expert_ffn_size)
+        experts = moe_layers * arch.moe.experts * per_expert
+        shared = moe_layers * arch.moe.shared_experts * per_expert
+        routers = moe_layers * h * arch.moe.experts
+        active_experts = moe_layers * arch.moe.experts_per_token * per_expert
+    mtp = 0
+    if arch.mtp_layers:
+        # DeepSeek-V3 MTP module: a full (MoE) layer, a 2h -> h projection, two input norms and a final
+        # norm; it shares the embeddings and the head with the main model.
+        layer = attention_per_layer + norms_per_layer
+        layer += (arch.moe.experts + arch.moe.shared_experts) * per_expert + h * arch.moe.experts if arch.moe \
+            else dense_mlp
+        mtp = arch.mtp_layers * (layer + 2 * h * h + 3 * _norm_parameters(arch, h))
+    return ParameterBreakdown(
+        embeddings=embeddings,
+        lm_head=lm_head,
+        attention=arch.layers * attention_per_layer,
+        mlp=dense_layers * dense_mlp,
+        experts=experts,
+        shared_experts=shared,
+        routers=routers,
+        norms=arch.layers * norms_per_layer + _norm_parameters(arch, h),
+        active_experts=active_experts,
+        mtp=mtp,
+        parts={"token_embeddings": token_embeddings, "attention_per_layer": attention_per_layer,
+               "dense_mlp_per_layer": dense_mlp, "expert": per_expert, "dense_layers": dense_layers,
+               "moe_layers": moe_layers, "norms_per_layer": norms_per_layer},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face config.json, read offline
+# ---------------------------------------------------------------------------------------------
+
+SUPPORTED_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox", "deepseek_v3")
+
+
+def _require(config: dict, key: str, origin: str):
+    if key not in config or config[key] is None:
+        raise ContractError(f"config.json has no {key!r}, which a {config.get('model_type')} model needs",
+                            origin=origin)
+    return config[key]
+
+
+def from_hf_config(config: dict, origin: str = "config.json", name: str | None = None) -> Architecture:
+    """An :class:`Architecture` from the keys of a Hugging Face ``config.json`` (no network, no transformers)."""
+    family = config.get("model_type")
+    if family not in SUPPORTED_FAMILIES:
+        raise ContractError(f"model_type {family!r} is not supported (supported: {', '.join(SUPPORTED_FAMILIES)}); "
+                            "describe the architecture in the contract instead", field="model_type", origin=origin)
+
+    def get(key):
+        return _require(config, key, origin)
+
+    label = name or config.get("_name_or_path") or family
+    if family == "gpt2":
+        h = get("n_embd")
+        return Architecture(
+            name=label, family=family, layers=get("n_layer"), hidden_size=h, attention_heads=get("n_head"),
+            kv_heads=get("n_head"), ffn_size=config.get("n_inner") or 4 * h, vocab_size=get("vocab_size"),
+            mlp="plain", tied_embeddings=config.get("tie_word_embeddings", True),
+            position_embeddings=get("n_positions"), norm="layernorm", attention_bias="all", mlp_bias=True,
+            max_sequence_length=get("n_positions"), source=origin)
+    common = dict(
+        name=label, family=family, layers=get("num_hidden_layers"), hidden_size=get("hidden_size"),
+        attention_heads=get("num_attention_heads"),
+        kv_heads=config.get("num_key_value_heads") or get("num_attention_heads"),
+        vocab_size=get("vocab_size"), max_sequence_length=config.get("max_position_embeddings"), source=origin,
+    )
+    if family == "gpt_neox":
+        return Architecture(**common, ffn_size=get("intermediate_size"), mlp="plain",
+                            tied_embeddings=config.get("tie_word_embeddings", False), norm="layernorm",
+                            attention_bias="all" if config.get("attention_bias", True) else "none", mlp_bias=True)
+    head_dim = config.get("head_dim")
+    if head_dim == common["hidden_size"] // common["attention_heads"]:
+        head_dim = None
+    tied = bool(config.get("tie_word_embeddings", False))
+    if family in ("llama", "mistral", "mixtral", "qwen2"):
+        bias = "qkv" if family == "qwen2" else ("all" if config.get("attention_bias") else "none")
+        moe = None
+        if family == "mixtral":
+            moe = MoE(experts=get("num_local_experts"), experts_per_token=get("num_experts_per_tok"),
+                      expert_ffn_size=get("intermediate_size"))
+        return Architecture(**common, ffn_size=get("intermediate_size"), head_dim=head_dim, tied_embeddings=tied,
+                            attention_bias=bias, mlp_bias=bool(config.get("mlp_bias", False)), moe=moe)
+    # deepseek_v3
+    moe = MoE(experts=get("n_routed_experts"), experts_per_token=get("num_experts_per_tok"),
+              expert_ffn_size=get("moe_intermediate_size"), shared_experts=config.get("n_shared_experts") or 0,
+              first_dense_layers=config.get("first_k_dense_replace", 0),
+              layer_frequency=config.get("moe_layer_freq", 1))
+    mla = MLA(q_lora_rank=config.get("q_lora_rank"), kv_lora_rank=get("kv_lora_rank"),
+              qk_nope_head_dim=get("qk_nope_head_dim"), qk_rope_head_dim=get("qk_rope_head_dim"),
+              v_head_dim=get("v_head_dim"))
+    return Architecture(**common, ffn_size=get("intermediate_size"), tied_embeddings=tied, moe=moe, mla=mla,
+                        mtp_layers=config.get("num_nextn_predict_layers", 0))
+
+
+def read_hf_config(path: str | Path) -> Architecture:
+    """Read a ``config.json`` file (or a folder holding one) into an :class:`Architecture`."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    origin = str(path)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ContractError("no such file", origin=origin) from None
+    except json.JSONDecodeError as error:
+        raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
+                            origin=origin) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError(f"cannot read the file ({error})", origin=origin) from None
+    if not isinstance(config, dict):
+        raise ContractError("a config.json is a JSON object", origin=origin)
+    return from_hf_config(config, origin=origin, name=path.parent.name or None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped model catalog
+# ---------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def model_catalog() -> dict[str, Architecture]:
+    """Well-known models from ``catalog/models.yaml``, keyed by the name a contract uses."""
+    from importlib import resources
+
+    import yaml
+
+    from botec.units import parse_quantity
+
+    data = yaml.safe_load(resources.files("botec.catalog").joinpath("models.yaml").read_text(encoding="utf-8"))
+    catalog = {}
+    for key, entry in data["models"].items():
+        entry = dict(entry)
+        moe = MoE(**entry.pop("moe")) if entry.get("moe") else None
+        mla = MLA(**entry.pop("mla")) if entry.get("mla") else None
+        entry.pop("moe", None), entry.pop("mla", None)
+        published = entry.pop("published_parameters", None)
+        source = f"{entry.pop('source')} ({entry.pop('date')})"
+        catalog[key] = Architecture(
+            moe=moe, mla=mla, source=source,
+            published_parameters=None if published is None else parse_quantity(published, "count"),
+            **entry)
+    return catalog
+
+
+def as_dict(arch: Architecture) -> dict:
+    """The architecture as plain data (for JSON output)."""
+    return asdict(arch)
+
+
+def with_name(arch: Architecture, name: str) -> Architecture:
+    return replace(arch, name=name)

@@ -1,0 +1,64 @@
+"""Collective times with the α–β model: latency per step + bytes / bandwidth.
+
+Sizes follow NCCL's convention (NVIDIA/nccl-tests, doc/PERFORMANCE.md): ``message_bytes`` is the
+full buffer (the all-reduced tensor; the gathered result of an all-gather; the scattered input of
+a reduce-scatter; the per-rank buffer of an all-to-all). For n ranks, the bus bandwidth of a
+collective is its algorithm bandwidth S / t times a factor — all-reduce 2(n−1)/n, reduce-scatter,
+all-gather and all-to-all (n−1)/n — so at a link bandwidth B a ring needs
+
+    all-reduce       t = 2(n−1)·α + 2(n−1)/n · S / B
+    reduce-scatter   t =  (n−1)·α +  (n−1)/n · S / B
+    all-gather       t =  (n−1)·α +  (n−1)/n · S / B
+    all-to-all       t =  (n−1)·α +  (n−1)/n · S / B
+    send/receive     t =        α +            S / B
+
+and a (double binary) tree all-reduce 2⌈log₂ n⌉·α + 2(n−1)/n · S / B: fewer latency steps, the
+same bytes. B is the bandwidth per rank per direction of the tier the group crosses; α the
+per-step latency of that tier. Every function is elementwise (floats or numpy arrays); n = 1
+costs nothing.
+"""
+
+from __future__ import annotations
+
+from botec.quantities import ceil, log2, maximum, where
+
+__all__ = ["all_reduce_seconds", "reduce_scatter_seconds", "all_gather_seconds", "all_to_all_seconds",
+           "send_receive_seconds", "all_reduce_bytes_sent", "gather_bytes_sent"]
+
+
+def all_reduce_bytes_sent(message_bytes, ranks):
+    """Bytes each rank sends in a ring all-reduce: 2(n−1)/n · S."""
+    return 2 * (ranks - 1) / ranks * message_bytes
+
+
+def gather_bytes_sent(message_bytes, ranks):
+    """Bytes each rank sends in a ring reduce-scatter, all-gather or all-to-all: (n−1)/n · S."""
+    return (ranks - 1) / ranks * message_bytes
+
+
+def all_reduce_seconds(message_bytes, ranks, bytes_per_s, latency_seconds, tree=0):
+    """Ring (tree=0) or tree (tree=1) all-reduce of ``message_bytes`` over ``ranks``."""
+    ring_steps = 2 * (ranks - 1)
+    tree_steps = where(ranks > 1, 2 * ceil(log2(maximum(ranks, 1))), 0)
+    steps = where(tree, tree_steps, ring_steps)
+    return steps * latency_seconds + all_reduce_bytes_sent(message_bytes, ranks) / bytes_per_s
+
+
+def reduce_scatter_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
+    """Ring reduce-scatter of a ``message_bytes`` buffer over ``ranks``."""
+    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
+
+
+def all_gather_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
+    """Ring all-gather producing a ``message_bytes`` buffer on each of ``ranks``."""
+    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
+
+
+def all_to_all_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
+    """All-to-all of a ``message_bytes`` buffer per rank (pairwise exchange)."""
+    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
+
+
+def send_receive_seconds(message_bytes, bytes_per_s, latency_seconds):
+    """One point-to-point transfer."""
+    return latency_seconds + message_bytes / bytes_per_s
