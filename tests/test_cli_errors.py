@@ -195,3 +195,109 @@ def test_overflowing_inputs_never_reach_a_result(cli):
     """1e300 parameters × 1e300 tokens overflows: an error naming the quantity, never an infinity."""
     code, out, err = cli("estimate", "--set", "workload.model.parameters=1e300", "--set", "workload.tokens=1e300")
     assert_one_line_error(code, out, err, "training_flops: not a finite number; check its inputs: model_flops_per_token, tokens")
+
+
+# --- parallel layouts and model shapes (issue 3) ------------------------------------------------------
+
+LLAMA_LAYOUT = """
+workload: {model: llama-2-7b, tokens: 1B, sequence_length: 4096}
+supply: {accelerator: h100-sxm, count: 64, cluster: {node: dgx-h100}}
+strategy: {micro_batch_size: 1}
+"""
+
+
+def layout_error(cli, tmp_path, *overrides):
+    path = write(tmp_path, LLAMA_LAYOUT)
+    args = ["estimate", str(path)]
+    for override in overrides:
+        args += ["--set", override]
+    return cli(*args)
+
+
+def test_tp_that_does_not_divide_the_heads(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.tensor_parallel=3", "supply.count=48")
+    assert_one_line_error(code, out, err, "strategy.tensor_parallel: tensor_parallel 3 does not divide the 32 "
+                                          "attention heads")
+
+
+def test_pp_that_does_not_divide_the_layers(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.pipeline_parallel=16", "workload.model=llama-2-13b")
+    assert_one_line_error(code, out, err, "strategy.pipeline_parallel: 16 stages do not divide the 40 layers")
+
+
+def test_layout_that_does_not_divide_the_accelerators(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.tensor_parallel=8", "strategy.pipeline_parallel=3")
+    assert_one_line_error(code, out, err, "supply.count", "= 24 does not divide the 64 accelerators")
+
+
+def test_ep_larger_than_the_experts(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "workload.model=mixtral-8x7b", "strategy.expert_parallel=16")
+    assert_one_line_error(code, out, err, "strategy.expert_parallel: expert_parallel 16 must divide the 8 experts")
+
+
+def test_ep_on_a_dense_model(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.expert_parallel=2")
+    assert_one_line_error(code, out, err, "strategy.expert_parallel: expert parallelism needs a mixture-of-experts")
+
+
+def test_global_batch_that_micro_batch_times_dp_does_not_divide(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.global_batch_size=100", "strategy.micro_batch_size=2")
+    assert_one_line_error(code, out, err, "strategy.global_batch_size: micro-batch 2 × DP 64 = 128 sequences does "
+                                          "not divide the global batch of 100")
+
+
+def test_config_json_of_an_unsupported_family(cli, tmp_path):
+    from pathlib import Path
+
+    config = Path(__file__).parent / "data" / "hf" / "unsupported" / "config.json"
+    code, out, err = layout_error(cli, tmp_path, f"workload.model={{config: {config}}}")
+    assert_one_line_error(code, out, err, "workload.model.config", "'mamba' is not a supported family")
+
+
+def test_config_json_with_missing_keys(cli, tmp_path):
+    from pathlib import Path
+
+    config = Path(__file__).parent / "data" / "hf" / "missing-keys" / "config.json"
+    code, out, err = layout_error(cli, tmp_path, f"workload.model={{config: {config}}}")
+    assert_one_line_error(code, out, err, "workload.model.config", "no 'num_hidden_layers'")
+
+
+def test_config_json_relative_to_the_contract(cli, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parent / "data" / "hf" / "llama-2-7b" / "config.json", tmp_path / "config.json")
+    code, out, err = layout_error(cli, tmp_path, "workload.model={config: config.json}", "strategy.zero_stage=3")
+    assert code == 0, err
+    assert "6.74B parameters" in out
+
+
+def test_unknown_catalog_model(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "workload.model=llama-2-7")
+    assert_one_line_error(code, out, err, "workload.model.catalog: unknown model 'llama-2-7'; did you mean")
+
+
+def test_model_named_two_ways(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "workload.model={catalog: llama-2-7b, attention_heads: 8}")
+    assert_one_line_error(code, out, err, "workload.model: name the model one way, not by catalog and architecture")
+
+
+def test_korthikanti_needs_an_architecture(cli):
+    code, out, err = cli("estimate", "--set", "assumptions.activation_model=korthikanti")
+    assert_one_line_error(code, out, err, "assumptions.activation_model", "need the attention heads")
+
+
+def test_components_model_refuses_a_scaling_factor(cli):
+    code, out, err = cli("estimate", "--set", "assumptions.step_time_model=components")
+    assert_one_line_error(code, out, err, "assumptions.scaling_efficiency", "count the distribution losses twice")
+
+
+def test_unknown_node_preset(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "supply.cluster.node=dgx-h10")
+    assert_one_line_error(code, out, err, "supply.cluster.node: unknown node preset 'dgx-h10'; did you mean")
+
+
+def test_several_nodes_need_an_inter_node_bandwidth(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "supply.cluster={accelerators_per_node: 8, intra_node: "
+                                                 "{bandwidth: 450 GB/s}}")
+    assert_one_line_error(code, out, err, "supply.cluster.inter_node: 64 accelerators span several nodes of 8")

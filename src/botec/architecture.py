@@ -232,7 +232,7 @@ def from_hf_config(config: dict, origin: str = "config.json", name: str | None =
     """An :class:`Architecture` from the keys of a Hugging Face ``config.json`` (no network, no transformers)."""
     family = config.get("model_type")
     if family not in SUPPORTED_FAMILIES:
-        raise ContractError(f"model_type {family!r} is not supported (supported: {', '.join(SUPPORTED_FAMILIES)}); "
+        raise ContractError(f"{family!r} is not a supported family (supported: {', '.join(SUPPORTED_FAMILIES)}); "
                             "describe the architecture in the contract instead", field="model_type", origin=origin)
 
     def get(key):

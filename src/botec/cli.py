@@ -237,6 +237,105 @@ def catalog(
     console.print(table)
 
 
+def _attention_kind(arch) -> str:
+    if arch.mla:
+        return f"MLA, KV latent {arch.mla.kv_lora_rank}"
+    if arch.kv_heads == arch.attention_heads:
+        return "MHA"
+    return "MQA" if arch.kv_heads == 1 else "GQA"
+
+
+@app.command()
+def model(
+    name: Optional[str] = typer.Argument(None, help="A catalog model (e.g. llama-3.1-8b) or a Hugging Face "
+                                                    "config.json (or the folder holding one)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+    list_: bool = typer.Option(False, "--list", help="List the model catalog."),
+) -> None:
+    """Print a model's shape and its parameters by part: embeddings, attention, MLP, experts, norms.
+
+    Example: `botec model mixtral-8x7b`, `botec model path/to/config.json`
+    """
+    from botec.architecture import as_dict, breakdown, model_catalog, read_hf_config
+    from botec.catalog import did_you_mean
+    from botec.units import format_number
+
+    catalog = model_catalog()
+    if list_ or name is None:
+        def billions(count):
+            return f"{format_number(count / 1e9)}B"
+
+        rows = [(key, a.name, billions(breakdown(a).total), billions(breakdown(a).active),
+                 billions(a.published_parameters) if a.published_parameters else "—")
+                for key, a in catalog.items()]
+        if format is Format.json:
+            import json
+
+            typer.echo(json.dumps([dict(zip(("key", "name", "parameters", "active", "published"), r))
+                                   for r in rows], indent=2))
+            return
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title="Model catalog (parameters counted from the architecture)", title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in ("key", "name", "parameters", "active per token", "published"):
+            table.add_column(column, justify="left" if column in ("key", "name") else "right")
+        for row in rows:
+            table.add_row(*row)
+        _console().print(table)
+        return
+    if name in catalog:
+        arch = catalog[name]
+    elif name.endswith(".json") or Path(name).is_dir():
+        arch = read_hf_config(name)
+    else:
+        raise UserError(f"unknown model {name!r}{did_you_mean(name, catalog)} (see `botec model --list`, or give "
+                        "a config.json path)")
+    parts = breakdown(arch)
+    lines = [
+        ("embeddings (token + position)", parts.embeddings),
+        ("LM head" + (" (tied to the embeddings)" if arch.tied_embeddings else ""), parts.lm_head),
+        (f"attention ({arch.layers} layers × {parts.parts['attention_per_layer']:,})", parts.attention),
+        (f"dense MLP ({parts.parts['dense_layers']} layers × {parts.parts['dense_mlp_per_layer']:,})", parts.mlp),
+        ("routed experts" + (f" ({parts.parts['moe_layers']} layers × {arch.moe.experts} × "
+                             f"{parts.parts['expert']:,})" if arch.moe else ""), parts.experts),
+        ("shared experts", parts.shared_experts),
+        ("routers", parts.routers),
+        ("norms", parts.norms),
+    ]
+    if format is Format.json:
+        import json
+
+        payload = {"architecture": as_dict(arch), "parameters": {label: value for label, value in lines},
+                   "total": parts.total, "active_per_token": parts.active,
+                   "matmul_active_per_token": parts.matmul_active, "multi_token_prediction": parts.mtp}
+        typer.echo(json.dumps(payload, indent=2, default=str))
+        return
+    shape = (f"{arch.layers} layers, hidden {arch.hidden_size:,}, {arch.attention_heads} heads "
+             f"({_attention_kind(arch)}, {arch.kv_heads} KV heads, head dim "
+             f"{arch.qk_head_dim if not arch.mla else f'{arch.qk_head_dim} (q·k) / {arch.v_head_dim} (v)'}), "
+             f"FFN {arch.ffn_size:,} "
+             f"({arch.mlp}), vocabulary {arch.vocab_size:,}")
+    if arch.moe:
+        shape += (f"; MoE: {arch.moe.experts} experts of FFN {arch.moe.expert_ffn_size:,}, {arch.moe.experts_per_token}"
+                  f" per token, {arch.moe.shared_experts} shared, in {arch.moe_layers} of {arch.layers} layers")
+    typer.echo(f"{arch.name} ({arch.family})")
+    typer.echo(shape)
+    if arch.source:
+        typer.echo(f"source: {arch.source}")
+    width = max(len(label) for label, _ in lines)
+    for label, value in lines:
+        if value:
+            typer.echo(f"  {label:<{width}}  {value:>18,}")
+    typer.echo(f"  {'total':<{width}}  {parts.total:>18,}  ({format_number(parts.total / 1e9)}B)")
+    typer.echo(f"  {'active per token':<{width}}  {parts.active:>18,}  ({format_number(parts.active / 1e9)}B)")
+    if parts.mtp:
+        typer.echo(f"  {'multi-token prediction (not in total)':<{width}}  {parts.mtp:>18,}")
+    if arch.published_parameters:
+        typer.echo(f"published: {format_number(arch.published_parameters / 1e9)}B")
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"botec {__version__}")

@@ -17,6 +17,7 @@ from botec.contract import Contract, ModelSpec, Stated, load_contract
 from botec.errors import ContractError
 from botec.findings import Finding, findings_for
 from botec.quantities import Given, Quantity, evaluate
+from botec.units import format_quantity
 
 __all__ = ["Estimate", "REFERENCE_CONTRACT", "estimate", "given_quantities", "reference_contract_path"]
 
@@ -412,8 +413,8 @@ def check_fit(result: "Estimate") -> None:
         advice = (f"not even 1 fits: the state alone is {q['state_bytes'].formatted()} per accelerator "
                   "(shard it with strategy.zero_stage, or use a larger device)")
     raise ContractError(
-        f"{batch} sequences per accelerator need {planned} planned per accelerator, more than its {capacity}; "
-        f"{advice}", field="strategy.micro_batch_size")
+        f"{format_quantity(batch, 'sequences')} per accelerator need {planned} planned per accelerator, more than "
+        f"its {capacity}; {advice}", field="strategy.micro_batch_size")
 
 
 def estimate(contract: Contract, base_dir: Path | None = None) -> Estimate:

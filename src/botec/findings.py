@@ -2,12 +2,15 @@
 
 A finding has a level: ``ok`` (a check passed), ``warn`` (holds only under a condition the
 text names), ``fail`` (the plan does not hold) or ``info`` (a headline figure). The
-thresholds that decide the level are themselves named assumptions of the contract.
+thresholds that decide the level are themselves named assumptions of the contract. When the
+plan does not fit or a collective crosses the slow tier, the finding names the change that
+relieves it, found by evaluating the same contract with that change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from botec.quantities import Quantity, declare_input
 from botec.units import format_number, format_quantity
@@ -18,6 +21,17 @@ declare_input("collective_overlap_share_threshold", account="findings", unit="fr
               meaning="collective floor share of the step above which communication must overlap with compute")
 declare_input("checkpoint_pause_share_threshold", account="findings", unit="fraction",
               meaning="share of wall time lost to checkpoint writes above which it is a problem")
+
+Reevaluate = Callable[[dict], dict]
+
+_GROUPS = (  # (name in text, seconds, span, what to do when it crosses nodes)
+    ("tensor-parallel all-reduces", "tp_communication_seconds", "tensor_parallel", "keep TP within a node"),
+    ("context-parallel exchanges", "cp_communication_seconds", "context_parallel_span",
+     "keep TP × CP within a node"),
+    ("expert all-to-alls", "ep_communication_seconds", "expert_parallel_span", "keep TP × CP × EP within a node"),
+    ("ZeRO/FSDP shard collectives", "parameter_gather_seconds", "sharding_span",
+     "shard within a node and replicate across nodes (fsdp: hybrid_shard)"),
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +46,36 @@ class Finding:
                 "quantities": list(self.quantities)}
 
 
-def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=None) -> list[Finding]:
+def _memory_relief(q: dict[str, Quantity], reevaluate: Reevaluate | None, system: str) -> str:
+    """The first change (ZeRO stage, recomputation, fewer sequences) that makes the plan fit."""
+    if reevaluate is None:
+        return ""
+
+    def fmt(value: float) -> str:
+        return format_quantity(value, "B", system)
+
+    zero = int(q["zero_stage"].value)
+    spare = q["memory_spare_bytes"].value
+    candidates = []
+    for stage in range(zero + 1, 4):
+        candidates.append((f"ZeRO-{stage} over {format_number(q['sharding_degree'].value)} ranks", {"zero_stage": stage}))
+    recompute = int(q["recompute"].value)
+    if recompute < 1:
+        candidates.append(("selective recomputation (the attention core only)", {"recompute": 1}))
+    if recompute < 2:
+        candidates.append(("full activation recomputation (about a third more compute)", {"recompute": 2}))
+    for label, change in candidates:
+        changed = reevaluate(change)
+        if "planned_device_bytes" not in changed:
+            continue
+        freed = q["planned_device_bytes"].value - changed["planned_device_bytes"].value
+        if freed > 0 and changed["memory_spare_bytes"].value >= 0:
+            return f"; {label} frees {fmt(freed)} and fits"
+    return ""
+
+
+def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Reevaluate | None = None
+                 ) -> list[Finding]:
     """The findings a set of resolved quantities supports (skips accounts whose inputs are missing)."""
 
     def f(name: str) -> str:
@@ -41,18 +84,45 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=Non
     def n(name: str) -> str:
         return format_number(q[name].value)
 
+    def share(part: str, whole: str) -> str:
+        return format_quantity(q[part].value / q[whole].value, "fraction") if q[whole].value else "0 %"
+
     found: list[Finding] = []
+    components = "pipeline_bubble_seconds" in q and "exposed_communication_seconds" in q and \
+        q["step_seconds"].inputs == ("compute_seconds_per_step", "pipeline_bubble_seconds",
+                                     "exposed_communication_seconds")
 
     found.append(Finding(
         "compute", "info",
         f"run: {f('run_seconds')} on {f('accelerators')} ({f('accelerator_hours')}), "
         f"{f('steps')} of {f('step_seconds')}",
         ("run_seconds", "accelerators", "accelerator_hours", "steps", "step_seconds")))
+    if components:
+        found.append(Finding(
+            "compute", "info",
+            f"step {f('step_seconds')} = compute {f('compute_seconds_per_step')} + pipeline bubble "
+            f"{f('pipeline_bubble_seconds')} ({share('pipeline_bubble_seconds', 'step_seconds')}) + exposed "
+            f"communication {f('exposed_communication_seconds')} "
+            f"({share('exposed_communication_seconds', 'step_seconds')}); achieved MFU {n('end_to_end_mfu')}",
+            ("step_seconds", "compute_seconds_per_step", "pipeline_bubble_seconds", "exposed_communication_seconds",
+             "end_to_end_mfu")))
+    if "pipeline_bubble_seconds" in q and q["pipeline_parallel"].value > 1:
+        bubble = q["pipeline_bubble_seconds"].value / q["compute_seconds_per_step"].value
+        if bubble > 0.10:
+            found.append(Finding(
+                "compute", "warn",
+                f"the pipeline bubble is {format_quantity(bubble, 'fraction')} of the compute time "
+                f"((p − 1)/(v·m) with p = {n('pipeline_parallel')}, m = {n('gradient_accumulation_steps')} "
+                "micro-batches): more micro-batches per step or an interleaved schedule shrinks it",
+                ("pipeline_bubble_seconds", "pipeline_parallel", "gradient_accumulation_steps")))
 
     if "memory_spare_bytes" in q:
         spare = q["memory_spare_bytes"].value
         planned, capacity = f("planned_device_bytes"), f("device_memory_bytes")
         largest = f"the largest micro-batch that fits is {f('max_micro_batch_size')}"
+        parts = (f"state {f('state_bytes')} (weights {f('weight_memory_bytes')}, gradients "
+                 f"{f('gradient_memory_bytes')}, optimizer {f('optimizer_memory_bytes')}), activations "
+                 f"{f('activation_bytes')}, buffers {f('runtime_buffer_bytes')}")
         if spare >= 0:
             found.append(Finding("memory", "ok", f"fits: {planned} of {capacity} planned, {f('memory_spare_bytes')} "
                                                  f"spare; {largest}",
@@ -60,24 +130,36 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=Non
                                   "max_micro_batch_size")))
         else:
             short = format_quantity(-spare, "B", system)
-            found.append(Finding("memory", "fail", f"does not fit: {planned} planned on a {capacity} device "
-                                                   f"({short} short); {largest}",
-                                 ("planned_device_bytes", "device_memory_bytes", "max_micro_batch_size")))
+            found.append(Finding(
+                "memory", "fail",
+                f"does not fit: {planned} planned against {capacity} ({short} short): {parts}; {largest}"
+                f"{_memory_relief(q, reevaluate, system)}",
+                ("planned_device_bytes", "device_memory_bytes", "state_bytes", "activation_bytes",
+                 "max_micro_batch_size")))
 
     if "collective_floor_share" in q:
-        share = q["collective_floor_share"].value
+        floor_share = q["collective_floor_share"].value
         threshold = q["collective_overlap_share_threshold"].value
         names = ("collective_floor_seconds", "step_seconds", "collective_floor_share")
         floor, step, percent = f("collective_floor_seconds"), f("step_seconds"), f("collective_floor_share")
-        kind = "all-reduce's" if q["parameter_gather_bytes_sent_per_step"].value == 0 else "collectives'"
+        only_data_parallel = q["collective_bytes_sent_per_step"].value == q["ring_bytes_sent_per_step"].value
+        kind = "all-reduce's" if only_data_parallel else "collectives'"
         if q["collective_bytes_sent_per_step"].value == 0:
-            found.append(Finding("network", "ok", "no gradient synchronization: a single replica", names))
-        elif share >= 1:
+            found.append(Finding("network", "ok", "no collectives: a single accelerator", names))
+        elif components:
+            exposed = q["exposed_communication_seconds"].value / q["step_seconds"].value
+            level = "warn" if exposed > threshold else "ok"
+            found.append(Finding(
+                "network", level,
+                f"communication takes {f('communication_seconds')} per step, {f('exposed_communication_seconds')} "
+                f"of it exposed ({format_quantity(exposed, 'fraction')} of the step); bandwidth floor {floor}",
+                ("communication_seconds", "exposed_communication_seconds", "collective_floor_seconds")))
+        elif floor_share >= 1:
             found.append(Finding(
                 "network", "fail",
                 f"the {kind} bandwidth floor ({floor}) is longer than the step ({step}): the network, not "
                 "compute, sets the pace; the step estimate cannot hold", names))
-        elif share > threshold:
+        elif floor_share > threshold:
             found.append(Finding(
                 "network", "warn",
                 f"the {kind} bandwidth floor is {percent} of the step ({floor} of {step}): it must overlap "
@@ -85,6 +167,15 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=Non
         else:
             found.append(Finding("network", "ok",
                                  f"the {kind} bandwidth floor is {percent} of the step ({floor} of {step})", names))
+        if "accelerators_per_node" in q:
+            per_node = q["accelerators_per_node"].value
+            for label, seconds, span, advice in _GROUPS:
+                if seconds in q and span in q and q[seconds].value > 0 and q[span].value > per_node:
+                    found.append(Finding(
+                        "network", "warn",
+                        f"{label} cross the inter-node tier ({f(seconds)} per step; the group spans "
+                        f"{n(span)} accelerators, a node has {format_number(per_node)}): {advice}",
+                        (seconds, span, "accelerators_per_node")))
     elif "collective_bytes_sent_per_step" in q:
         found.append(Finding("network", "info",
                              f"{f('collective_bytes_sent_per_step')} sent per accelerator per step; state "
@@ -92,9 +183,8 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate=Non
                              ("collective_bytes_sent_per_step",)))
 
     if "checkpoint_write_seconds" in q:
-        share = q["checkpoint_pause_share"].value
-        threshold = q["checkpoint_pause_share_threshold"].value
-        level = "warn" if share > threshold else "info"
+        pause = q["checkpoint_pause_share"].value
+        level = "warn" if pause > q["checkpoint_pause_share_threshold"].value else "info"
         found.append(Finding(
             "storage", level,
             f"each checkpoint blocks training for {f('checkpoint_write_seconds')} if saves block "

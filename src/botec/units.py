@@ -189,6 +189,10 @@ def _with_prefix(value: float, symbol: str, steps: list[tuple[float, str]]) -> s
 
 def _format_seconds(seconds: float) -> str:
     magnitude = abs(seconds)
+    if 0 < magnitude < 1e-3:
+        return f"{format_number(seconds * 1e6)} µs"
+    if 0 < magnitude < 0.1:
+        return f"{format_number(seconds * 1e3)} ms"
     if magnitude < 120:
         return f"{format_number(seconds)} s"
     if magnitude < 3600:

@@ -312,7 +312,8 @@ def pp_bytes_sent_per_step(pipeline_parallel, gradient_accumulation_steps, virtu
 
 
 @formula(account="network", unit="s", meaning="time per step of the pipeline sends and receives (α–β)",
-         expression="2 × gradient_accumulation_steps × virtual_pipeline_stages × (α + message / bandwidth)"
+         expression="2 × gradient_accumulation_steps × virtual_pipeline_stages × (pp_link_latency_seconds"
+                    " + layer_activation_bytes / (tensor_parallel if sequence_parallel else 1) / pp_link_bytes_per_s)"
                     " if pipeline_parallel > 1 else 0")
 def pp_communication_seconds(pipeline_parallel, gradient_accumulation_steps, virtual_pipeline_stages,
                              layer_activation_bytes, tensor_parallel, sequence_parallel, pp_link_bytes_per_s,

@@ -1,0 +1,208 @@
+"""Parallel strategies: ZeRO, Korthikanti activations, FLOPs conventions, collectives, layout checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from botec.contract import parse_contract
+from botec.estimate import estimate
+from botec.quantities import Given, evaluate
+from botec.training import collectives
+
+
+def contract(model, count=8, strategy=None, assumptions=None, supply=None, tokens="1B", sequence=2048):
+    return {
+        "workload": {"model": model, "tokens": tokens, "sequence_length": sequence},
+        "supply": {"accelerator": "h100-sxm", "count": count, **(supply or {})},
+        "strategy": {"micro_batch_size": 1, **(strategy or {})},
+        "assumptions": assumptions or {},
+    }
+
+
+def run(data):
+    return estimate(parse_contract(data))
+
+
+# --- ZeRO: Rajbhandari et al. 2020, section 5 (figure 1): 7.5B parameters, 64-way DP ---------------
+
+@pytest.mark.parametrize("stage, expected_gb", [(0, 120), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_model_state_per_device(stage, expected_gb):
+    data = contract({"parameters": "7.5B", "layers": 32, "hidden_size": 4096}, count=64,
+                    strategy={"zero_stage": stage}, supply={"network": {"bandwidth": "25 GB/s"}})
+    result = run(data)
+    assert round(result.value("state_bytes") / 1e9, 1) == pytest.approx(expected_gb, abs=0.05)
+
+
+def test_fsdp_names_map_to_zero_stages():
+    base = {"parameters": "7.5B", "layers": 32, "hidden_size": 4096}
+    for fsdp, stage in (("no_shard", 0), ("shard_grad_op", 2), ("full_shard", 3)):
+        result = run(contract(base, count=64, strategy={"fsdp": fsdp}, supply={"network": {"bandwidth": "25 GB/s"}}))
+        assert result.value("zero_stage") == stage
+
+
+def test_hybrid_shard_shards_within_a_node_and_replicates_across():
+    data = contract("llama-2-7b", count=32, strategy={"fsdp": "hybrid_shard"}, supply={"cluster": {"node": "dgx-h100"}})
+    result = run(data)
+    assert result.value("sharding_degree") == 8                    # one node
+    assert result.value("state_bytes") == pytest.approx(6_738_415_616 * 16 / 8)
+    # reduce-scatter over 8 ranks + all-reduce of the 1/8 shard across 4 replicas
+    g = 6_738_415_616 * 2
+    assert result.value("ring_bytes_sent_per_step") == pytest.approx(7 / 8 * g + 2 * 3 / 4 * g / 8)
+
+
+# --- Korthikanti et al. 2022, table 2, on a shape stated here ---------------------------------------
+# s = 2048, b = 1, h = 4096, a = 32 (Llama-2-7B), t = 8: sbh = 8,589,934,592 / 1,024 = 8,388,608 × 1,024
+
+S, B, H, A = 2048, 1, 4096, 32
+SBH = S * B * H
+
+
+@pytest.mark.parametrize("recompute, sequence_parallel, expected", [
+    ("none", False, SBH * (10 + 24 / 8 + 5 * A * S / (H * 8))),
+    ("none", True, SBH * (34 / 8 + 5 * A * S / (H * 8))),
+    ("selective", False, SBH * (10 + 24 / 8)),
+    ("selective", True, SBH * 34 / 8),
+    ("full", False, 2 * SBH),
+    ("full", True, 2 * SBH / 8),
+])
+def test_korthikanti_per_layer(recompute, sequence_parallel, expected):
+    data = contract("llama-2-7b", count=8, sequence=S,
+                    strategy={"tensor_parallel": 8, "sequence_parallel": sequence_parallel, "recompute": recompute},
+                    assumptions={"activation_model": "korthikanti"})
+    result = run(data)
+    assert result.value("activation_bytes_per_layer") == pytest.approx(expected)
+    assert result.value("activation_bytes") == pytest.approx(32 * expected)   # 32 layers, no pipeline
+
+
+def test_korthikanti_without_tensor_parallelism():
+    result = run(contract("llama-2-7b", count=1, sequence=S, assumptions={"activation_model": "korthikanti"}))
+    assert result.value("activation_bytes_per_layer") == pytest.approx(SBH * (34 + 5 * A * S / H))
+
+
+def test_pipeline_keeps_p_micro_batches_on_the_first_stage():
+    one_f_one_b = run(contract("llama-2-7b", count=8, strategy={"pipeline_parallel": 4},
+                               assumptions={"activation_model": "korthikanti"}))
+    interleaved = run(contract("llama-2-7b", count=8, strategy={"pipeline_parallel": 4, "pipeline_schedule":
+                                                                "interleaved", "virtual_pipeline_stages": 2},
+                               assumptions={"activation_model": "korthikanti"}))
+    per_layer = one_f_one_b.value("activation_bytes_per_layer")
+    assert one_f_one_b.value("activation_bytes") == pytest.approx(32 * per_layer)
+    assert interleaved.value("activation_bytes") == pytest.approx(32 * per_layer * (1 + 3 / 8))
+
+
+# --- FLOPs per token --------------------------------------------------------------------------------
+
+def test_attention_flops_conventions_and_recompute():
+    full = run(contract("llama-2-7b", count=8, sequence=4096))
+    causal = run(contract("llama-2-7b", count=8, sequence=4096, assumptions={"attention_flops": "causal"}))
+    none = run(contract("llama-2-7b", count=8, sequence=4096, assumptions={"attention_flops": "none"}))
+    matmul = 6_738_415_616 - 131_072_000               # all but the input-embedding lookup
+    attention = 12 * 32 * 32 * 128 * 4096               # PaLM: 12·L·H·Q·T
+    assert none.value("model_flops_per_token") == 6 * matmul
+    assert full.value("model_flops_per_token") == pytest.approx(6 * matmul + attention)
+    assert causal.value("model_flops_per_token") == pytest.approx(6 * matmul + attention / 2)
+    selective = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"}))
+    full_recompute = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "full"}))
+    assert selective.value("hardware_flops_per_token") == pytest.approx(6 * matmul + attention * 4 / 3)
+    assert full_recompute.value("hardware_flops_per_token") == pytest.approx(8 * matmul + attention * 4 / 3)
+    assert full_recompute.value("model_flops_per_token") == full.value("model_flops_per_token")
+
+
+def test_moe_flops_use_active_parameters():
+    result = run(contract("mixtral-8x7b", count=8, assumptions={"attention_flops": "none"}))
+    assert result.value("model_flops_per_token") == 6 * (12_879_925_248 - 131_072_000)
+
+
+# --- collectives: the α–β model against NCCL's bus-bandwidth definitions ---------------------------
+# NCCL doc/PERFORMANCE.md: busbw = algbw × 2(n−1)/n (all-reduce), (n−1)/n (reduce-scatter,
+# all-gather, all-to-all); algbw = S / t. At busbw = link bandwidth B: t = S × factor / B.
+
+def test_ring_all_reduce_matches_nccl_bus_bandwidth():
+    size, n, bandwidth = 1e9, 8, 100e9
+    t = collectives.all_reduce_seconds(size, n, bandwidth, 0.0)
+    assert t == pytest.approx(0.0175)                     # 1 GB × 2·7/8 / 100 GB/s
+    algbw = size / t
+    assert algbw * 2 * (n - 1) / n == pytest.approx(bandwidth)
+
+
+@pytest.mark.parametrize("function", ["reduce_scatter_seconds", "all_gather_seconds", "all_to_all_seconds"])
+def test_gather_family_matches_nccl_bus_bandwidth(function):
+    size, n, bandwidth = 4e9, 16, 50e9
+    t = getattr(collectives, function)(size, n, bandwidth, 0.0)
+    assert t == pytest.approx(0.075)                      # 4 GB × 15/16 / 50 GB/s
+    assert size / t * (n - 1) / n == pytest.approx(bandwidth)
+
+
+def test_latency_terms_and_tree():
+    # ring: 2(n−1) steps of α; tree: 2⌈log₂ n⌉
+    assert collectives.all_reduce_seconds(0.0, 8, 1e9, 5e-6) == pytest.approx(14 * 5e-6)
+    assert collectives.all_reduce_seconds(0.0, 8, 1e9, 5e-6, tree=1) == pytest.approx(6 * 5e-6)
+    assert collectives.all_gather_seconds(0.0, 8, 1e9, 5e-6) == pytest.approx(7 * 5e-6)
+    assert collectives.send_receive_seconds(1e6, 1e9, 5e-6) == pytest.approx(1e-3 + 5e-6)
+    assert collectives.all_reduce_seconds(1e9, 1, 1e9, 5e-6) == 0      # one rank: nothing to do
+
+
+def test_tensor_parallel_traffic_and_tier():
+    within = run(contract("llama-2-7b", count=16, strategy={"tensor_parallel": 8},
+                          supply={"cluster": {"node": "dgx-h100"}}))
+    message = 1 * 2048 * 4096 * 2                        # b·s·h·2 bytes
+    per_step = 32 * 1 * 4 * 2 * 7 / 8 * message         # layers × micro-batches × 4 all-reduces × ring bytes
+    assert within.value("tp_bytes_sent_per_step") == pytest.approx(per_step)
+    assert within.value("tp_link_bytes_per_s") == pytest.approx(450e9)        # NVLink 4 per direction
+    across = run(contract("llama-2-7b", count=16, strategy={"tensor_parallel": 16},
+                          supply={"cluster": {"node": "dgx-h100"}}))
+    assert across.value("tp_link_bytes_per_s") == pytest.approx(50e9)         # one 400 Gb/s NIC per GPU
+    assert any("tensor-parallel all-reduces cross the inter-node tier" in f.message for f in across.findings)
+
+
+def test_expert_parallel_all_to_all():
+    result = run(contract("mixtral-8x7b", count=8, strategy={"expert_parallel": 8, "zero_stage": 3},
+                          supply={"cluster": {"node": "dgx-h100"}}))
+    dispatch = 2048 * 4096 * 2 * 2                        # b·s·h·2 bytes × top-2
+    assert result.value("ep_bytes_sent_per_step") == pytest.approx(32 * 4 * 7 / 8 * dispatch)
+    # each device holds one expert of each layer: 45.1B / 8 expert parameters
+    experts = 32 * 8 * 176_160_768
+    assert result.value("expert_parameters_per_device") == pytest.approx(experts / 8)
+
+
+def test_pipeline_bubble_in_the_component_step():
+    data = contract("llama-2-7b", count=8, strategy={"pipeline_parallel": 4, "gradient_accumulation_steps": 8},
+                    assumptions={"step_time_model": "components"}, supply={"cluster": {"node": "dgx-h100"}})
+    result = run(data)
+    assert result.value("pipeline_bubble_seconds") == pytest.approx(result.value("compute_seconds_per_step") * 3 / 8)
+    assert result.value("step_seconds") == pytest.approx(result.value("compute_seconds_per_step")
+                                                         + result.value("pipeline_bubble_seconds")
+                                                         + result.value("exposed_communication_seconds"))
+    assert result.value("run_seconds") == pytest.approx(result.value("steps") * result.value("step_seconds"))
+
+
+def test_global_batch_sets_accumulation():
+    result = run(contract("llama-2-7b", count=8, strategy={"global_batch_size": 64, "micro_batch_size": 2}))
+    assert result.value("gradient_accumulation_steps") == 4               # 64 / (2 × 8)
+    assert result.value("global_tokens_per_step") == 64 * 2048
+
+
+def test_lesson_reference_is_unchanged_by_the_new_machinery(lesson):
+    assert lesson.value("run_seconds") == pytest.approx(31_250)
+    assert lesson.value("planned_device_bytes") == pytest.approx(25.18e9, rel=1e-3)
+    assert lesson.value("ring_bytes_sent_per_step") == pytest.approx(3e9)
+    assert lesson.choices == {"step_time": "efficiency", "activations": "saved_tensor_factor"}
+
+
+def test_vectorized_layouts_through_the_same_definitions():
+    import numpy as np
+
+    from botec.estimate import given_quantities
+
+    data = contract("llama-2-7b", count=64, strategy={"tensor_parallel": 8}, supply={"cluster": {"node": "dgx-h100"}},
+                    assumptions={"step_time_model": "components", "activation_model": "korthikanti"})
+    given, _, _ = given_quantities(parse_contract(data))
+    given = dict(given)
+    given["tensor_parallel"] = Given(np.array([1.0, 2.0, 4.0, 8.0]))
+    arrays = evaluate(given, choices={"step_time": "components", "activations": "korthikanti"})
+    for i, tp in enumerate((1, 2, 4, 8)):
+        single = run(contract("llama-2-7b", count=64, strategy={"tensor_parallel": tp},
+                              supply={"cluster": {"node": "dgx-h100"}},
+                              assumptions={"step_time_model": "components", "activation_model": "korthikanti"}))
+        assert arrays["step_seconds"].value[i] == pytest.approx(single.value("step_seconds"))
+        assert arrays["planned_device_bytes"].value[i] == pytest.approx(single.value("planned_device_bytes"))
