@@ -311,11 +311,10 @@ def model_catalog() -> dict[str, Architecture]:
     """Well-known models from ``catalog/models.yaml``, keyed by the name a contract uses."""
     from importlib import resources
 
-    import yaml
-
+    from botec.catalog import load_yaml_text
     from botec.units import parse_quantity
 
-    data = yaml.safe_load(resources.files("botec.catalog").joinpath("models.yaml").read_text(encoding="utf-8"))
+    data = load_yaml_text(resources.files("botec.catalog").joinpath("models.yaml").read_text(encoding="utf-8"))
     catalog = {}
     for key, entry in data["models"].items():
         entry = dict(entry)

@@ -79,6 +79,7 @@ def estimate(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
     allow_misfit: bool = typer.Option(False, "--allow-misfit",
                                       help="Report a plan that does not fit in memory instead of failing."),
+    details: bool = typer.Option(False, "--details", help="Text report: show the intermediate quantities too."),
 ) -> None:
     """Estimate a training job in four accounts (compute, memory, network, storage) plus cost.
 
@@ -102,12 +103,12 @@ def estimate(
         from botec.report.terminal import render
 
         if output is None:
-            render(result, _console(), system)
+            render(result, _console(), system, details)
         else:
             import io
 
             buffer = io.StringIO()
-            render(result, _console(buffer), system)
+            render(result, _console(buffer), system, details)
             _emit(buffer.getvalue(), output)
 
 

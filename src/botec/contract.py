@@ -642,7 +642,9 @@ def read_contract_data(path: str | Path) -> dict:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            from botec.catalog import load_yaml_text
+
+            data = load_yaml_text(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None

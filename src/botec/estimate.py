@@ -115,7 +115,7 @@ def _workload_given(contract: Contract, arch: Architecture | None) -> dict[str, 
         }
         return given
     parts = breakdown(arch)
-    origin = f"{model.kind} {arch.name}" + (f" ({arch.source})" if arch.source else "")
+    origin = f"{model.kind} {arch.name}"
     counted = (f"{origin}: embeddings {parts.embeddings:,} + LM head {parts.lm_head:,} + attention "
                f"{parts.attention:,} + MLP {parts.mlp:,} + experts {parts.experts + parts.shared_experts:,} + routers "
                f"{parts.routers:,} + norms {parts.norms:,}")

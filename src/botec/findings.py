@@ -98,10 +98,11 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Re
         f"{f('steps')} of {f('step_seconds')}",
         ("run_seconds", "accelerators", "accelerator_hours", "steps", "step_seconds")))
     if components:
+        bubble = (f" + pipeline bubble {f('pipeline_bubble_seconds')} "
+                  f"({share('pipeline_bubble_seconds', 'step_seconds')})" if q["pipeline_bubble_seconds"].value else "")
         found.append(Finding(
             "compute", "info",
-            f"step {f('step_seconds')} = compute {f('compute_seconds_per_step')} + pipeline bubble "
-            f"{f('pipeline_bubble_seconds')} ({share('pipeline_bubble_seconds', 'step_seconds')}) + exposed "
+            f"step {f('step_seconds')} = compute {f('compute_seconds_per_step')}{bubble} + exposed "
             f"communication {f('exposed_communication_seconds')} "
             f"({share('exposed_communication_seconds', 'step_seconds')}); achieved MFU {n('end_to_end_mfu')}",
             ("step_seconds", "compute_seconds_per_step", "pipeline_bubble_seconds", "exposed_communication_seconds",

@@ -63,6 +63,7 @@ class Definition:
     function: Callable[..., Any] | None = None
     source: str | None = None  # where the formula comes from
     choice: tuple[str, str] | None = None  # (choice, option) for one of several methods of one quantity
+    detail: bool = False  # an intermediate step: in explain, JSON and Markdown, not in the terminal summary
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def _register(definition: Definition) -> None:
 
 
 def formula(*, account: str, unit: str, meaning: str, expression: str, source: str | None = None,
-            choice: tuple[str, str] | None = None):
+            choice: tuple[str, str] | None = None, detail: bool = False):
     """Register the decorated function as the definition of the quantity it is named after.
 
     ``choice=("step_time", "components")`` marks one of several methods for the same quantity;
@@ -156,6 +157,7 @@ def formula(*, account: str, unit: str, meaning: str, expression: str, source: s
                 function=function,
                 source=source,
                 choice=choice,
+                detail=detail,
             )
         )
         return function

@@ -13,7 +13,7 @@ from botec.quantities import Quantity
 from botec.units import format_quantity
 
 __all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
-           "state_table_rows"]
+           "state_table_rows", "methods"]
 
 ACCOUNT_TITLES = {
     "compute": "Compute",
@@ -41,6 +41,27 @@ class QuantityRow:
     formula: str
 
 
+_METHODS = {
+    ("step_time", "efficiency"): "step time: N × peak × MFU × scaling efficiency (lesson 000)",
+    ("step_time", "components"): "step time: compute + pipeline bubble + exposed communication (α–β collectives)",
+    ("activations", "saved_tensor_factor"): "activations: layers × saved-tensor factor × one hidden state (lesson 000)",
+    ("activations", "korthikanti"): "activations: Korthikanti et al. 2022 per-layer formulas",
+}
+
+
+def methods(result: Estimate) -> list[str]:
+    """The methods and conventions the estimate used, in words, for the report's header."""
+    contract = result.contract
+    lines = [_METHODS[(choice, option)] for choice, option in (result.choices or {}).items()]
+    model = contract.workload.model
+    if model.kind == "count":
+        lines.append("model: a bare parameter count; FLOPs 6·P per token, no attention term")
+    else:
+        lines.append(f"model: {model.kind} {result.architecture.name}; FLOPs 6·N(active, matmul) + attention "
+                     f"scores counted {contract.assumptions.attention_flops}")
+    return lines
+
+
 def _range(quantity: Quantity, system: str) -> str:
     if quantity.low is None and quantity.high is None:
         return ""
@@ -53,7 +74,7 @@ def assumption_rows(result: Estimate, system: str = "decimal") -> list[Assumptio
     """Every input of the estimate (stated, catalog or measured), in account order."""
     rows = []
     for quantity in result.quantities.values():
-        if quantity.provenance == "derived":
+        if quantity.provenance == "derived" and quantity.definition.function is not None:
             continue
         source = "; ".join(part for part in (quantity.field, quantity.source) if part)
         rows.append(AssumptionRow(quantity.name, quantity.formatted(system), _range(quantity, system),
@@ -61,11 +82,14 @@ def assumption_rows(result: Estimate, system: str = "decimal") -> list[Assumptio
     return rows
 
 
-def account_rows(result: Estimate, system: str = "decimal") -> dict[str, list[QuantityRow]]:
-    """The derived quantities of each account, in the order they are defined."""
+def account_rows(result: Estimate, system: str = "decimal", details: bool = True) -> dict[str, list[QuantityRow]]:
+    """The derived quantities of each account, in the order they are defined (``details=False``: without
+    the intermediate steps, which `botec explain` still shows)."""
     accounts: dict[str, list[QuantityRow]] = {account: [] for account in ACCOUNT_TITLES}
     for quantity in result.quantities.values():
-        if quantity.provenance != "derived" or quantity.account not in accounts:
+        if quantity.provenance != "derived" or quantity.account not in accounts or quantity.definition.function is None:
+            continue
+        if quantity.definition.detail and not details:
             continue
         accounts[quantity.account].append(
             QuantityRow(quantity.name, quantity.formatted(system), quantity.definition.meaning,

@@ -6,6 +6,7 @@ import json
 
 from botec import __version__
 from botec.estimate import Estimate
+from botec.report import methods
 
 
 def to_dict(result: Estimate) -> dict:
@@ -30,6 +31,7 @@ def to_dict(result: Estimate) -> dict:
         "accelerator": result.accelerator_name,
         "optimizer": result.optimizer_name,
         "fits": result.fits,
+        "methods": dict(result.choices or {}) | {"summary": methods(result)},
         "quantities": quantities,
         "findings": [finding.as_dict() for finding in result.findings],
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from botec.estimate import Estimate
-from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, state_table_rows
+from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, methods, state_table_rows
 
 _MARKS = {"ok": "✅", "warn": "⚠️", "fail": "❌", "info": "ℹ️"}
 
@@ -24,7 +24,7 @@ def render(result: Estimate, system: str = "decimal") -> str:
     if contract.description:
         lines += [contract.description, ""]
     lines += [f"**Accelerator:** {result.accelerator_name} × {int(result.value('accelerators')):,}  ",
-              f"**Optimizer:** {result.optimizer_name}", ""]
+              f"**Optimizer:** {result.optimizer_name}  ", f"**Methods:** {'; '.join(methods(result))}", ""]
     lines += ["## Findings", ""]
     lines += [f"- {_MARKS[f.level]} **{f.account}** — {f.message}" for f in result.findings]
     lines += ["", "## Inputs and assumptions", ""]

@@ -1,16 +1,23 @@
 """The estimate as a readable terminal report (rich): assumptions first, then each account, then findings.
 
 Formulas are shown when the terminal is wide enough (140 columns); `botec explain` and the
-Markdown and JSON reports always carry them.
+Markdown and JSON reports always carry them, and the intermediate steps (``--details``).
+The parallel layout is summarized on one line rather than as a dozen table rows.
 """
 
 from __future__ import annotations
 
 from botec.estimate import Estimate
-from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, state_table_rows
+from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, methods, state_table_rows
+from botec.units import format_number
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
 _WIDE = 140
+_LAYOUT = ("tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel", "expert_parallel",
+           "sequence_parallel", "recompute", "zero_stage", "sharding_degree", "collective_algorithm_tree",
+           "accelerators_per_node", "attention_flops_factor", "moe_layers", "experts_per_token", "qk_head_dim",
+           "v_head_dim", "kv_heads", "attention_heads", "active_parameters", "matmul_parameters",
+           "expert_parameters", "attention_flops_per_token", "kv_sequence_bytes")
 
 
 def _table(title: str):
@@ -20,34 +27,61 @@ def _table(title: str):
     return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def render(result: Estimate, console, system: str = "decimal") -> None:
-    """Print the report on a rich ``console``."""
+def layout_line(result: Estimate) -> str:
+    """TP × CP × PP × DP (EP), ZeRO, recomputation, nodes: the parallel layout in one line."""
+    q = result.quantities
+    value = {name: int(q[name].value) for name in ("tensor_parallel", "pipeline_parallel", "context_parallel",
+                                                     "expert_parallel", "zero_stage", "accelerators_per_node")}
+    recompute = {0: "no", 1: "selective", 2: "full"}[int(q["recompute"].value)]
+    text = (f"layout: TP {value['tensor_parallel']}{' + SP' if q['sequence_parallel'].value else ''} × "
+            f"CP {value['context_parallel']} × PP {value['pipeline_parallel']}"
+            f"{' (interleaved ×' + format_number(q['virtual_pipeline_stages'].value) + ')' if q['virtual_pipeline_stages'].value > 1 else ''}"
+            f" × DP {format_number(q['data_parallel_degree'].value)}")
+    if value["expert_parallel"] > 1:
+        text += f" (EP {value['expert_parallel']} inside DP)"
+    text += f"; ZeRO-{value['zero_stage']}"
+    if value["zero_stage"]:
+        text += f" over {format_number(q['sharding_degree'].value)} ranks"
+    text += f"; {recompute} recomputation; {format_number(q['gradient_accumulation_steps'].value)} micro-batches"
+    text += f" per step; {value['accelerators_per_node']} accelerators per node"
+    return text
+
+
+def render(result: Estimate, console, system: str = "decimal", details: bool = False) -> None:
+    """Print the report on a rich ``console`` (intermediate quantities only with ``details``)."""
+    from rich.text import Text
+
     contract = result.contract
-    console.print(f"[bold]botec estimate[/bold]: {contract.name or 'unnamed contract'}")
+    console.print(Text.assemble(("botec estimate", "bold"), f": {contract.name or 'unnamed contract'}"))
     if contract.description:
-        console.print(contract.description, style="dim")
-    console.print(f"{result.accelerator_name} × {int(result.value('accelerators')):,}; {result.optimizer_name}")
+        console.print(Text(contract.description, style="dim"))
+    console.print(Text(f"{result.accelerator_name} × {int(result.value('accelerators')):,}; {result.optimizer_name}"))
+    for line in methods(result) + [layout_line(result)]:
+        console.print(Text(f"  {line}", style="dim"))
     console.print()
 
     table = _table("Inputs and assumptions")
-    table.add_column("quantity", no_wrap=True)
+    table.add_column("quantity (provenance · contract field; source)", overflow="fold", ratio=1)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("range", no_wrap=True)
-    table.add_column("source", overflow="fold", style="dim")
     for row in assumption_rows(result, system):
-        table.add_row(row.name, row.value, row.range, f"{row.provenance} · {row.source}")
+        if row.name in _LAYOUT and not details:
+            continue
+        cell = Text.assemble(row.name, ("\n  " + f"{row.provenance} · {row.source}", "dim"))
+        table.add_row(cell, Text(row.value), Text(row.range))
     console.print(table)
 
     wide = console.width >= _WIDE
-    for account, rows in account_rows(result, system).items():
+    for account, rows in account_rows(result, system, details).items():
         table = _table(ACCOUNT_TITLES[account])
-        table.add_column("quantity", no_wrap=True)
+        table.add_column("quantity", overflow="fold")
         table.add_column("value", justify="right", no_wrap=True)
-        table.add_column("meaning", overflow="fold")
+        table.add_column("meaning", overflow="fold", min_width=24)
         if wide:
             table.add_column("formula", style="dim", overflow="fold")
         for row in rows:
-            table.add_row(row.name, row.value, row.meaning, *([row.formula] if wide else []))
+            cells = [Text(row.name), Text(row.value), Text(row.meaning)] + ([Text(row.formula)] if wide else [])
+            table.add_row(*cells)
         console.print(table)
         if account == "memory":
             state = _table("Training state, bytes per parameter")
@@ -55,10 +89,13 @@ def render(result: Estimate, console, system: str = "decimal") -> None:
             state.add_column("bytes/parameter", justify="right")
             state.add_column("in a checkpoint")
             for cells in state_table_rows(result):
-                state.add_row(*cells)
+                state.add_row(*(Text(c) for c in cells))
             console.print(state)
+    if not details:
+        console.print(Text("Intermediate steps: `botec explain CONTRACT QUANTITY`, --details, or -f markdown / json.",
+                           style="dim"))
 
-    console.print("[bold]Findings[/bold]")
+    console.print(Text("Findings", style="bold"))
     for finding in result.findings:
         mark, style = _STYLES[finding.level]
-        console.print(f"  [{style}]{mark} {finding.account}[/{style}]: {finding.message}", highlight=False)
+        console.print(Text.assemble("  ", (f"{mark} {finding.account}", style), f": {finding.message}"))

@@ -79,7 +79,7 @@ def model_flops_per_token(matmul_parameters, attention_flops_per_token):
          meaning="forward work done again by activation recomputation, per token",
          expression="2 × matmul_parameters + attention_flops_per_token / 3 if recompute = full; "
                     "attention_flops_per_token / 3 if selective; else 0",
-         source="Korthikanti et al. 2022: full recompute repeats the forward; selective only the attention core")
+         source="Korthikanti et al. 2022: full recompute repeats the forward; selective only the attention core", detail=True)
 def recompute_flops_per_token(recompute, matmul_parameters, attention_flops_per_token):
     forward_attention = attention_flops_per_token / 3
     return where(recompute >= 2, 2 * matmul_parameters + forward_attention,

@@ -45,14 +45,14 @@ def _shards(zero_stage, stage, degree):
 
 
 @formula(account="memory", unit="parameters", meaning="non-expert parameters held by one accelerator",
-         expression="(parameters − expert_parameters) / (tensor_parallel × pipeline_parallel)")
+         expression="(parameters − expert_parameters) / (tensor_parallel × pipeline_parallel)", detail=True)
 def dense_parameters_per_device(parameters, expert_parameters, tensor_parallel, pipeline_parallel):
     """Megatron splits every matrix over TP and the layers over PP (stages taken as even)."""
     return (parameters - expert_parameters) / (tensor_parallel * pipeline_parallel)
 
 
 @formula(account="memory", unit="parameters", meaning="expert parameters held by one accelerator",
-         expression="expert_parameters / (expert_parallel × tensor_parallel × pipeline_parallel)")
+         expression="expert_parameters / (expert_parallel × tensor_parallel × pipeline_parallel)", detail=True)
 def expert_parameters_per_device(expert_parameters, expert_parallel, tensor_parallel, pipeline_parallel):
     """Experts are split over EP (whole experts), TP (expert tensor parallelism = TP) and PP."""
     return expert_parameters / (expert_parallel * tensor_parallel * pipeline_parallel)
@@ -65,25 +65,25 @@ def parameters_per_device(dense_parameters_per_device, expert_parameters_per_dev
 
 
 @formula(account="memory", unit="1", meaning="ways the working weights are split (ZeRO-3 / FSDP full shard)",
-         expression="sharding_degree if zero_stage ≥ 3 else 1")
+         expression="sharding_degree if zero_stage ≥ 3 else 1", detail=True)
 def weight_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 3, sharding_degree)
 
 
 @formula(account="memory", unit="1", meaning="ways the gradients are split (ZeRO-2 and up)",
-         expression="sharding_degree if zero_stage ≥ 2 else 1")
+         expression="sharding_degree if zero_stage ≥ 2 else 1", detail=True)
 def gradient_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 2, sharding_degree)
 
 
 @formula(account="memory", unit="1", meaning="ways master weights and optimizer moments are split (ZeRO-1 and up)",
-         expression="sharding_degree if zero_stage ≥ 1 else 1")
+         expression="sharding_degree if zero_stage ≥ 1 else 1", detail=True)
 def optimizer_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 1, sharding_degree)
 
 
 @formula(account="memory", unit="1", meaning="ranks an expert's ZeRO shard group spans",
-         expression="maximum(sharding_degree / expert_parallel, 1)")
+         expression="maximum(sharding_degree / expert_parallel, 1)", detail=True)
 def expert_sharding_degree(sharding_degree, expert_parallel):
     """Each expert lives on DP / EP data-parallel ranks; its state is sharded over those."""
     return maximum(sharding_degree / expert_parallel, 1)
@@ -138,7 +138,7 @@ def state_bytes_per_parameter(state_bytes, parameters_per_device):
 
 
 @formula(account="memory", unit="tokens", meaning="tokens of one sequence held by one context-parallel rank",
-         expression="sequence_length / context_parallel")
+         expression="sequence_length / context_parallel", detail=True)
 def local_sequence_length(sequence_length, context_parallel):
     return sequence_length / context_parallel
 
@@ -158,7 +158,7 @@ def hidden_state_bytes(micro_batch_size, local_sequence_length, hidden_size, act
          meaning="extra activations the interleaved schedule keeps in flight on the first stage",
          expression="1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages)"
                     " if virtual_pipeline_stages > 1 else 1",
-         source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B)")
+         source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B)", detail=True)
 def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages):
     interleaved = 1 + (pipeline_parallel - 1) / (pipeline_parallel * virtual_pipeline_stages)
     return where(virtual_pipeline_stages > 1, interleaved, 1.0)
@@ -230,13 +230,13 @@ def memory_spare_bytes(device_memory_bytes, planned_device_bytes):
 
 
 @formula(account="memory", unit="fraction", meaning="planned memory as a share of the device's memory",
-         expression="planned_device_bytes / device_memory_bytes")
+         expression="planned_device_bytes / device_memory_bytes", detail=True)
 def memory_utilization(planned_device_bytes, device_memory_bytes):
     return planned_device_bytes / device_memory_bytes
 
 
 @formula(account="memory", unit="B", meaning="retained activations per sequence of the micro-batch",
-         expression="activation_bytes / micro_batch_size")
+         expression="activation_bytes / micro_batch_size", detail=True)
 def activation_bytes_per_sequence(activation_bytes, micro_batch_size):
     return activation_bytes / micro_batch_size
 

@@ -55,25 +55,25 @@ def _tier(span, accelerators_per_node, intra, inter):
 # --- the accelerators each group spans in Megatron's rank order (TP, CP, DP ⊃ EP, PP) --------
 
 @formula(account="network", unit="accelerators", meaning="accelerators a data-parallel group spans",
-         expression="tensor_parallel × context_parallel × data_parallel_degree")
+         expression="tensor_parallel × context_parallel × data_parallel_degree", detail=True)
 def data_parallel_span(tensor_parallel, context_parallel, data_parallel_degree):
     return tensor_parallel * context_parallel * data_parallel_degree
 
 
 @formula(account="network", unit="accelerators", meaning="accelerators a ZeRO/FSDP shard group spans",
-         expression="tensor_parallel × context_parallel × sharding_degree")
+         expression="tensor_parallel × context_parallel × sharding_degree", detail=True)
 def sharding_span(tensor_parallel, context_parallel, sharding_degree):
     return tensor_parallel * context_parallel * sharding_degree
 
 
 @formula(account="network", unit="accelerators", meaning="accelerators an expert-parallel group spans",
-         expression="tensor_parallel × context_parallel × expert_parallel")
+         expression="tensor_parallel × context_parallel × expert_parallel", detail=True)
 def expert_parallel_span(tensor_parallel, context_parallel, expert_parallel):
     return tensor_parallel * context_parallel * expert_parallel
 
 
 @formula(account="network", unit="accelerators", meaning="accelerators a context-parallel group spans",
-         expression="tensor_parallel × context_parallel")
+         expression="tensor_parallel × context_parallel", detail=True)
 def context_parallel_span(tensor_parallel, context_parallel):
     return tensor_parallel * context_parallel
 
@@ -81,42 +81,42 @@ def context_parallel_span(tensor_parallel, context_parallel):
 # --- bandwidth and latency of the tier each group crosses ---------------------------------------
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier the data-parallel collectives cross",
-         expression="intra_node_bytes_per_s if data_parallel_span ≤ accelerators_per_node else inter_node_bytes_per_s")
+         expression="intra_node_bytes_per_s if data_parallel_span ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
 def dp_link_bytes_per_s(data_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     return _tier(data_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
 
 
 @formula(account="network", unit="s", meaning="latency per step of the tier the data-parallel collectives cross",
          expression="intra_node_latency_seconds if data_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def dp_link_latency_seconds(data_parallel_span, accelerators_per_node, intra_node_latency_seconds,
                             inter_node_latency_seconds):
     return _tier(data_parallel_span, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
 
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier the ZeRO/FSDP shard group crosses",
-         expression="intra_node_bytes_per_s if sharding_span ≤ accelerators_per_node else inter_node_bytes_per_s")
+         expression="intra_node_bytes_per_s if sharding_span ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
 def shard_link_bytes_per_s(sharding_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     return _tier(sharding_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
 
 
 @formula(account="network", unit="s", meaning="latency per step of the tier the ZeRO/FSDP shard group crosses",
          expression="intra_node_latency_seconds if sharding_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def shard_link_latency_seconds(sharding_span, accelerators_per_node, intra_node_latency_seconds,
                                inter_node_latency_seconds):
     return _tier(sharding_span, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
 
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier the tensor-parallel collectives cross",
-         expression="intra_node_bytes_per_s if tensor_parallel ≤ accelerators_per_node else inter_node_bytes_per_s")
+         expression="intra_node_bytes_per_s if tensor_parallel ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
 def tp_link_bytes_per_s(tensor_parallel, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     return _tier(tensor_parallel, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
 
 
 @formula(account="network", unit="s", meaning="latency per step of the tier the tensor-parallel collectives cross",
          expression="intra_node_latency_seconds if tensor_parallel ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def tp_link_latency_seconds(tensor_parallel, accelerators_per_node, intra_node_latency_seconds,
                             inter_node_latency_seconds):
     return _tier(tensor_parallel, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
@@ -124,14 +124,14 @@ def tp_link_latency_seconds(tensor_parallel, accelerators_per_node, intra_node_l
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier the context-parallel exchanges cross",
          expression="intra_node_bytes_per_s if context_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_bytes_per_s")
+                    " else inter_node_bytes_per_s", detail=True)
 def cp_link_bytes_per_s(context_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     return _tier(context_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
 
 
 @formula(account="network", unit="s", meaning="latency per step of the tier the context-parallel exchanges cross",
          expression="intra_node_latency_seconds if context_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def cp_link_latency_seconds(context_parallel_span, accelerators_per_node, intra_node_latency_seconds,
                             inter_node_latency_seconds):
     return _tier(context_parallel_span, accelerators_per_node, intra_node_latency_seconds,
@@ -140,14 +140,14 @@ def cp_link_latency_seconds(context_parallel_span, accelerators_per_node, intra_
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier the expert all-to-alls cross",
          expression="intra_node_bytes_per_s if expert_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_bytes_per_s")
+                    " else inter_node_bytes_per_s", detail=True)
 def ep_link_bytes_per_s(expert_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     return _tier(expert_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
 
 
 @formula(account="network", unit="s", meaning="latency per step of the tier the expert all-to-alls cross",
          expression="intra_node_latency_seconds if expert_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def ep_link_latency_seconds(expert_parallel_span, accelerators_per_node, intra_node_latency_seconds,
                             inter_node_latency_seconds):
     return _tier(expert_parallel_span, accelerators_per_node, intra_node_latency_seconds,
@@ -155,7 +155,7 @@ def ep_link_latency_seconds(expert_parallel_span, accelerators_per_node, intra_n
 
 
 @formula(account="network", unit="B/s", meaning="bandwidth of the tier between pipeline stages",
-         expression="intra_node_bytes_per_s if accelerators ≤ accelerators_per_node else inter_node_bytes_per_s")
+         expression="intra_node_bytes_per_s if accelerators ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
 def pp_link_bytes_per_s(accelerators, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
     """Stages are the outermost dimension: they share a node only when the whole job does."""
     return _tier(accelerators, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
@@ -163,7 +163,7 @@ def pp_link_bytes_per_s(accelerators, accelerators_per_node, intra_node_bytes_pe
 
 @formula(account="network", unit="s", meaning="latency of the tier between pipeline stages",
          expression="intra_node_latency_seconds if accelerators ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds")
+                    " else inter_node_latency_seconds", detail=True)
 def pp_link_latency_seconds(accelerators, accelerators_per_node, intra_node_latency_seconds,
                             inter_node_latency_seconds):
     return _tier(accelerators, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
@@ -180,25 +180,25 @@ def gradient_bytes(parameters_per_device, gradient_bytes_per_parameter):
 
 
 @formula(account="network", unit="B", meaning="the expert part of that gradient message",
-         expression="expert_parameters_per_device × gradient_bytes_per_parameter")
+         expression="expert_parameters_per_device × gradient_bytes_per_parameter", detail=True)
 def expert_gradient_bytes(expert_parameters_per_device, gradient_bytes_per_parameter):
     return expert_parameters_per_device * gradient_bytes_per_parameter
 
 
 @formula(account="network", unit="1", meaning="data-parallel replicas of each expert",
-         expression="data_parallel_degree / expert_parallel")
+         expression="data_parallel_degree / expert_parallel", detail=True)
 def expert_data_parallel_degree(data_parallel_degree, expert_parallel):
     return data_parallel_degree / expert_parallel
 
 
 @formula(account="network", unit="B", meaning="the non-expert part of that gradient message",
-         expression="gradient_bytes − expert_gradient_bytes")
+         expression="gradient_bytes − expert_gradient_bytes", detail=True)
 def dense_gradient_bytes(gradient_bytes, expert_gradient_bytes):
     return gradient_bytes - expert_gradient_bytes
 
 
 @formula(account="network", unit="1", meaning="replicas of each ZeRO/FSDP shard group (hybrid sharding: > 1)",
-         expression="data_parallel_degree / sharding_degree")
+         expression="data_parallel_degree / sharding_degree", detail=True)
 def replica_groups(data_parallel_degree, sharding_degree):
     return data_parallel_degree / sharding_degree
 
@@ -268,14 +268,14 @@ def parameter_gather_seconds(zero_stage, gradient_accumulation_steps, sharding_d
 # --- tensor, pipeline, context and expert parallel ---------------------------------------------
 
 @formula(account="network", unit="B", meaning="one micro-batch's activation tensor at a layer boundary",
-         expression="micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element")
+         expression="micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element", detail=True)
 def layer_activation_bytes(micro_batch_size, local_sequence_length, hidden_size, activation_bytes_per_element):
     return micro_batch_size * local_sequence_length * hidden_size * activation_bytes_per_element
 
 
 @formula(account="network", unit="1", meaning="tensor-parallel all-reduces per layer per micro-batch",
          expression="6 if recompute = full else 4",
-         source="Shoeybi et al. 2019: 2 forward + 2 backward; full recomputation repeats the forward's 2")
+         source="Shoeybi et al. 2019: 2 forward + 2 backward; full recomputation repeats the forward's 2", detail=True)
 def tp_collectives_per_layer(recompute):
     return where(recompute >= 2, 6.0, 4.0)
 
@@ -325,7 +325,7 @@ def pp_communication_seconds(pipeline_parallel, gradient_accumulation_steps, vir
 
 @formula(account="network", unit="B", meaning="keys and values of the whole sequence, as one TP rank holds them",
          expression="micro_batch_size × sequence_length × kv_heads × (qk_head_dim + v_head_dim)"
-                    " × activation_bytes_per_element / tensor_parallel")
+                    " × activation_bytes_per_element / tensor_parallel", detail=True)
 def kv_sequence_bytes(micro_batch_size, sequence_length, kv_heads, qk_head_dim, v_head_dim,
                       activation_bytes_per_element, tensor_parallel):
     return (micro_batch_size * sequence_length * kv_heads * (qk_head_dim + v_head_dim)
@@ -351,7 +351,7 @@ def cp_communication_seconds(layers, pipeline_parallel, gradient_accumulation_st
 
 
 @formula(account="network", unit="B", meaning="tokens' hidden states one accelerator routes to experts per MoE layer",
-         expression="layer_activation_bytes × experts_per_token")
+         expression="layer_activation_bytes × experts_per_token", detail=True)
 def expert_dispatch_bytes(layer_activation_bytes, experts_per_token):
     return layer_activation_bytes * experts_per_token
 

@@ -35,7 +35,7 @@ def input_bytes_per_s(dataset_bytes, run_seconds):
 
 @formula(account="storage", unit="B/parameter", meaning="checkpoint bytes per parameter (no gradients)",
          expression="weight_bytes_per_parameter + master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter",
-         source="lesson 000: 2 + 4 + 4 + 4 = 14 for Adam in mixed precision")
+         source="lesson 000: 2 + 4 + 4 + 4 = 14 for Adam in mixed precision", detail=True)
 def checkpoint_bytes_per_parameter(weight_bytes_per_parameter, master_weight_bytes_per_parameter,
                                    optimizer_state_bytes_per_parameter):
     """Gradients are needed during a step but not to resume: they are not saved."""

@@ -1,0 +1,53 @@
+"""Every shipped example runs, fits, and says what its comments promise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EXAMPLES
+
+ALL = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_example_runs_in_every_format(cli, name):
+    for fmt in ("text", "markdown", "json"):
+        code, out, err = cli("estimate", str(EXAMPLES / name), "-f", fmt)
+        assert code == 0, (name, fmt, err)
+    assert json.loads(out)["fits"] is True
+
+
+def quantities(cli, name, *overrides):
+    args = ["estimate", str(EXAMPLES / name), "-f", "json"]
+    for override in overrides:
+        args += ["--set", override]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    return {q["name"]: q["value"] for q in json.loads(out)["quantities"]}
+
+
+def test_llama31_70b_layout(cli):
+    q = quantities(cli, "llama3.1-70b-pretrain.yaml")
+    assert q["data_parallel_degree"] == 32 and q["gradient_accumulation_steps"] == 64     # 2,048 / (1 × 32)
+    assert q["parameters"] == 70_553_706_496
+    # selective recompute + SP: s·b·h·34/t per layer × 80 layers on the first stage
+    assert q["activation_bytes"] == pytest.approx(80 * 8192 * 8192 * 34 / 8)
+    assert q["pipeline_bubble_seconds"] == pytest.approx(q["compute_seconds_per_step"] * 3 / 64)
+    assert q["tp_link_bytes_per_s"] == pytest.approx(450e9) and q["dp_link_bytes_per_s"] == pytest.approx(50e9)
+
+
+def test_mixtral_expert_parallel(cli):
+    q = quantities(cli, "mixtral-8x7b-finetune.yaml")
+    assert q["expert_parallel"] == 8 and q["expert_data_parallel_degree"] == 4
+    assert q["ep_link_bytes_per_s"] == pytest.approx(450e9)          # EP 8 stays inside the node
+    assert q["ep_bytes_sent_per_step"] > 0
+
+
+def test_fsdp_example_reads_the_config_and_shards(cli):
+    q = quantities(cli, "llama2-7b-fsdp-finetune.yaml")
+    assert q["parameters"] == 6_738_415_616
+    assert q["state_bytes"] == pytest.approx(6_738_415_616 * 16 / 8)
+    # accumulation 64 / (4 × 8) = 2 micro-batches, each gathering the weights twice
+    assert q["parameter_gather_bytes_sent_per_step"] == pytest.approx(2 * 2 * 7 / 8 * 6_738_415_616 * 2)
