@@ -80,6 +80,8 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
         if wide:
             table.add_column("formula", style="dim", overflow="fold")
         for row in rows:
+            if not details and result.quantities[row.name].value == 0:
+                continue  # a collective this layout does not use, a bubble it does not have
             cells = [Text(row.name), Text(row.value), Text(row.meaning)] + ([Text(row.formula)] if wide else [])
             table.add_row(*cells)
         console.print(table)
@@ -92,8 +94,8 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
                 state.add_row(*(Text(c) for c in cells))
             console.print(state)
     if not details:
-        console.print(Text("Intermediate steps: `botec explain CONTRACT QUANTITY`, --details, or -f markdown / json.",
-                           style="dim"))
+        console.print(Text("Zero-valued and intermediate quantities: --details, -f markdown / json, or "
+                           "`botec explain CONTRACT QUANTITY`.", style="dim"))
 
     console.print(Text("Findings", style="bold"))
     for finding in result.findings:
