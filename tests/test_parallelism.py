@@ -206,3 +206,29 @@ def test_vectorized_layouts_through_the_same_definitions():
                               assumptions={"step_time_model": "components", "activation_model": "korthikanti"}))
         assert arrays["step_seconds"].value[i] == pytest.approx(single.value("step_seconds"))
         assert arrays["planned_device_bytes"].value[i] == pytest.approx(single.value("planned_device_bytes"))
+
+
+def test_a_misfit_names_its_parts_and_the_relief():
+    data = contract("llama-3.1-70b", count=64, sequence=8192,
+                    strategy={"tensor_parallel": 8, "pipeline_parallel": 2, "sequence_parallel": True},
+                    supply={"cluster": {"node": "dgx-h100"}}, assumptions={"activation_model": "korthikanti"})
+    result = run(data)
+    memory = [f for f in result.findings if f.account == "memory"][0]
+    assert memory.level == "fail"
+    assert "optimizer" in memory.message and "activations" in memory.message
+    # the relief was found by evaluating the same contract with the change, and it fits
+    # the cheapest fitting change: ZeRO-1 (no extra traffic) with selective recomputation
+    assert "ZeRO-1 over 4 ranks with selective recomputation frees" in memory.message
+    assert "and fits" in memory.message
+    relieved = run({**data, "strategy": {**data["strategy"], "recompute": "selective", "zero_stage": 1}})
+    assert relieved.fits
+
+
+def test_node_presets_are_in_the_catalog(cli):
+    import json
+
+    code, out, err = cli("catalog", "-f", "json")
+    nodes = {n["key"]: n for n in json.loads(out)["nodes"]}
+    assert {"dgx-a100", "dgx-h100", "dgx-h200", "tpu-v5p-slice"} <= set(nodes)
+    assert nodes["dgx-h100"]["inter_node_bytes_per_s"] == pytest.approx(50e9)       # 400 Gb/s per GPU
+    assert nodes["dgx-h100"]["accelerators_per_node"] == 8

@@ -178,12 +178,13 @@ def init(
 def catalog(
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
 ) -> None:
-    """List the accelerator catalog (dense peaks, memory, links, power, sources) and the optimizer presets."""
-    from botec.catalog import accelerators, optimizer_presets
+    """List the accelerator catalog (dense peaks, memory, links, power, sources), node presets and optimizer presets."""
+    from botec.catalog import accelerators, node_presets, optimizer_presets
     from botec.units import format_number
 
     devices = accelerators()
     presets = optimizer_presets()
+    nodes = node_presets()
     if format is Format.json:
         import dataclasses
         import json
@@ -192,6 +193,7 @@ def catalog(
             "accelerators": [dataclasses.asdict(d) for d in devices.values()],
             "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": p.state_bytes_per_parameter}
                            for p in presets.values()],
+            "nodes": [dataclasses.asdict(n) for n in nodes.values()],
         }
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
@@ -226,6 +228,18 @@ def catalog(
         table.add_row(*(cell for column, cell in zip(header, row) if column in shown))
     console.print(table)
     console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`.", style="dim")
+    table = Table(title="Node presets (supply.cluster.node; bandwidth per accelerator per direction)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("node", "accelerator", "per node", "intra GB/s", "intra α", "inter GB/s", "inter α"):
+        table.add_column(column, no_wrap=column in ("node", "accelerator"),
+                         justify="left" if column in ("node", "accelerator") else "right")
+    from botec.units import format_quantity
+
+    for node in nodes.values():
+        table.add_row(node.key, node.accelerator, str(node.accelerators_per_node),
+                      fmt(node.intra_node_bytes_per_s, 1e9), format_quantity(node.intra_node_latency_seconds, "s"),
+                      fmt(node.inter_node_bytes_per_s, 1e9), format_quantity(node.inter_node_latency_seconds, "s"))
+    console.print(table)
     table = Table(title="Optimizer presets (bytes per parameter)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):

@@ -40,6 +40,7 @@ class Estimate:
     optimizer_name: str
     architecture: Architecture | None = None
     choices: dict | None = None
+    reevaluate: object = None  # (changes: dict[str, float]) -> quantities of the same contract with those inputs
 
     def value(self, name: str) -> float:
         return self.quantities[name].value
@@ -407,13 +408,16 @@ def check_fit(result: "Estimate") -> None:
     planned, capacity = q["planned_device_bytes"].formatted(), q["device_memory_bytes"].formatted()
     largest = int(q["max_micro_batch_size"].value)
     batch = int(q["micro_batch_size"].value)
+    from botec.findings import memory_relief
+
     if largest >= 1:
         advice = f"at most {largest} fit{'s' if largest == 1 else ''}"
     else:
-        advice = (f"not even 1 fits: the state alone is {q['state_bytes'].formatted()} per accelerator "
-                  "(shard it with strategy.zero_stage, or use a larger device)")
+        advice = f"not even 1 fits (state {q['state_bytes'].formatted()}, activations {q['activation_bytes'].formatted()})"
+    advice += memory_relief(q, result.reevaluate, "decimal")
     raise ContractError(
-        f"{format_quantity(batch, 'sequences')} per accelerator need {planned} planned per accelerator, more than "
+        f"{format_quantity(batch, 'sequences')} per accelerator need{'s' if batch == 1 else ''} {planned} planned per "
+        f"accelerator, more than "
         f"its {capacity}; {advice}", field="strategy.micro_batch_size")
 
 
@@ -433,7 +437,7 @@ def estimate(contract: Contract, base_dir: Path | None = None) -> Estimate:
         return evaluate(changed, choices=choices)
 
     return Estimate(contract, quantities, findings_for(quantities, reevaluate=reevaluate), accelerator_name,
-                    optimizer_name, architecture, choices)
+                    optimizer_name, architecture, choices, reevaluate)
 
 
 def estimate_file(path=None, overrides: list[str] | None = None) -> Estimate:

@@ -15,7 +15,7 @@ from typing import Callable
 from botec.quantities import Quantity, declare_input
 from botec.units import format_number, format_quantity
 
-__all__ = ["Finding", "findings_for"]
+__all__ = ["Finding", "findings_for", "memory_relief"]
 
 declare_input("collective_overlap_share_threshold", account="findings", unit="fraction",
               meaning="collective floor share of the step above which communication must overlap with compute")
@@ -46,32 +46,37 @@ class Finding:
                 "quantities": list(self.quantities)}
 
 
-def _memory_relief(q: dict[str, Quantity], reevaluate: Reevaluate | None, system: str) -> str:
-    """The first change (ZeRO stage, recomputation, fewer sequences) that makes the plan fit."""
+_ZERO_COST = {0: 0, 1: 0, 2: 0, 3: 2}        # ZeRO-1/2 move no more bytes than the all-reduce; ZeRO-3 1.5×
+_RECOMPUTE_COST = {0: 0, 1: 1, 2: 3}         # selective: the attention core again; full: the whole forward
+_RECOMPUTE_NAME = {1: "selective recomputation", 2: "full recomputation (about a third more compute)"}
+
+
+def memory_relief(q: dict[str, Quantity], reevaluate: Reevaluate | None, system: str) -> str:
+    """The cheapest ZeRO stage and recomputation that make the plan fit, found by evaluating the same
+    contract with them (ZeRO-1/2 are free, selective recomputation cheap, ZeRO-3 and full recomputation dear)."""
     if reevaluate is None:
         return ""
-
-    def fmt(value: float) -> str:
-        return format_quantity(value, "B", system)
-
-    zero = int(q["zero_stage"].value)
-    spare = q["memory_spare_bytes"].value
-    candidates = []
-    for stage in range(zero + 1, 4):
-        candidates.append((f"ZeRO-{stage} over {format_number(q['sharding_degree'].value)} ranks", {"zero_stage": stage}))
-    recompute = int(q["recompute"].value)
-    if recompute < 1:
-        candidates.append(("selective recomputation (the attention core only)", {"recompute": 1}))
-    if recompute < 2:
-        candidates.append(("full activation recomputation (about a third more compute)", {"recompute": 2}))
-    for label, change in candidates:
-        changed = reevaluate(change)
-        if "planned_device_bytes" not in changed:
-            continue
-        freed = q["planned_device_bytes"].value - changed["planned_device_bytes"].value
-        if freed > 0 and changed["memory_spare_bytes"].value >= 0:
-            return f"; {label} frees {fmt(freed)} and fits"
-    return ""
+    zero, recompute = int(q["zero_stage"].value), int(q["recompute"].value)
+    options = []
+    for new_zero in range(zero, 4):
+        for new_recompute in range(recompute, 3):
+            if (new_zero, new_recompute) == (zero, recompute):
+                continue
+            changed = reevaluate({"zero_stage": float(new_zero), "recompute": float(new_recompute)})
+            if "memory_spare_bytes" in changed and changed["memory_spare_bytes"].value >= 0:
+                cost = _ZERO_COST[new_zero] + _RECOMPUTE_COST[new_recompute]
+                options.append((cost, new_zero, new_recompute, changed["planned_device_bytes"].value))
+    if not options:
+        return ("; no ZeRO stage or recomputation makes it fit: add tensor or pipeline parallelism, "
+                "more accelerators or a larger device")
+    _, new_zero, new_recompute, planned = min(options)
+    changes = []
+    if new_zero != zero:
+        changes.append(f"ZeRO-{new_zero} over {format_number(q['sharding_degree'].value)} ranks")
+    if new_recompute != recompute:
+        changes.append(_RECOMPUTE_NAME[new_recompute])
+    freed = format_quantity(q["planned_device_bytes"].value - planned, "B", system)
+    return f"; {' with '.join(changes)} frees {freed} and fits ({format_quantity(planned, 'B', system)} planned)"
 
 
 def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Reevaluate | None = None
@@ -134,7 +139,7 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Re
             found.append(Finding(
                 "memory", "fail",
                 f"does not fit: {planned} planned against {capacity} ({short} short): {parts}; {largest}"
-                f"{_memory_relief(q, reevaluate, system)}",
+                f"{memory_relief(q, reevaluate, system)}",
                 ("planned_device_bytes", "device_memory_bytes", "state_bytes", "activation_bytes",
                  "max_micro_batch_size")))
 
