@@ -136,24 +136,27 @@ def _register(definition: Definition) -> None:
 
 
 def formula(*, account: str, unit: str, meaning: str, expression: str, source: str | None = None,
-            choice: tuple[str, str] | None = None, detail: bool = False):
+            choice: tuple[str, str] | None = None, detail: bool = False, name: str | None = None,
+            inputs: tuple[str, ...] | None = None):
     """Register the decorated function as the definition of the quantity it is named after.
 
     ``choice=("step_time", "components")`` marks one of several methods for the same quantity;
     :func:`evaluate` uses the option its ``choices`` name (the first registered by default).
+    ``name`` and ``inputs`` register one function for several quantities (its parameters then
+    receive the named inputs in order).
     """
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
         code = function.__code__
-        inputs = tuple(code.co_varnames[: code.co_argcount])
+        arguments = inputs if inputs is not None else tuple(code.co_varnames[: code.co_argcount])
         _register(
             Definition(
-                name=function.__name__,
+                name=name or function.__name__,
                 account=account,
                 unit=unit,
                 meaning=meaning,
                 expression=expression,
-                inputs=inputs,
+                inputs=arguments,
                 function=function,
                 source=source,
                 choice=choice,

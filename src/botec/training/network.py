@@ -80,93 +80,22 @@ def context_parallel_span(tensor_parallel, context_parallel):
 
 # --- bandwidth and latency of the tier each group crosses ---------------------------------------
 
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier the data-parallel collectives cross",
-         expression="intra_node_bytes_per_s if data_parallel_span ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
-def dp_link_bytes_per_s(data_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    return _tier(data_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency per step of the tier the data-parallel collectives cross",
-         expression="intra_node_latency_seconds if data_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def dp_link_latency_seconds(data_parallel_span, accelerators_per_node, intra_node_latency_seconds,
-                            inter_node_latency_seconds):
-    return _tier(data_parallel_span, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
-
-
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier the ZeRO/FSDP shard group crosses",
-         expression="intra_node_bytes_per_s if sharding_span ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
-def shard_link_bytes_per_s(sharding_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    return _tier(sharding_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency per step of the tier the ZeRO/FSDP shard group crosses",
-         expression="intra_node_latency_seconds if sharding_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def shard_link_latency_seconds(sharding_span, accelerators_per_node, intra_node_latency_seconds,
-                               inter_node_latency_seconds):
-    return _tier(sharding_span, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
-
-
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier the tensor-parallel collectives cross",
-         expression="intra_node_bytes_per_s if tensor_parallel ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
-def tp_link_bytes_per_s(tensor_parallel, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    return _tier(tensor_parallel, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency per step of the tier the tensor-parallel collectives cross",
-         expression="intra_node_latency_seconds if tensor_parallel ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def tp_link_latency_seconds(tensor_parallel, accelerators_per_node, intra_node_latency_seconds,
-                            inter_node_latency_seconds):
-    return _tier(tensor_parallel, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
-
-
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier the context-parallel exchanges cross",
-         expression="intra_node_bytes_per_s if context_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_bytes_per_s", detail=True)
-def cp_link_bytes_per_s(context_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    return _tier(context_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency per step of the tier the context-parallel exchanges cross",
-         expression="intra_node_latency_seconds if context_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def cp_link_latency_seconds(context_parallel_span, accelerators_per_node, intra_node_latency_seconds,
-                            inter_node_latency_seconds):
-    return _tier(context_parallel_span, accelerators_per_node, intra_node_latency_seconds,
-                 inter_node_latency_seconds)
-
-
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier the expert all-to-alls cross",
-         expression="intra_node_bytes_per_s if expert_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_bytes_per_s", detail=True)
-def ep_link_bytes_per_s(expert_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    return _tier(expert_parallel_span, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency per step of the tier the expert all-to-alls cross",
-         expression="intra_node_latency_seconds if expert_parallel_span ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def ep_link_latency_seconds(expert_parallel_span, accelerators_per_node, intra_node_latency_seconds,
-                            inter_node_latency_seconds):
-    return _tier(expert_parallel_span, accelerators_per_node, intra_node_latency_seconds,
-                 inter_node_latency_seconds)
-
-
-@formula(account="network", unit="B/s", meaning="bandwidth of the tier between pipeline stages",
-         expression="intra_node_bytes_per_s if accelerators ≤ accelerators_per_node else inter_node_bytes_per_s", detail=True)
-def pp_link_bytes_per_s(accelerators, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s):
-    """Stages are the outermost dimension: they share a node only when the whole job does."""
-    return _tier(accelerators, accelerators_per_node, intra_node_bytes_per_s, inter_node_bytes_per_s)
-
-
-@formula(account="network", unit="s", meaning="latency of the tier between pipeline stages",
-         expression="intra_node_latency_seconds if accelerators ≤ accelerators_per_node"
-                    " else inter_node_latency_seconds", detail=True)
-def pp_link_latency_seconds(accelerators, accelerators_per_node, intra_node_latency_seconds,
-                            inter_node_latency_seconds):
-    return _tier(accelerators, accelerators_per_node, intra_node_latency_seconds, inter_node_latency_seconds)
+_GROUPS = {  # group -> (the quantity holding the accelerators it spans, what it carries)
+    "dp": ("data_parallel_span", "the data-parallel collectives"),
+    "shard": ("sharding_span", "the ZeRO/FSDP shard group's collectives"),
+    "tp": ("tensor_parallel", "the tensor-parallel collectives"),
+    "cp": ("context_parallel_span", "the context-parallel exchanges"),
+    "ep": ("expert_parallel_span", "the expert all-to-alls"),
+    "pp": ("accelerators", "the pipeline sends (stages are outermost: they share a node only when the job does)"),
+}
+for _group, (_span, _carried) in _GROUPS.items():
+    for _what, _unit, _intra, _inter in (("bytes_per_s", "B/s", "intra_node_bytes_per_s", "inter_node_bytes_per_s"),
+                                         ("latency_seconds", "s", "intra_node_latency_seconds",
+                                          "inter_node_latency_seconds")):
+        formula(account="network", unit=_unit, detail=True, name=f"{_group}_link_{_what}",
+                inputs=(_span, "accelerators_per_node", _intra, _inter),
+                meaning=f"{'bandwidth' if _unit == 'B/s' else 'latency per step'} of the tier {_carried} cross",
+                expression=f"{_intra} if {_span} ≤ accelerators_per_node else {_inter}")(_tier)
 
 
 # --- data parallel ------------------------------------------------------------------------------
