@@ -29,7 +29,7 @@ from pathlib import Path
 
 from botec.errors import ContractError
 
-__all__ = ["Architecture", "MoE", "MLA", "ParameterBreakdown", "from_hf_config", "model_catalog",
+__all__ = ["Architecture", "MoE", "MLA", "ParameterBreakdown", "from_hf_config", "read_hf_config", "model_catalog",
            "breakdown", "SUPPORTED_FAMILIES"]
 
 
@@ -72,6 +72,7 @@ class Architecture:
     attention_bias: str = "none"       # none | qkv | all
     mlp_bias: bool = False
     max_sequence_length: int | None = None
+    sliding_window: int | None = None  # every layer attends to at most this many tokens (Mistral 7B v0.1: 4,096)
     moe: MoE | None = None
     mla: MLA | None = None
     mtp_layers: int = 0
@@ -90,6 +91,14 @@ class Architecture:
     @property
     def v_head_dim(self) -> int:
         return self.mla.v_head_dim if self.mla else self.resolved_head_dim
+
+    @property
+    def kv_elements_per_token_per_layer(self) -> int:
+        """K and V elements one token leaves in the cache of one layer: 2·k·d (MHA/GQA/MQA), or the
+        compressed latent plus the shared RoPE key, r_kv + d_rope (MLA)."""
+        if self.mla:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.kv_heads * self.resolved_head_dim
 
     @property
     def moe_layers(self) -> int:
@@ -263,12 +272,16 @@ def from_hf_config(config: dict, origin: str = "config.json", name: str | None =
     tied = bool(config.get("tie_word_embeddings", False))
     if family in ("llama", "mistral", "mixtral", "qwen2"):
         bias = "qkv" if family == "qwen2" else ("all" if config.get("attention_bias") else "none")
+        window = config.get("sliding_window")
+        if family == "qwen2" and not config.get("use_sliding_window", False):
+            window = None
         moe = None
         if family == "mixtral":
             moe = MoE(experts=get("num_local_experts"), experts_per_token=get("num_experts_per_tok"),
                       expert_ffn_size=get("intermediate_size"))
         return Architecture(**common, ffn_size=get("intermediate_size"), head_dim=head_dim, tied_embeddings=tied,
-                            attention_bias=bias, mlp_bias=bool(config.get("mlp_bias", False)), moe=moe)
+                            attention_bias=bias, mlp_bias=bool(config.get("mlp_bias", False)), moe=moe,
+                            sliding_window=window)
     # deepseek_v3
     moe = MoE(experts=get("n_routed_experts"), experts_per_token=get("num_experts_per_tok"),
               expert_ffn_size=get("moe_intermediate_size"), shared_experts=config.get("n_shared_experts") or 0,

@@ -251,14 +251,69 @@ class ModelSpec(_Section):
 
 
 class Workload(_Section):
-    """What the job is; fixed when an estimate is compared with a measurement."""
+    """A training job; fixed when an estimate is compared with a measurement."""
 
-    kind: Literal["training"] = Field("training", description="the workload shape (serving arrives later)")
+    kind: Literal["training"] = Field("training", description="training (this) or serving")
     model: Annotated[ModelSpec, BeforeValidator(_model_spec)]
     tokens: quantity("count", "Training tokens processed across the run D, e.g. '1B' or '2T'", exclusive_minimum=0)
     sequence_length: quantity("count", "Tokens per sequence S", minimum=1, integer=True)
     token_bytes: quantity("bytes", "Bytes per stored token id in the prepared dataset", exclusive_minimum=0) = \
         _default(4, "four-byte token ids, as in lesson 000")
+
+
+class Traffic(_Section):
+    """Requests and their sizes (means)."""
+
+    requests_per_second: Optional[quantity("count", "Mean arrivals per second, e.g. 5", exclusive_minimum=0)] = None
+    requests_per_day: Optional[quantity("count", "Mean arrivals per day, e.g. '10M'", exclusive_minimum=0)] = None
+    prompt_tokens: quantity("count", "Prompt tokens per request (mean)", minimum=1, integer=True)
+    output_tokens: quantity("count", "Generated tokens per request (mean)", minimum=1, integer=True)
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> "Traffic":
+        stated = [n for n in ("requests_per_second", "requests_per_day") if getattr(self, n) is not None]
+        if len(stated) != 1:
+            raise ContractError("state the traffic as requests_per_second or requests_per_day (one of them)",
+                                field="workload.traffic.requests_per_second")
+        return self
+
+    @property
+    def per_second(self) -> Stated:
+        if self.requests_per_second is not None:
+            return self.requests_per_second
+        day = self.requests_per_day
+        scale = 1 / 86400
+        return Stated(value=day.value * scale, low=day.low and day.low * scale, high=day.high and day.high * scale,
+                      source=day.source, provenance=day.provenance)
+
+
+class LatencyTargets(_Section):
+    time_to_first_token: Optional[quantity("seconds", "Target time to first token, e.g. '500 ms'",
+                                           exclusive_minimum=0)] = None
+    time_per_output_token: Optional[quantity("seconds", "Target time per output token, e.g. '50 ms'",
+                                             exclusive_minimum=0)] = None
+
+
+class ServingWorkload(_Section):
+    """A serving fleet: a model, its traffic and its latency targets."""
+
+    kind: Literal["serving"]
+    model: Annotated[ModelSpec, BeforeValidator(_model_spec)]
+    traffic: Traffic
+    latency: LatencyTargets = Field(default_factory=LatencyTargets)
+
+    @model_validator(mode="after")
+    def _needs_attention_shape(self) -> "ServingWorkload":
+        if self.model.kind == "count":
+            raise ContractError("serving needs the model's attention shape for its KV cache: give a catalog name, a "
+                                "config.json or an architecture", field="workload.model")
+        return self
+
+
+def _workload_kind(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return raw.get("kind", "training")
+    return getattr(raw, "kind", "training")
 
 
 # --------------------------------------------------------------------------------------------- supply
@@ -337,6 +392,30 @@ class Cluster(_Section):
         return self
 
 
+class Candidate(_Section):
+    """Another accelerator to compare, with its own price."""
+
+    accelerator: str = Field(description="a catalog accelerator")
+    price_per_accelerator_hour: Optional[quantity("usd_per_hour", "Its price per accelerator-hour", minimum=0)] = None
+
+    @model_validator(mode="after")
+    def _known(self) -> "Candidate":
+        _accelerator(self.accelerator)
+        return self
+
+
+def _candidate(raw: Any) -> Any:
+    return {"accelerator": raw} if isinstance(raw, str) else raw
+
+
+class ApiPrice(_Section):
+    """An API's list price, to compare self-hosting against."""
+
+    input_per_million: quantity("usd", "Price per million prompt tokens, e.g. '$3'", minimum=0)
+    output_per_million: quantity("usd", "Price per million generated tokens, e.g. '$15'", minimum=0)
+    source: Optional[str] = Field(None, description="where the prices come from, and when")
+
+
 class Supply(_Section):
     """What the job runs on."""
 
@@ -346,7 +425,12 @@ class Supply(_Section):
         BeforeValidator(_accelerator),
         Field(description="a catalog name (see `botec catalog`) or an inline device"),
     ]
-    count: quantity("count", "Accelerators in the job N", minimum=1, integer=True)
+    count: Optional[quantity("count", "Accelerators in the job N (training; serving derives it from the traffic)",
+                             minimum=1, integer=True)] = None
+    candidates: Optional[list[Annotated[Candidate, BeforeValidator(_candidate)]]] = Field(
+        None, description="serving: other catalog accelerators to compare, each a name or {accelerator, "
+                          "price_per_accelerator_hour}")
+    api_price: Optional[ApiPrice] = Field(None, description="serving: an API's price, for the break-even traffic")
     cluster: Optional[Cluster] = None
     network: Optional[Network] = None
     storage: Optional[Storage] = None
@@ -415,7 +499,8 @@ class Strategy(_Section):
                           "within a node and replicates across nodes")
     sharding_group: Optional[PositiveInt] = Field(
         None, description="ranks a ZeRO/FSDP shard group spans (default: all DP ranks; fewer = hybrid sharding)")
-    micro_batch_size: quantity("count", "Sequences per accelerator per micro-step B_local", minimum=1, integer=True)
+    micro_batch_size: Optional[quantity("count", "Sequences per accelerator per micro-step B_local (training)",
+                                        minimum=1, integer=True)] = None
     gradient_accumulation_steps: Optional[quantity("count", "Micro-batches per optimizer step on each DP rank",
                                                    minimum=1, integer=True)] = None
     global_batch_size: Optional[quantity("count", "Sequences per optimizer step across all replicas "
@@ -423,6 +508,15 @@ class Strategy(_Section):
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation: none, selective (attention core) or full layers")
     precision: Literal["bf16", "fp8"] = Field("bf16", description="compute precision; selects the catalog's peak")
+    weight_precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
+        "bf16", description="serving: weight format (int8/int4 weight-only, with per-group scales)")
+    quantization_group_size: PositiveInt = Field(128, description="serving: weights per quantization scale (int8/int4)")
+    kv_cache_precision: Literal["bf16", "fp16", "fp8", "int8"] = Field("bf16", description="serving: KV-cache format")
+    memory_fraction: quantity("ratio", "Serving: share of device memory the engine may use (vLLM "
+                              "gpu_memory_utilization)", exclusive_minimum=0, maximum=1) = \
+        _default(0.9, "vLLM's gpu_memory_utilization default")
+    max_batch_size: quantity("count", "Serving: most sequences the engine batches (max_num_seqs)", minimum=1,
+                             integer=True) = _default(256, "vLLM's max_num_seqs default")
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
         _default(2, "BF16 activations")
     optimizer: Annotated[
@@ -502,6 +596,15 @@ class Assumptions(_Section):
     model_parallel_overlap: quantity("ratio", "Share of TP, CP, EP and PP communication hidden behind compute",
                                      minimum=0, maximum=1) = _default(0.0, "on the critical path")
     collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
+    prefill_mfu: quantity("ratio", "Serving: share of peak prefill sustains", exclusive_minimum=0, maximum=1) = \
+        _default(0.5, "prefill is large matrix multiplies; BLIS uses 0.45 on H100")
+    decode_mfu: quantity("ratio", "Serving: share of peak decode sustains once compute-bound", exclusive_minimum=0,
+                         maximum=1) = _default(0.5, "as prefill")
+    decode_bandwidth_efficiency: quantity("ratio", "Serving: share of memory bandwidth decode achieves",
+                                          exclusive_minimum=0, maximum=1) = \
+        _default(0.8, "AIConfigurator's empirical 0.8 of HBM bandwidth")
+    activation_reserve: quantity("bytes", "Serving: memory per accelerator for activations, CUDA graphs and buffers",
+                                 minimum=0) = _default(3e9, "AIConfigurator reserves 3.5 GB on H100")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 
     @model_validator(mode="after")
@@ -539,6 +642,13 @@ class Assumptions(_Section):
         }
 
 
+_SERVING_STRATEGY = ("weight_precision", "quantization_group_size", "kv_cache_precision", "memory_fraction",
+                     "max_batch_size")
+_TRAINING_STRATEGY = ("micro_batch_size", "gradient_accumulation_steps", "global_batch_size", "zero_stage", "fsdp",
+                      "sharding_group", "recompute", "optimizer", "checkpoint", "retention", "context_parallel",
+                      "virtual_pipeline_stages", "pipeline_schedule", "sequence_parallel", "data_parallel")
+
+
 class Contract(_Section):
     """A workload contract: workload, supply, strategy and assumptions."""
 
@@ -546,10 +656,33 @@ class Contract(_Section):
 
     name: Optional[str] = Field(None, description="a short name for the job")
     description: Optional[str] = Field(None, description="what the job is for")
-    workload: Workload
+    workload: Annotated[Union[Annotated[Workload, Tag("training")], Annotated[ServingWorkload, Tag("serving")]],
+                        Discriminator(_workload_kind)]
     supply: Supply
     strategy: Strategy
     assumptions: Assumptions = Field(default_factory=Assumptions)
+
+    @model_validator(mode="after")
+    def _fields_of_the_kind(self) -> "Contract":
+        strategy_set, supply_set = self.strategy.model_fields_set, self.supply.model_fields_set
+        if self.workload.kind == "training":
+            for name in _SERVING_STRATEGY:
+                if name in strategy_set:
+                    raise ContractError("applies to serving contracts (workload.kind: serving)",
+                                        field=f"strategy.{name}")
+            if self.supply.count is None:
+                raise ContractError("required field is missing", field="supply.count")
+            if self.strategy.micro_batch_size is None:
+                raise ContractError("required field is missing", field="strategy.micro_batch_size")
+        else:
+            for name in _TRAINING_STRATEGY:
+                if name in strategy_set:
+                    raise ContractError("applies to training contracts", field=f"strategy.{name}")
+            if "count" in supply_set:
+                raise ContractError("a serving estimate derives the accelerators from the traffic; state the "
+                                    "replica's layout (strategy.tensor_parallel, pipeline_parallel) instead",
+                                    field="supply.count")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -559,6 +692,9 @@ def _fields_at(model: type[BaseModel], location: tuple) -> list[str]:
     """Field names of the section at ``location`` (for 'did you mean')."""
     current: Any = model
     for part in location:
+        if part in _WORKLOAD_KINDS:
+            current = _WORKLOAD_KINDS[part]
+            continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return []
         info = current.model_fields.get(part)
@@ -568,6 +704,9 @@ def _fields_at(model: type[BaseModel], location: tuple) -> list[str]:
     if isinstance(current, type) and issubclass(current, BaseModel):
         return list(current.model_fields)
     return []
+
+
+_WORKLOAD_KINDS = {"training": Workload, "serving": ServingWorkload}
 
 
 def _section_type(annotation: Any) -> Any:
@@ -587,7 +726,8 @@ def _one_line(error: ValidationError) -> ContractError:
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     location = tuple(p for p in first["loc"] if isinstance(p, (str, int)))
     # Unions report the member they tried; a user never wrote those.
-    location = tuple(p for p in location if p not in (_BY_NAME, _INLINE))
+    raw_location = location
+    location = tuple(p for p in location if p not in (_BY_NAME, _INLINE, "training", "serving"))
     field = ".".join(str(p) for p in location)
     kind = first["type"]
     context = first.get("ctx") or {}
@@ -595,7 +735,7 @@ def _one_line(error: ValidationError) -> ContractError:
         inner = context["error"]
         return ContractError(inner.detail, field=inner.field or field)
     if kind == "extra_forbidden":
-        known = _fields_at(Contract, location[:-1])
+        known = _fields_at(Contract, raw_location[:-1])
         hint = did_you_mean(location[-1], known)
         allowed = f" (allowed: {', '.join(known)})" if known and not hint else ""
         return ContractError(f"unknown field{hint}{allowed}", field=field)

@@ -16,7 +16,7 @@ from botec.architecture import Architecture
 from botec.contract import Contract, ModelSpec, Stated, load_contract
 from botec.errors import ContractError
 from botec.findings import Finding, findings_for
-from botec.quantities import Given, Quantity, evaluate
+from botec.quantities import Given, Quantity, definitions, evaluate
 from botec.units import format_quantity
 
 __all__ = ["Estimate", "REFERENCE_CONTRACT", "estimate", "given_quantities", "reference_contract_path"]
@@ -41,12 +41,15 @@ class Estimate:
     architecture: Architecture | None = None
     choices: dict | None = None
     reevaluate: object = None  # (changes: dict[str, float]) -> quantities of the same contract with those inputs
+    candidates: list = None  # serving: [(accelerator key, quantities or the reason it cannot serve)]
 
     def value(self, name: str) -> float:
         return self.quantities[name].value
 
     @property
     def fits(self) -> bool:
+        if "kv_budget_bytes" in self.quantities:
+            return self.quantities["max_concurrent_requests"].value >= 1
         return self.quantities["memory_spare_bytes"].value >= 0
 
 
@@ -93,11 +96,13 @@ def _workload_given(contract: Contract, arch: Architecture | None) -> dict[str, 
 
     workload = contract.workload
     model = workload.model
-    given = {
-        "tokens": _stated(workload.tokens, "workload.tokens"),
-        "sequence_length": _stated(workload.sequence_length, "workload.sequence_length"),
-        "token_bytes": _stated(workload.token_bytes, "workload.token_bytes"),
-    }
+    given = {}
+    if workload.kind == "training":
+        given |= {
+            "tokens": _stated(workload.tokens, "workload.tokens"),
+            "sequence_length": _stated(workload.sequence_length, "workload.sequence_length"),
+            "token_bytes": _stated(workload.token_bytes, "workload.token_bytes"),
+        }
     if arch is None:
         bare = "bare parameter count: every parameter in matmuls, dense"
         given |= {
@@ -219,14 +224,19 @@ def _layout(contract: Contract, arch: Architecture | None, accelerators_per_node
 
 
 def _cluster_given(contract: Contract, device) -> tuple[dict[str, Given], int]:
+    """Accelerators per node and the two tiers for a training job of ``supply.count`` accelerators."""
+    return _cluster_given_for(contract, device, int(contract.supply.count.value))
+
+
+def _cluster_given_for(contract: Contract, device, count: int) -> tuple[dict[str, Given], int]:
     """Accelerators per node and the two tiers: the contract's cluster, a node preset, the single network
-    bandwidth (the lesson's), or the accelerator's catalog link bandwidth, in that order."""
+    bandwidth (the lesson's), or the accelerator's catalog link bandwidth, in that order; ``count`` is the
+    number of accelerators that communicate (the job, or one serving replica)."""
     from botec.catalog import node_presets
 
     supply = contract.supply
     cluster = supply.cluster
     preset = node_presets()[cluster.node] if cluster is not None and cluster.node else None
-    count = int(supply.count.value)
     given: dict[str, Given] = {}
     if cluster is not None and cluster.accelerators_per_node:
         per_node, per_node_given = cluster.accelerators_per_node, Given(
@@ -238,7 +248,7 @@ def _cluster_given(contract: Contract, device) -> tuple[dict[str, Given], int]:
     else:
         per_node, per_node_given = count, Given(float(count), "assumed",
                                                 "no cluster stated: all accelerators share one network tier",
-                                                "supply.count")
+                                                "supply.count" if contract.workload.kind == "training" else None)
     given["accelerators_per_node"] = per_node_given
 
     def tier(name: str, link, preset_bytes, preset_latency, preset_link) -> None:
@@ -266,6 +276,13 @@ def _cluster_given(contract: Contract, device) -> tuple[dict[str, Given], int]:
                                             preset.intra_node_link) or (None, None, None)))
     tier("inter_node", inter, *(preset and (preset.inter_node_bytes_per_s, preset.inter_node_latency_seconds,
                                             preset.inter_node_link) or (None, None, None)))
+    if "inter_node_bytes_per_s" not in given and count <= per_node and "intra_node_bytes_per_s" in given:
+        given["inter_node_bytes_per_s"] = Given(given["intra_node_bytes_per_s"].value, "assumed",
+                                                "single node: no inter-node traffic", None)
+        given["inter_node_latency_seconds"] = Given(0.0, "assumed", "single node: no inter-node traffic", None)
+    if "intra_node_bytes_per_s" not in given and count == 1:
+        given["intra_node_bytes_per_s"] = Given(1.0, "assumed", "one accelerator: no collectives", None)
+        given["intra_node_latency_seconds"] = Given(0.0, "assumed", "one accelerator: no collectives", None)
     if "inter_node_bytes_per_s" not in given and count <= per_node and "intra_node_bytes_per_s" in given:
         given["inter_node_bytes_per_s"] = Given(given["intra_node_bytes_per_s"].value, "assumed",
                                                 "single node: no inter-node traffic", None)
@@ -388,8 +405,143 @@ def given_quantities(contract: Contract, base_dir: Path | None = None) -> tuple[
 
 def choices_of(contract: Contract) -> dict[str, str]:
     """The methods the contract picks for quantities that have several."""
+    if contract.workload.kind == "serving":
+        return {}
     return {"step_time": contract.assumptions.step_time_model,
             "activations": contract.assumptions.activation_model}
+
+
+_WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+_KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+_SCALE_BYTES = 2.0  # one FP16/BF16 scale per quantization group
+
+
+def serving_given(contract: Contract, base_dir: Path | None = None) -> tuple[dict[str, Given], str, str]:
+    """The inputs of a serving estimate: the model's shape, one replica's layout, the traffic and targets."""
+    from botec.catalog import accelerators
+
+    workload, supply, strategy, assumptions = (contract.workload, contract.supply, contract.strategy,
+                                               contract.assumptions)
+    arch = resolve_architecture(workload.model, base_dir)
+    traffic = workload.traffic
+    prompt, output = int(traffic.prompt_tokens.value), int(traffic.output_tokens.value)
+    if arch.max_sequence_length and prompt + output > arch.max_sequence_length:
+        raise ContractError(f"prompt {prompt:,} + output {output:,} = {prompt + output:,} tokens exceeds "
+                            f"{arch.name}'s {arch.max_sequence_length:,}-token context",
+                            field="workload.traffic.prompt_tokens")
+    device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
+    given, per_node = _cluster_given_for(contract, device, int(strategy.tensor_parallel * strategy.pipeline_parallel))
+    tp, pp, ep = strategy.tensor_parallel, strategy.pipeline_parallel, strategy.expert_parallel
+    if arch.attention_heads % tp:
+        raise ContractError(f"tensor_parallel {tp} does not divide the {arch.attention_heads} attention heads",
+                            field="strategy.tensor_parallel")
+    if arch.layers % pp:
+        raise ContractError(f"{pp} stages do not divide the {arch.layers} layers", field="strategy.pipeline_parallel")
+    if ep > 1:
+        if arch.moe is None:
+            raise ContractError("expert parallelism needs a mixture-of-experts model", field="strategy.expert_parallel")
+        if arch.moe.experts % ep or (tp * pp) % ep:
+            raise ContractError(f"expert_parallel {ep} must divide the {arch.moe.experts} experts and the replica's "
+                                f"{tp * pp} accelerators", field="strategy.expert_parallel")
+    given |= _workload_given(contract, arch)
+
+    # Weights at their precision: weight-only INT8/INT4 keep one 2-byte scale per group.
+    precision = strategy.weight_precision
+    weight_bytes = _WEIGHT_BYTES[precision]
+    weight_source = f"{precision} weights"
+    if precision in ("int8", "int4"):
+        weight_bytes += _SCALE_BYTES / strategy.quantization_group_size
+        weight_source += f" + a 2-byte scale per {strategy.quantization_group_size} weights (weight-only quantization)"
+    compute_precision = "fp8" if precision == "fp8" else "bf16"
+    kv_heads_split = 1.0 if arch.mla else float(min(tp, arch.kv_heads))
+    window = min(arch.sliding_window or arch.max_sequence_length or prompt + output,
+                 arch.max_sequence_length or 10**12)
+    given |= {
+        "tensor_parallel": Given(float(tp), "assumed", None, "strategy.tensor_parallel"),
+        "pipeline_parallel": Given(float(pp), "assumed", None, "strategy.pipeline_parallel"),
+        "expert_parallel": Given(float(ep), "assumed", None, "strategy.expert_parallel"),
+        "zero_stage": Given(0.0, "assumed", "serving: weights are not sharded over replicas", None),
+        "sharding_degree": Given(1.0, "assumed", "serving: weights are not sharded over replicas", None),
+        "weight_bytes_per_parameter": Given(weight_bytes, "assumed", weight_source, "strategy.weight_precision"),
+        "activation_bytes_per_element": Given(2.0, "assumed", "BF16 activations", None),
+        "kv_elements_per_token_per_layer": Given(float(arch.kv_elements_per_token_per_layer), "derived",
+                                                 "MLA: kv_lora_rank + qk_rope_head_dim" if arch.mla
+                                                 else "2 × KV heads × head dim", "workload.model"),
+        "kv_bytes_per_element": Given(_KV_BYTES[strategy.kv_cache_precision], "assumed",
+                                      f"{strategy.kv_cache_precision} KV cache", "strategy.kv_cache_precision"),
+        "kv_tensor_split": Given(kv_heads_split, "assumed",
+                                 "MLA's latent is shared by all heads: not split by TP" if arch.mla
+                                 else "min(TP, KV heads): heads are replicated beyond that", "strategy.tensor_parallel"),
+        "prompt_tokens": _stated(traffic.prompt_tokens, "workload.traffic.prompt_tokens"),
+        "output_tokens": _stated(traffic.output_tokens, "workload.traffic.output_tokens"),
+        "attention_window_tokens": Given(float(window), "assumed",
+                                         f"sliding window of {arch.sliding_window:,}" if arch.sliding_window
+                                         else "the model's context", "workload.model"),
+        "requests_per_s": _stated(traffic.per_second, "workload.traffic.requests_per_second"
+                                  if traffic.requests_per_second is not None else "workload.traffic.requests_per_day"),
+        "memory_fraction": _stated(strategy.memory_fraction, "strategy.memory_fraction"),
+        "max_batch_size": _stated(strategy.max_batch_size, "strategy.max_batch_size"),
+        "activation_reserve_bytes": _stated(assumptions.activation_reserve, "assumptions.activation_reserve"),
+        "prefill_mfu": _stated(assumptions.prefill_mfu, "assumptions.prefill_mfu"),
+        "decode_mfu": _stated(assumptions.decode_mfu, "assumptions.decode_mfu"),
+        "decode_bandwidth_efficiency": _stated(assumptions.decode_bandwidth_efficiency,
+                                               "assumptions.decode_bandwidth_efficiency"),
+    }
+    targets = workload.latency
+    if targets.time_to_first_token is not None:
+        given["time_to_first_token_target_seconds"] = _stated(targets.time_to_first_token,
+                                                              "workload.latency.time_to_first_token")
+    else:
+        given["time_to_first_token_target_seconds"] = Given(1e9, "assumed", "no TTFT target", None)
+    if targets.time_per_output_token is not None:
+        given["time_per_output_token_target_seconds"] = _stated(targets.time_per_output_token,
+                                                                "workload.latency.time_per_output_token")
+    else:
+        given["time_per_output_token_target_seconds"] = Given(1e9, "assumed", "no TPOT target", None)
+
+    if device is not None:
+        accelerator_name = f"{device.name} ({device.key})"
+        if compute_precision not in device.peak_flops_per_s:
+            raise ContractError(f"{device.key} has no FP8 tensor cores: FP8 weights would run as BF16; use bf16, "
+                                "int8 or int4 (weight-only) or an accelerator with FP8", field="strategy.weight_precision")
+        given["peak_flops_per_s"] = Given(device.peak_flops_per_s[compute_precision], "catalog",
+                                          f"{compute_precision} dense; {device.source_of('peak_flops_per_s')}",
+                                          "supply.accelerator")
+        given["device_memory_bytes"] = Given(device.memory_bytes, "catalog", device.source_of("memory"),
+                                             "supply.accelerator")
+        given["memory_bandwidth_bytes_per_s"] = Given(device.memory_bandwidth_bytes_per_s, "catalog",
+                                                      device.source_of("memory_bandwidth"), "supply.accelerator")
+        power = None if device.tdp_watts is None else Given(device.tdp_watts, "catalog",
+                                                             f"TDP; {device.source_of('tdp')}", "supply.accelerator")
+    else:
+        accelerator = supply.accelerator
+        accelerator_name = accelerator.name
+        if accelerator.memory_bandwidth is None:
+            raise ContractError("serving needs the device's memory bandwidth (decode reads the weights every step)",
+                                field="supply.accelerator.memory_bandwidth")
+        given["peak_flops_per_s"] = _stated(accelerator.peak_flops_per_s, "supply.accelerator.peak_flops_per_s")
+        given["device_memory_bytes"] = _stated(accelerator.memory, "supply.accelerator.memory")
+        given["memory_bandwidth_bytes_per_s"] = _stated(accelerator.memory_bandwidth,
+                                                        "supply.accelerator.memory_bandwidth")
+        power = None if accelerator.tdp is None else _stated(accelerator.tdp, "supply.accelerator.tdp")
+    if supply.power_per_accelerator is not None:
+        power = _stated(supply.power_per_accelerator, "supply.power_per_accelerator")
+    if power is not None:
+        given["accelerator_power_watts"] = power
+    if supply.pue is not None:
+        given["pue"] = _stated(supply.pue, "supply.pue")
+    if supply.price_per_accelerator_hour is not None:
+        given["price_per_accelerator_hour"] = _stated(supply.price_per_accelerator_hour,
+                                                      "supply.price_per_accelerator_hour")
+    if supply.api_price is not None:
+        api = supply.api_price
+        for name, stated, field in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
+                                    ("api_price_per_million_output_tokens", api.output_per_million,
+                                     "output_per_million")):
+            if stated.source is None and api.source:
+                stated = stated.model_copy(update={"source": api.source})
+            given[name] = _stated(stated, f"supply.api_price.{field}")
+    return given, accelerator_name, f"{precision} weights, {strategy.kv_cache_precision} KV cache"
 
 
 def _check_finite(quantities: dict[str, Quantity]) -> None:
@@ -405,6 +557,13 @@ def check_fit(result: "Estimate") -> None:
     q = result.quantities
     if result.fits:
         return
+    if "kv_budget_bytes" in q:
+        weights, usable = q["weight_memory_bytes"].formatted(), q["usable_memory_bytes"].formatted()
+        raise ContractError(
+            f"weights take {weights} per accelerator and the KV cache of one request "
+            f"{q['kv_bytes_per_request'].formatted()}, beyond the {usable} usable (after the "
+            f"{q['activation_reserve_bytes'].formatted()} reserve): raise tensor_parallel, quantize the weights or use "
+            "a larger device", field="strategy.tensor_parallel")
     planned, capacity = q["planned_device_bytes"].formatted(), q["device_memory_bytes"].formatted()
     largest = int(q["max_micro_batch_size"].value)
     batch = int(q["micro_batch_size"].value)
@@ -421,11 +580,18 @@ def check_fit(result: "Estimate") -> None:
         f"its {capacity}; {advice}", field="strategy.micro_batch_size")
 
 
-def estimate(contract: Contract, base_dir: Path | None = None) -> Estimate:
+def estimate(contract: Contract, base_dir: Path | None = None, compare: bool = True) -> Estimate:
     """Evaluate every quantity the contract determines, and the findings they support."""
-    given, accelerator_name, optimizer_name = given_quantities(contract, base_dir)
+    if contract.workload.kind == "serving":
+        given, accelerator_name, optimizer_name = serving_given(contract, base_dir)
+    else:
+        given, accelerator_name, optimizer_name = given_quantities(contract, base_dir)
     choices = choices_of(contract)
-    quantities = evaluate(given, choices=choices)
+    other_kind = {"serving", "capacity"} if contract.workload.kind == "training" else {"compute", "storage"}
+    wanted = [name for name, definition in definitions(choices).items() if definition.account not in other_kind]
+    quantities = evaluate(given, wanted=wanted, choices=choices)
+    quantities = {name: q for name, q in quantities.items()  # a dead end of the other kind's formulas
+                  if q.account not in other_kind or q.provenance != "derived"}
     _check_finite(quantities)
     architecture = resolve_architecture(contract.workload.model, base_dir)
 
@@ -434,10 +600,45 @@ def estimate(contract: Contract, base_dir: Path | None = None) -> Estimate:
         changed = dict(given)
         for name, value in changes.items():
             changed[name] = Given(value, "assumed")
-        return evaluate(changed, choices=choices)
+        return evaluate(changed, wanted=wanted, choices=choices)
 
+    candidates = []
+    if compare and contract.workload.kind == "serving" and contract.supply.candidates:
+        candidates = compare_accelerators(contract, base_dir)
     return Estimate(contract, quantities, findings_for(quantities, reevaluate=reevaluate), accelerator_name,
-                    optimizer_name, architecture, choices, reevaluate)
+                    optimizer_name, architecture, choices, reevaluate, candidates)
+
+
+def compare_accelerators(contract: Contract, base_dir: Path | None = None) -> list[tuple[str, dict | str]]:
+    """The same serving contract on each candidate accelerator: (key, quantities) or (key, why it cannot)."""
+    rows = []
+    supply = contract.supply
+    options = [(supply.accelerator, supply.price_per_accelerator_hour)] if isinstance(supply.accelerator, str) else []
+    options += [(c.accelerator, c.price_per_accelerator_hour) for c in supply.candidates
+                if c.accelerator != supply.accelerator]
+    for key, price in options:
+        changed = contract.model_copy(update={"supply": supply.model_copy(
+            update={"accelerator": key, "price_per_accelerator_hour": price})})
+        try:
+            quantities = estimate(changed, base_dir, compare=False).quantities
+        except ContractError as error:
+            rows.append((key, error.detail))
+            continue
+        rows.append((key, unreachable_target(quantities) or quantities))
+    return rows
+
+
+def unreachable_target(q: dict[str, Quantity]) -> str | None:
+    """Why a serving replica cannot meet its latency targets or hold a request, or None."""
+    if q["max_concurrent_requests"].value < 1:
+        return f"does not fit: weights {q['weight_memory_bytes'].formatted()} of {q['usable_memory_bytes'].formatted()}"
+    floor, target = q["time_per_output_token_floor_seconds"], q["time_per_output_token_target_seconds"]
+    if floor.value > target.value:
+        return f"TPOT floor {floor.formatted()} exceeds the {target.formatted()} target"
+    ttft, ttft_target = q["time_to_first_token_seconds"], q["time_to_first_token_target_seconds"]
+    if ttft.value > ttft_target.value:
+        return f"TTFT {ttft.formatted()} exceeds the {ttft_target.formatted()} target"
+    return None
 
 
 def estimate_file(path=None, overrides: list[str] | None = None) -> Estimate:

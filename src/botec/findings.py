@@ -92,6 +92,8 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Re
     def share(part: str, whole: str) -> str:
         return format_quantity(q[part].value / q[whole].value, "fraction") if q[whole].value else "0 %"
 
+    if "time_per_output_token_seconds" in q:
+        return serving_findings(q, system)
     found: list[Finding] = []
     components = "pipeline_bubble_seconds" in q and "exposed_communication_seconds" in q and \
         q["step_seconds"].inputs == ("compute_seconds_per_step", "pipeline_bubble_seconds",
@@ -221,4 +223,92 @@ def findings_for(q: dict[str, Quantity], system: str = "decimal", reevaluate: Re
     elif "pue" in q:
         found.append(Finding("cost", "info", "no energy figure: the accelerator has no published power; state "
                                              "supply.power_per_accelerator", ("pue",)))
+    return found
+
+
+def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:
+    """What a serving estimate means: what binds the batch, where decode turns compute-bound, whether the
+    latency targets are physically reachable, how many replicas and why, what a token costs."""
+
+    def f(name: str) -> str:
+        return q[name].formatted(system)
+
+    def n(name: str) -> str:
+        return format_number(q[name].value)
+
+    found: list[Finding] = []
+    concurrent, batch = q["max_concurrent_requests"].value, q["decode_batch_size"].value
+    spare = q["usable_memory_bytes"].value - q["weight_memory_bytes"].value
+    memory_text = (f"weights take {f('weight_memory_bytes')} of {f('usable_memory_bytes')} usable per accelerator "
+                   f"({format_quantity(spare, 'B', system)} spare); at {n('kv_tokens_per_request')}-token contexts "
+                   f"({f('kv_bytes_per_request')} of KV cache each) {n('max_concurrent_requests')} requests fit")
+    limits = {"max_concurrent_requests": "the KV cache binds", "tpot_batch_limit": "the TPOT target binds",
+              "max_batch_size": "the engine's max_batch_size binds"}
+    binding = next((limits[name] for name in limits if q[name].value == batch), "")
+    found.append(Finding("serving", "ok" if concurrent >= 1 else "fail",
+                         f"{memory_text}; batch {n('decode_batch_size')}: {binding}" if binding else memory_text,
+                         ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests",
+                          "decode_batch_size")))
+    critical = q["critical_batch_size"].value
+    if critical > 0:
+        regime = "memory-bound" if batch < critical else "compute-bound"
+        found.append(Finding("serving", "info",
+                             f"decode is memory-bound below batch {format_number(critical)}; at batch "
+                             f"{n('decode_batch_size')} it is {regime} ({f('time_per_output_token_seconds')} per token)",
+                             ("critical_batch_size", "decode_batch_size", "time_per_output_token_seconds")))
+    else:
+        found.append(Finding("serving", "info",
+                             "decode is memory-bound at every batch: reading a sequence's KV cache costs more than "
+                             "computing its token", ("critical_batch_size",)))
+    ttft_target = q["time_to_first_token_target_seconds"]
+    if ttft_target.provenance != "assumed" or ttft_target.field:
+        if q["time_to_first_token_seconds"].value > ttft_target.value:
+            found.append(Finding("serving", "fail",
+                                 f"the TTFT target {f('time_to_first_token_target_seconds')} is below the physical "
+                                 f"floor: one prefill of {n('prompt_tokens')} tokens takes "
+                                 f"{f('time_to_first_token_seconds')} on this replica; raise tensor_parallel or the "
+                                 "target", ("time_to_first_token_seconds", "time_to_first_token_target_seconds")))
+        else:
+            found.append(Finding("serving", "ok", f"TTFT {f('time_to_first_token_seconds')} unloaded, target "
+                                                  f"{f('time_to_first_token_target_seconds')}",
+                                 ("time_to_first_token_seconds", "time_to_first_token_target_seconds")))
+    tpot_target = q["time_per_output_token_target_seconds"]
+    if tpot_target.field:
+        floor = q["time_per_output_token_floor_seconds"].value
+        if floor > tpot_target.value:
+            found.append(Finding("serving", "fail",
+                                 f"the TPOT target {f('time_per_output_token_target_seconds')} is below the physical "
+                                 f"floor of {f('time_per_output_token_floor_seconds')} (batch 1: reading the weights "
+                                 "alone takes longer); raise tensor_parallel, quantize, or use a faster device",
+                                 ("time_per_output_token_floor_seconds", "time_per_output_token_target_seconds")))
+        else:
+            found.append(Finding("serving", "ok", f"TPOT {f('time_per_output_token_seconds')} at batch "
+                                                  f"{n('decode_batch_size')}, target {f('time_per_output_token_target_seconds')}",
+                                 ("time_per_output_token_seconds", "time_per_output_token_target_seconds")))
+    throughput, ttft_replicas = q["replicas_for_throughput"].value, q["replicas_for_time_to_first_token"].value
+    text = (f"{n('replicas')} replicas × {f('replica_accelerators')} = {f('serving_accelerators')} for "
+            f"{f('requests_per_s')} ({f('serving_utilization')} utilized; one replica carries "
+            f"{f('requests_per_s_per_replica')})")
+    if ttft_replicas > throughput:
+        text += (f"; the TTFT target needs {format_number(ttft_replicas)} replicas even though throughput needs "
+                 f"{format_number(throughput)}")
+    found.append(Finding("capacity", "info", text, ("replicas", "serving_accelerators", "serving_utilization")))
+    if "serving_cost_per_day_usd" in q:
+        found.append(Finding("cost", "info",
+                             f"{f('serving_cost_per_day_usd')} per day: {f('cost_per_million_output_tokens_usd')} per "
+                             f"million output tokens, {f('cost_per_million_input_tokens_usd')} per million input "
+                             f"tokens, {f('cost_per_request_usd')} per request",
+                             ("serving_cost_per_day_usd", "cost_per_million_output_tokens_usd",
+                              "cost_per_million_input_tokens_usd", "cost_per_request_usd")))
+    if "api_cost_per_day_usd" in q and "serving_cost_per_day_usd" in q:
+        api, own = q["api_cost_per_day_usd"].value, q["serving_cost_per_day_usd"].value
+        cheaper = "self-hosting is cheaper" if own < api else "the API is cheaper"
+        found.append(Finding("cost", "info",
+                             f"the API would cost {f('api_cost_per_day_usd')} per day against "
+                             f"{f('serving_cost_per_day_usd')}: {cheaper}; one always-on replica breaks even at "
+                             f"{f('break_even_requests_per_s')}",
+                             ("api_cost_per_day_usd", "serving_cost_per_day_usd", "break_even_requests_per_s")))
+    if "energy_per_token_joules" in q:
+        found.append(Finding("cost", "info", f"energy: {format_number(q['energy_per_token_joules'].value)} J per "
+                                             "token at rated power, PUE included", ("energy_per_token_joules",)))
     return found

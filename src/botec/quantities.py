@@ -42,11 +42,12 @@ __all__ = [
     "ceil",
     "floor",
     "log2",
+    "minimum",
     "maximum",
     "where",
 ]
 
-ACCOUNTS = ("workload", "compute", "memory", "network", "storage", "cost", "findings")
+ACCOUNTS = ("workload", "compute", "memory", "network", "storage", "serving", "capacity", "cost", "findings")
 PROVENANCES = ("assumed", "catalog", "measured", "derived")
 
 
@@ -193,6 +194,7 @@ def definitions(choices: dict[str, str] | None = None) -> dict[str, Definition]:
 def _load_accounts() -> None:
     # The accounts register their formulas on import.
     import botec.training  # noqa: F401
+    import botec.serving  # noqa: F401
     import botec.economics  # noqa: F401
     import botec.findings  # noqa: F401
 
@@ -231,6 +233,15 @@ def log2(x):
     import numpy as np
 
     return np.log2(x)
+
+
+def minimum(a, b):
+    """min(a, b), elementwise."""
+    if _is_scalar(a, b):
+        return min(a, b)
+    import numpy as np
+
+    return np.minimum(a, b)
 
 
 def maximum(a, b):
@@ -305,7 +316,7 @@ _GROUP = re.compile(r"\(([^()]*)\)")
 _TERM = re.compile(r"^\s*([0-9][0-9,.]*(?: × 10[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)?)\s+(\S+)\s*$")
 _PLAIN_SUM = re.compile(r"^\s*[0-9.,]+(?:\s*[+−-]\s*[0-9.,]+)+\s*$")
 _COUNT_UNITS_SHOWN_BARE = {"1", "", "tokens", "steps", "sequences", "parameters", "accelerators", "layers",
-                           "checkpoints", "copies", "accelerator-hours"}
+                           "checkpoints", "copies", "accelerator-hours", "requests", "replicas"}
 
 
 def _substituted(quantity: Quantity, system: str) -> str:

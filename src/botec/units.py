@@ -239,13 +239,20 @@ def format_quantity(value: float, unit: str, system: str = "decimal") -> str:
     if unit == "s":
         return _format_seconds(value)
     if unit == "J":
+        if abs(value) < 3600:
+            return f"{format_number(value)} J"
         return _with_prefix(value / 3600.0, "Wh", _DECIMAL_STEPS)
     if unit == "fraction":
         return f"{format_number(value * 100)} %"
     if unit == "USD":
         if abs(value) >= 1e6:
             return f"${format_number(value / 1e6)}M"
-        return f"${value:,.0f}" if abs(value) >= 100 else f"${value:,.2f}"
+        if abs(value) >= 100:
+            return f"${value:,.0f}"
+        if value != 0 and abs(value) < 0.1:
+            decimals = 2 - math.floor(math.log10(abs(value)))
+            return f"${value:.{decimals}f}"
+        return f"${value:,.2f}"
     if unit == "USD/h":
         return f"${value:,.2f}/h"
     if unit in ("1", ""):

@@ -13,13 +13,15 @@ from botec.quantities import Quantity
 from botec.units import format_quantity
 
 __all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
-           "state_table_rows", "methods"]
+           "state_table_rows", "methods", "headline"]
 
 ACCOUNT_TITLES = {
     "compute": "Compute",
     "memory": "Accelerator memory (per accelerator)",
     "network": "Network (per accelerator, per step)",
     "storage": "Storage",
+    "serving": "Serving (one replica)",
+    "capacity": "Capacity for the traffic",
     "cost": "Cost and energy",
 }
 
@@ -49,10 +51,22 @@ _METHODS = {
 }
 
 
+def headline(result: Estimate) -> str:
+    """What runs on what: the accelerator and how many, and the optimizer or the serving formats."""
+    q = result.quantities
+    if result.contract.workload.kind == "serving":
+        return (f"{result.accelerator_name}: {int(q['replica_accelerators'].value):,} per replica × "
+                f"{int(q['replicas'].value):,} replicas; {result.optimizer_name}")
+    return f"{result.accelerator_name} × {int(q['accelerators'].value):,}; {result.optimizer_name}"
+
+
 def methods(result: Estimate) -> list[str]:
     """The methods and conventions the estimate used, in words, for the report's header."""
     contract = result.contract
     lines = [_METHODS[(choice, option)] for choice, option in (result.choices or {}).items()]
+    if contract.workload.kind == "serving":
+        lines.append("serving: roofline prefill and decode (max of compute and memory time, plus TP all-reduces); "
+                     "queueing approximated for the TTFT target")
     model = contract.workload.model
     if model.kind == "count":
         lines.append("model: a bare parameter count; FLOPs 6·P per token, no attention term")
@@ -98,8 +112,10 @@ def account_rows(result: Estimate, system: str = "decimal", details: bool = True
 
 
 def state_table_rows(result: Estimate) -> list[tuple[str, str, str]]:
-    """The lesson's bytes-per-parameter table: (state, bytes/parameter, kept in a checkpoint)."""
+    """The lesson's bytes-per-parameter table: (state, bytes/parameter, kept in a checkpoint); empty for serving."""
     q = result.quantities
+    if "checkpoint_bytes_per_parameter" not in q:
+        return []
     parts = [
         ("working weights", "weight_bytes_per_parameter", "yes"),
         ("gradients", "gradient_bytes_per_parameter", "no"),

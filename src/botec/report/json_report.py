@@ -9,6 +9,11 @@ from botec.estimate import Estimate
 from botec.report import methods
 
 
+_CANDIDATE_FIGURES = ("replicas", "serving_accelerators", "decode_batch_size", "time_per_output_token_seconds",
+                      "time_to_first_token_seconds", "serving_cost_per_day_usd", "cost_per_million_output_tokens_usd",
+                      "cost_per_million_input_tokens_usd")
+
+
 def to_dict(result: Estimate) -> dict:
     """``{botec_version, contract, accelerator, optimizer, quantities: [...], findings: [...]}``."""
     quantities = []
@@ -34,6 +39,10 @@ def to_dict(result: Estimate) -> dict:
         "methods": dict(result.choices or {}) | {"summary": methods(result)},
         "quantities": quantities,
         "findings": [finding.as_dict() for finding in result.findings],
+        "candidates": [
+            {"accelerator": key, **({"error": outcome} if isinstance(outcome, str) else
+                                    {name: outcome[name].value for name in _CANDIDATE_FIGURES if name in outcome})}
+            for key, outcome in (result.candidates or [])],
     }
 
 

@@ -8,7 +8,7 @@ The parallel layout is summarized on one line rather than as a dozen table rows.
 from __future__ import annotations
 
 from botec.estimate import Estimate
-from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, methods, state_table_rows
+from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, headline, methods, state_table_rows
 from botec.units import format_number
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
@@ -30,6 +30,11 @@ def _table(title: str):
 def layout_line(result: Estimate) -> str:
     """TP × CP × PP × DP (EP), ZeRO, recomputation, nodes: the parallel layout in one line."""
     q = result.quantities
+    if result.contract.workload.kind == "serving":
+        strategy = result.contract.strategy
+        return (f"replica: TP {strategy.tensor_parallel} × PP {strategy.pipeline_parallel}"
+                f"{f' (EP {strategy.expert_parallel})' if strategy.expert_parallel > 1 else ''}; "
+                f"{strategy.weight_precision} weights, {strategy.kv_cache_precision} KV cache")
     value = {name: int(q[name].value) for name in ("tensor_parallel", "pipeline_parallel", "context_parallel",
                                                      "expert_parallel", "zero_stage", "accelerators_per_node")}
     recompute = {0: "no", 1: "selective", 2: "full"}[int(q["recompute"].value)]
@@ -55,7 +60,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     console.print(Text.assemble(("botec estimate", "bold"), f": {contract.name or 'unnamed contract'}"))
     if contract.description:
         console.print(Text(contract.description, style="dim"))
-    console.print(Text(f"{result.accelerator_name} × {int(result.value('accelerators')):,}; {result.optimizer_name}"))
+    console.print(Text(headline(result)))
     for line in methods(result) + [layout_line(result)]:
         console.print(Text(f"  {line}", style="dim"))
     console.print()
@@ -85,7 +90,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
             cells = [Text(row.name), Text(row.value), Text(row.meaning)] + ([Text(row.formula)] if wide else [])
             table.add_row(*cells)
         console.print(table)
-        if account == "memory":
+        if account == "memory" and state_table_rows(result):
             state = _table("Training state, bytes per parameter")
             state.add_column("state")
             state.add_column("bytes/parameter", justify="right")
@@ -96,6 +101,27 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     if not details:
         console.print(Text("Zero-valued and intermediate quantities: --details, -f markdown / json, or "
                            "`botec explain CONTRACT QUANTITY`.", style="dim"))
+
+    if result.candidates:
+        table = _table("Candidate accelerators (same contract; their own prices)")
+        for column in ("accelerator", "replicas", "GPUs", "TPOT", "TTFT", "$/day", "$/M out"):
+            table.add_column(column, justify="left" if column == "accelerator" else "right", no_wrap=True)
+        unable = []
+        for key, outcome in result.candidates:
+            if isinstance(outcome, str):
+                unable.append(f"  {key}: {outcome}")
+                continue
+            cost = outcome.get("serving_cost_per_day_usd")
+            per_million = outcome.get("cost_per_million_output_tokens_usd")
+            table.add_row(key, format_number(outcome["replicas"].value),
+                          format_number(outcome["serving_accelerators"].value),
+                          outcome["time_per_output_token_seconds"].formatted(system),
+                          outcome["time_to_first_token_seconds"].formatted(system),
+                          cost.formatted(system) if cost else "no price",
+                          per_million.formatted(system) if per_million else "—")
+        console.print(table)
+        for line in unable:
+            console.print(Text(line, style="dim"))
 
     console.print(Text("Findings", style="bold"))
     for finding in result.findings:
