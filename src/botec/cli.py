@@ -157,14 +157,18 @@ def schema() -> None:
 def init(
     path: Path = typer.Argument(Path("botec.yaml"), help="Where to write the starter contract ('-' for stdout)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    serving: bool = typer.Option(False, "--serving", help="A serving contract (Llama 3.1-8B on H100s) instead."),
 ) -> None:
-    """Write a commented starter contract (the lesson's reference workload) to edit.
+    """Write a commented starter contract to edit: training (the lesson's reference workload) or serving.
 
     Example: `botec init my-job.yaml && botec estimate my-job.yaml`
     """
-    from botec.estimate import reference_contract_path
+    from importlib import resources
 
-    text = reference_contract_path().read_text(encoding="utf-8")
+    from botec.estimate import REFERENCE_CONTRACT
+
+    name = "serve-llama3.1-8b-h100.yaml" if serving else REFERENCE_CONTRACT
+    text = resources.files("botec.contracts").joinpath(name).read_text(encoding="utf-8")
     if str(path) == "-":
         typer.echo(text, nl=False)
         return

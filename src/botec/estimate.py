@@ -319,6 +319,8 @@ def given_quantities(contract: Contract, base_dir: Path | None = None) -> tuple[
                                              layout["accumulation_source"],
                                              "strategy.gradient_accumulation_steps"),
         "tensor_parallel": Given(float(strategy.tensor_parallel), "assumed", None, "strategy.tensor_parallel"),
+        "expert_tensor_parallel": Given(float(strategy.tensor_parallel), "assumed",
+                                        "Megatron's default: expert tensor parallelism = TP", "strategy.tensor_parallel"),
         "pipeline_parallel": Given(float(strategy.pipeline_parallel), "assumed", None, "strategy.pipeline_parallel"),
         "virtual_pipeline_stages": Given(float(strategy.virtual_pipeline_stages), "assumed", None,
                                          "strategy.virtual_pipeline_stages"),
@@ -458,6 +460,9 @@ def serving_given(contract: Contract, base_dir: Path | None = None) -> tuple[dic
                  arch.max_sequence_length or 10**12)
     given |= {
         "tensor_parallel": Given(float(tp), "assumed", None, "strategy.tensor_parallel"),
+        "expert_tensor_parallel": Given(float(tp * pp // ep) / pp if ep > 1 else float(tp), "assumed",
+                                        "serving: EP reuses the replica's ranks, so each expert is split TP / EP ways",
+                                        "strategy.expert_parallel"),
         "pipeline_parallel": Given(float(pp), "assumed", None, "strategy.pipeline_parallel"),
         "expert_parallel": Given(float(ep), "assumed", None, "strategy.expert_parallel"),
         "zero_stage": Given(0.0, "assumed", "serving: weights are not sharded over replicas", None),

@@ -286,7 +286,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                                                   f"{n('decode_batch_size')}, target {f('time_per_output_token_target_seconds')}",
                                  ("time_per_output_token_seconds", "time_per_output_token_target_seconds")))
     throughput, ttft_replicas = q["replicas_for_throughput"].value, q["replicas_for_time_to_first_token"].value
-    text = (f"{n('replicas')} replicas × {f('replica_accelerators')} = {f('serving_accelerators')} for "
+    text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
             f"{f('requests_per_s')} ({f('serving_utilization')} utilized; one replica carries "
             f"{f('requests_per_s_per_replica')})")
     if ttft_replicas > throughput:

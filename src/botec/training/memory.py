@@ -51,11 +51,15 @@ def dense_parameters_per_device(parameters, expert_parameters, tensor_parallel, 
     return (parameters - expert_parameters) / (tensor_parallel * pipeline_parallel)
 
 
+declare_input("expert_tensor_parallel", account="memory", unit="1",
+              meaning="ways each expert's matrices are split (training: TP, Megatron's default; serving: TP / EP)")
+
+
 @formula(account="memory", unit="parameters", meaning="expert parameters held by one accelerator",
-         expression="expert_parameters / (expert_parallel × tensor_parallel × pipeline_parallel)", detail=True)
-def expert_parameters_per_device(expert_parameters, expert_parallel, tensor_parallel, pipeline_parallel):
-    """Experts are split over EP (whole experts), TP (expert tensor parallelism = TP) and PP."""
-    return expert_parameters / (expert_parallel * tensor_parallel * pipeline_parallel)
+         expression="expert_parameters / (expert_parallel × expert_tensor_parallel × pipeline_parallel)", detail=True)
+def expert_parameters_per_device(expert_parameters, expert_parallel, expert_tensor_parallel, pipeline_parallel):
+    """Experts are split over EP (whole experts), expert tensor parallelism and PP."""
+    return expert_parameters / (expert_parallel * expert_tensor_parallel * pipeline_parallel)
 
 
 @formula(account="memory", unit="parameters", meaning="parameters held by one accelerator before ZeRO",
