@@ -14,8 +14,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# PyTorch (for the measuring harness and its tests): the CPU build, pinned so that pip takes the
+# wheel this kind of machine keeps on disk instead of downloading a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e '.[test,measure]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

@@ -343,6 +343,19 @@ def model_catalog() -> dict[str, Architecture]:
     return catalog
 
 
+def infer_from_count(parameters: float, layers: int, hidden_size: int) -> Architecture:
+    """A GPT-style shape for a bare parameter count (for measuring it): heads of width 128, a plain
+    4h MLP, untied embeddings, and the vocabulary that makes the count come out right. A guess,
+    stated as such wherever it is used."""
+    heads = max(1, hidden_size // 128)
+    per_layer = 4 * hidden_size * hidden_size + 8 * hidden_size * hidden_size + 4 * hidden_size
+    vocab = max(256, round((parameters - layers * per_layer - 2 * hidden_size) / (2 * hidden_size)))
+    return Architecture(name=f"a {parameters / 1e9:.3g}B GPT-style shape inferred from the parameter count",
+                        family="inferred", layers=layers, hidden_size=hidden_size, attention_heads=heads,
+                        kv_heads=heads, ffn_size=4 * hidden_size, vocab_size=vocab, mlp="plain", norm="layernorm",
+                        source="inferred: heads of 128, 4h MLP, untied embeddings")
+
+
 def as_dict(arch: Architecture) -> dict:
     """The architecture as plain data (for JSON output)."""
     return asdict(arch)

@@ -256,6 +256,202 @@ def catalog(
     console.print(table)
 
 
+@app.command()
+def measure(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    output: Path = typer.Option(Path("measurement.json"), "--output", "-o", help="Where to write the measurement."),
+    steps: int = typer.Option(10, "--steps", min=1, help="Measured steps (after the warm-up)."),
+    warmup: int = typer.Option(2, "--warmup", min=0, help="Warm-up steps, not recorded."),
+    input_delay: float = typer.Option(0.0, "--input-delay", min=0.0,
+                                      help="Seconds the data loader sleeps per sequence (a slow input on purpose)."),
+    max_parameters: str = typer.Option("30M", "--max-parameters",
+                                       help="Larger models are measured as a proportionally scaled-down proxy."),
+    peak_flops: Optional[str] = typer.Option(None, "--peak-flops",
+                                             help="The device's rated peak (e.g. '2 TFLOP/s') for MFU; default: the "
+                                                  "contract's accelerator on CUDA, unknown on CPU."),
+    fake: bool = typer.Option(False, "--fake", help="Measure the full-size model's memory on fake tensors, no run."),
+    no_checkpoint: bool = typer.Option(False, "--no-checkpoint", help="Skip the checkpoint save."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Train the contract's model for a few steps and record what happened (needs `botec[measure]`).
+
+    Records input wait, forward+backward, gradient synchronization, optimizer and step time, tokens/s,
+    achieved FLOP/s and MFU, peak memory by category and a checkpoint save. Under `torchrun
+    --nproc_per_node=2 -m botec.cli measure ...` it measures data parallelism (gloo on CPU, NCCL on GPUs).
+
+    Example: `botec measure examples/lesson-finetune-1b.yaml --steps 5 -o run.json`
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UserError("botec measure needs PyTorch: pip install 'botec[measure]' (here: pip install torch==2.13.0)")
+    from botec.estimate import estimate_file
+    from botec.units import parse_quantity, UnitError
+
+    result = estimate_file(contract, set_)
+    if result.contract.workload.kind != "training":
+        raise UserError("botec measure runs training contracts")
+    architecture = result.architecture
+    if architecture is None:
+        from botec.architecture import infer_from_count
+
+        architecture = infer_from_count(result.value("parameters"), int(result.value("layers")),
+                                        int(result.value("hidden_size")))
+        typer.echo(f"the contract gives a bare parameter count: measuring {architecture.name} "
+                   f"({architecture.attention_heads} heads, FFN {architecture.ffn_size:,}, vocabulary "
+                   f"{architecture.vocab_size:,})", err=True)
+    try:
+        limit = parse_quantity(max_parameters, "count")
+        peak = parse_quantity(peak_flops, "flop_rate") if peak_flops else None
+    except UnitError as error:
+        raise UserError(f"--max-parameters/--peak-flops: {error}") from None
+    strategy = result.contract.strategy
+    micro, sequence = int(result.value("micro_batch_size")), int(result.value("sequence_length"))
+    if fake:
+        _measure_fake(result, architecture, micro, sequence)
+        return
+    import torch
+
+    from botec.measure import measurement as files
+    from botec.measure.harness import Options
+    from botec.measure.harness import measure as run_measure
+
+    if peak is None and torch.cuda.is_available():
+        peak = result.value("peak_flops_per_s")
+    optimizer = strategy.optimizer if isinstance(strategy.optimizer, str) else "adam-mixed"
+    try:
+        with _progress(steps + warmup) as report:
+            measured = run_measure(architecture, micro, sequence, optimizer,
+                                   Options(steps=steps, warmup=warmup, input_delay_seconds=input_delay,
+                                           max_parameters=limit, peak_flops_per_s=peak,
+                                           checkpoint=not no_checkpoint),
+                                   progress=report, contract_name=str(contract) if contract else "reference workload")
+    except KeyboardInterrupt:
+        typer.echo(f"botec: interrupted: no measurement written ({output} untouched)", err=True)
+        raise typer.Exit(code=130) from None
+    if measured is None:  # not rank 0
+        return
+    files.write(measured, output)
+    summary = measured.summary
+    typer.echo(f"measured {measured.workload.model.name} on {measured.environment.world_size} × "
+               f"{measured.environment.device_name}")
+    from botec.units import format_quantity
+
+    median = summary.median
+    typer.echo(f"  step {format_quantity(median['step_seconds'], 's')} (p90 {format_quantity(summary.p90['step_seconds'], 's')}): "
+               f"input wait {format_quantity(median['input_wait_seconds'], 's')}, forward+backward "
+               f"{format_quantity(median['forward_backward_seconds'], 's')}, sync {format_quantity(median['sync_seconds'], 's')}, "
+               f"optimizer {format_quantity(median['optimizer_seconds'], 's')}")
+    mfu = f", MFU {summary.mfu:.3g}" if summary.mfu is not None else ""
+    typer.echo(f"  {summary.tokens_per_s:,.0f} tokens/s, {format_quantity(summary.achieved_flops_per_s, 'FLOP/s')}{mfu}")
+    if measured.memory:
+        m = measured.memory
+        typer.echo(f"  peak memory {format_quantity(m.peak_bytes, 'B')}: parameters {format_quantity(m.parameters_bytes, 'B')}, "
+                   f"optimizer {format_quantity(m.optimizer_bytes, 'B')}, activations {format_quantity(m.activations_bytes, 'B')} "
+                   f"(saved-tensor factor {m.saved_tensor_factor:.3g})")
+    if measured.checkpoint:
+        typer.echo(f"  checkpoint {format_quantity(measured.checkpoint.bytes, 'B')} in "
+                   f"{format_quantity(measured.checkpoint.seconds, 's')}")
+    typer.echo(f"wrote {output}", err=True)
+
+
+def _progress(total: int):
+    """A context manager yielding a callback (step, total, seconds) that shows progress on stderr."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def bar():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        with Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            task = progress.add_task("steps", total=total, last="")
+
+            def report(step: int, steps: int, seconds: float) -> None:
+                progress.update(task, completed=step, last=f"last step {seconds:.3g} s")
+
+            yield report
+
+    return bar()
+
+
+def _measure_fake(result, arch, micro: int, sequence: int) -> None:
+    """The full-size model's step memory and its saved-tensor factor, on fake tensors."""
+    import torch
+
+    from botec.measure.fake import layer_saved_tensor_factor, step_memory
+    from botec.units import format_quantity
+
+    if arch.moe or arch.mla:
+        raise UserError("--fake measures dense architectures (the reference model has no experts or MLA)")
+    factor = layer_saved_tensor_factor(arch, micro, sequence, dtype=torch.bfloat16)
+    typer.echo(f"{arch.name}, micro-batch {micro} × {sequence:,} tokens, BF16, on fake tensors (nothing allocated):")
+    typer.echo(f"  one layer keeps {format_quantity(factor['activation_bytes_per_layer'], 'B')} for the backward pass"
+               f" = {factor['saved_tensor_factor']:.3g} hidden-state tensors of "
+               f"{format_quantity(factor['hidden_state_bytes'], 'B')} (the lesson's placeholder: 8; this contract: "
+               f"{result.value('saved_tensor_factor'):g})")
+    try:
+        categories = step_memory(arch, micro, sequence, dtype=torch.bfloat16)
+    except Exception as error:  # MemTracker is a private PyTorch tool
+        typer.echo(f"  (step memory not available: {error.__class__.__name__})")
+        return
+    typer.echo("  a training step's peak by category: " + ", ".join(
+        f"{key.lower()} {format_quantity(value, 'B')}" for key, value in categories.items() if value))
+
+
+@app.command()
+def calibrate(
+    contract: Path = typer.Argument(..., help="The contract that describes the measured run."),
+    measurement_file: Path = typer.Argument(..., metavar="MEASUREMENT", help="A file written by `botec measure`."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the calibrated contract here."),
+    allow_workload_change: bool = typer.Option(False, "--allow-workload-change",
+                                               help="Calibrate even though the measured workload differs."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+) -> None:
+    """Put the estimate beside a measurement, back-solve the assumptions it pins down, name the one that failed.
+
+    Example: `botec calibrate job.yaml run.json -o job.calibrated.yaml`
+    """
+    from botec.estimate import estimate_file
+    from botec.measure.calibrate import calibrate as run_calibration
+    from botec.measure.calibrate import calibrated_contract
+    from botec.measure.measurement import read
+    from botec.units import format_quantity
+
+    measured = read(measurement_file)
+    result = estimate_file(contract)
+    if result.contract.workload.kind != "training":
+        raise UserError("botec calibrate compares training contracts with `botec measure` runs")
+    source = f"{measurement_file.name} ({measured.created[:10]})"
+    calibration = run_calibration(result, measured, source, allow_workload_change)
+    if format is Format.json:
+        import json
+
+        typer.echo(json.dumps({
+            "comparisons": [{"name": c.name, "unit": c.unit, "estimated": c.estimated, "measured": c.measured,
+                             "ratio": c.ratio} for c in calibration.comparisons],
+            "assumptions": {k: {"value": v, "source": n} for k, (v, n) in calibration.assumptions.items()},
+            "diagnosis": calibration.diagnosis, "notes": calibration.notes}, indent=2))
+    else:
+        typer.echo(f"estimate ({contract}) beside measurement ({measurement_file}):")
+        for c in calibration.comparisons:
+            typer.echo(f"  {c.name}: estimated {format_quantity(c.estimated, c.unit)}, measured "
+                       f"{format_quantity(c.measured, c.unit)} (× {c.ratio:.3g})")
+        typer.echo("assumptions the measurement pins down:")
+        for path, (value, note) in calibration.assumptions.items():
+            typer.echo(f"  {path} = {value:.4g}  [{note}]")
+        for note in calibration.notes:
+            typer.echo(f"  note: {note}")
+        typer.echo("diagnosis:")
+        for line in calibration.diagnosis:
+            typer.echo(f"  {line}")
+    if output is not None:
+        _write_atomically(output, calibrated_contract(contract, calibration, source))
+        typer.echo(f"wrote {output}", err=True)
+
+
 def _attention_kind(arch) -> str:
     if arch.mla:
         return f"MLA, KV latent {arch.mla.kv_lora_rank}"

@@ -1,0 +1,255 @@
+"""`botec measure`: train the contract's model (or a stated proxy) for a few steps and record what happened.
+
+Per step: input wait (time to get the next batch from a real DataLoader), forward + backward,
+gradient synchronization (an explicit all-reduce of the flattened gradients, so it is timed on
+its own), optimizer step, total. Once: the peak memory split into parameters, gradients,
+optimizer state and activations (PyTorch's MemTracker), and a checkpoint saved with
+torch.distributed.checkpoint (time and bytes). Under ``torchrun`` every rank trains its own
+data-parallel replica (gloo on CPU, NCCL on CUDA); rank 0 writes the file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from botec.architecture import Architecture, breakdown
+from botec.measure.measurement import (Checkpoint, Environment, MeasuredModel, MeasuredWorkload, Measurement, Memory,
+                                       Sample, summarize)
+from botec.measure.model import Proxy, Transformer, choose_proxy, scaled
+
+
+@dataclass
+class Options:
+    steps: int = 10
+    warmup: int = 2
+    input_delay_seconds: float = 0.0       # sleep in the data loader per batch: a slow input pipeline on purpose
+    max_parameters: float = 30e6           # larger models are measured as a proxy (CPU default)
+    proxy: Proxy | None = None             # force a scale-down
+    peak_flops_per_s: float | None = None  # the device's rated peak, for MFU
+    checkpoint: bool = True
+    track_memory: bool = True
+    seed: int = 0
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Random token sequences (the estimate's workload needs their shape, not their text)."""
+
+    def __init__(self, vocab_size: int, sequence_length: int, length: int, delay_seconds: float, seed: int):
+        self.vocab_size, self.sequence_length, self.length = vocab_size, sequence_length, length
+        self.delay_seconds, self.seed = delay_seconds, seed
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        if self.delay_seconds:
+            time.sleep(self.delay_seconds)
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        tokens = torch.randint(0, self.vocab_size, (self.sequence_length + 1,), generator=generator)
+        return tokens[:-1], tokens[1:]
+
+
+def _distributed() -> tuple[int, int, str | None]:
+    """(rank, world size, backend), initializing the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, None
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend)
+    return dist.get_rank(), dist.get_world_size(), backend
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _optimizer(name: str, parameters) -> tuple[torch.optim.Optimizer, str]:
+    if name.startswith("sgd"):
+        return torch.optim.SGD(parameters, lr=1e-3, momentum=0.9), "SGD with momentum"
+    note = "" if name in ("adam-mixed", "adam-fp32", "adam-bf16") else f" (in place of {name})"
+    return torch.optim.AdamW(parameters, lr=1e-4), f"AdamW{note}"
+
+
+def _track_memory(model, optimizer, batch, train_step) -> dict | None:
+    """Peak memory of one training step by category (PyTorch's MemTracker); None where unavailable."""
+    try:
+        from torch.distributed._tools.mem_tracker import MemTracker
+    except ImportError:
+        return None
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer)
+    try:
+        with tracker:
+            train_step(*batch)
+        snapshot = tracker.get_tracker_snapshot("peak")
+    except Exception:  # the tracker is a private tool: never let it break a measurement
+        return None
+    categories: dict[str, float] = {}
+    for device_snapshot in snapshot.values():
+        for key, value in device_snapshot.items():
+            categories[str(key).split(".")[-1].upper()] = categories.get(str(key).split(".")[-1].upper(), 0) + value
+    return categories
+
+
+def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, optimizer_name: str,
+            options: Options, progress: Callable[[int, int, float], None] | None = None,
+            contract_name: str | None = None) -> Measurement | None:
+    """Run the measurement; returns it on rank 0 (None on other ranks)."""
+    rank, world, backend = _distributed()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    proxy = options.proxy or choose_proxy(arch, options.max_parameters)
+    measured_arch = scaled(arch, proxy)
+    torch.manual_seed(options.seed)
+    model = Transformer(measured_arch).to(device)
+    optimizer, optimizer_label = _optimizer(optimizer_name, model.parameters())
+    precision = "bf16 autocast" if device.type == "cuda" else "fp32 (CPU)"
+    element_bytes = 2.0 if device.type == "cuda" else 4.0
+    dataset = TokenDataset(measured_arch.vocab_size, sequence_length,
+                           (options.steps + options.warmup + 2) * micro_batch_size * world,
+                           options.input_delay_seconds, options.seed + rank)
+    sampler = torch.utils.data.distributed.DistributedSampler(dataset, world, rank, shuffle=False) if world > 1 \
+        else None
+    loader = iter(torch.utils.data.DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, num_workers=0))
+
+    def forward_backward(tokens, targets):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss = model(tokens.to(device), targets.to(device))
+        loss.backward()
+
+    def synchronize_gradients():
+        if world == 1:
+            return
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def train_step(tokens, targets):
+        forward_backward(tokens, targets)
+        synchronize_gradients()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    samples: list[Sample] = []
+    total = options.warmup + options.steps
+    for index in range(total):
+        start = time.perf_counter()
+        tokens, targets = next(loader)
+        fetched = time.perf_counter()
+        forward_backward(tokens, targets)
+        _synchronize(device)
+        computed = time.perf_counter()
+        synchronize_gradients()
+        _synchronize(device)
+        synced = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        _synchronize(device)
+        done = time.perf_counter()
+        if index >= options.warmup:
+            samples.append(Sample(step=index - options.warmup, input_wait_seconds=fetched - start,
+                                  forward_backward_seconds=computed - fetched, sync_seconds=synced - computed,
+                                  optimizer_seconds=done - synced, step_seconds=done - start))
+        if progress is not None and rank == 0:
+            progress(index + 1, total, done - start)
+
+    memory = None
+    if options.track_memory:
+        batch = next(loader)
+        categories = _track_memory(model, optimizer, batch, train_step)
+        if categories:
+            hidden_state = micro_batch_size * sequence_length * measured_arch.hidden_size * element_bytes
+            activations = categories.get("ACT", 0.0)
+            memory = Memory(method="torch MemTracker, one step after warm-up",
+                            parameters_bytes=categories.get("PARAM", 0.0), gradients_bytes=categories.get("GRAD", 0.0),
+                            optimizer_bytes=categories.get("OPT", 0.0), activations_bytes=activations,
+                            temporary_bytes=categories.get("TEMP", 0.0),
+                            peak_bytes=categories.get("TOTAL", sum(categories.values())),
+                            activation_bytes_per_element=element_bytes,
+                            saved_tensor_factor=activations / (measured_arch.layers * hidden_state))
+
+    checkpoint = _checkpoint(model, optimizer, world) if options.checkpoint else None
+    if world > 1:
+        dist.barrier()
+    if rank != 0:
+        return None
+    parts = breakdown(measured_arch)
+    attention = 6 * measured_arch.layers * measured_arch.attention_heads * 2 * measured_arch.resolved_head_dim \
+        * sequence_length
+    flops_per_token = 6 * parts.matmul_active + attention
+    tokens_per_step = micro_batch_size * sequence_length * world
+    workload = MeasuredWorkload(
+        model=MeasuredModel(name=measured_arch.name, layers=measured_arch.layers,
+                            hidden_size=measured_arch.hidden_size, attention_heads=measured_arch.attention_heads,
+                            kv_heads=measured_arch.kv_heads, ffn_size=measured_arch.ffn_size,
+                            vocab_size=measured_arch.vocab_size, parameters=parts.total,
+                            model_flops_per_token=flops_per_token),
+        micro_batch_size=micro_batch_size, sequence_length=sequence_length, data_parallel_degree=world,
+        tokens_per_step=tokens_per_step, precision=precision, optimizer=optimizer_label,
+        proxy_of=None if proxy.is_full_size else arch.name,
+        proxy_scale=None if proxy.is_full_size else {"width_divisor": proxy.width_divisor,
+                                                     "layer_divisor": proxy.layer_divisor})
+    environment = Environment(
+        device=device.type, device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
+        world_size=world, backend=backend, torch_version=torch.__version__, threads=torch.get_num_threads(),
+        peak_flops_per_s=options.peak_flops_per_s)
+    return Measurement(
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), contract=contract_name,
+        workload=workload, environment=environment, samples=samples,
+        summary=summarize(samples, tokens_per_step, flops_per_token, world, options.peak_flops_per_s),
+        memory=memory, checkpoint=checkpoint)
+
+
+def _checkpoint(model, optimizer, world: int) -> Checkpoint | None:
+    """Save model and optimizer state with torch.distributed.checkpoint to a scratch folder; time and size it."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    folder = Path(tempfile.mkdtemp(prefix="botec-checkpoint-"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model_state, optimizer_state = get_state_dict(model, optimizer)
+            if world > 1:
+                dist.barrier()
+            start = time.perf_counter()
+            dcp.save({"model": model_state, "optim": optimizer_state}, checkpoint_id=str(folder))
+            if world > 1:
+                dist.barrier()
+            seconds = time.perf_counter() - start
+        written = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        return Checkpoint(seconds=seconds, bytes=float(written))
+    except Exception:  # a checkpoint failure must not lose the step measurements
+        return None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "CPU"

@@ -1,0 +1,169 @@
+"""The measurement file: what was measured, on what, the raw per-step samples and their summary.
+
+JSON with a versioned schema (``schema: botec.measurement/1``), validated on load: a corrupt,
+truncated or empty file is refused with one line naming what is wrong. Written atomically (a
+temporary file renamed into place), so an interrupted run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from botec.errors import ContractError
+
+SCHEMA = "botec.measurement/1"
+PHASES = ("input_wait_seconds", "forward_backward_seconds", "sync_seconds", "optimizer_seconds", "step_seconds")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MeasuredModel(_Strict):
+    name: str
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    ffn_size: int
+    vocab_size: int
+    parameters: int
+    model_flops_per_token: float = Field(description="6·N(matmul) + attention, as the estimate counts it")
+
+
+class MeasuredWorkload(_Strict):
+    model: MeasuredModel
+    micro_batch_size: int
+    sequence_length: int
+    data_parallel_degree: int
+    tokens_per_step: int
+    precision: str
+    optimizer: str
+    proxy_of: Optional[str] = Field(None, description="the contract's model, when a scaled-down proxy was measured")
+    proxy_scale: Optional[dict] = None
+
+
+class Environment(_Strict):
+    device: Literal["cpu", "cuda"]
+    device_name: str
+    world_size: int
+    backend: Optional[str]
+    torch_version: str
+    threads: int
+    peak_flops_per_s: Optional[float] = Field(None, description="the device's rated peak, when known")
+
+
+class Sample(_Strict):
+    step: int
+    input_wait_seconds: float
+    forward_backward_seconds: float
+    sync_seconds: float
+    optimizer_seconds: float
+    step_seconds: float
+
+
+class Memory(_Strict):
+    method: str
+    parameters_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    temporary_bytes: float
+    peak_bytes: float
+    activation_bytes_per_element: float
+    saved_tensor_factor: float
+
+
+class Checkpoint(_Strict):
+    seconds: float
+    bytes: float
+
+
+class Summary(_Strict):
+    median: dict[str, float]
+    p90: dict[str, float]
+    tokens_per_s: float
+    achieved_flops_per_s: float
+    mfu: Optional[float]
+
+
+class Measurement(_Strict):
+    """One short real run, summarized."""
+
+    schema_: Literal["botec.measurement/1"] = Field(SCHEMA, alias="schema")
+    created: str
+    contract: Optional[str] = None
+    workload: MeasuredWorkload
+    environment: Environment
+    samples: list[Sample]
+    summary: Summary
+    memory: Optional[Memory] = None
+    checkpoint: Optional[Checkpoint] = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("samples")
+    @classmethod
+    def _some_steps(cls, samples: list[Sample]) -> list[Sample]:
+        if not samples:
+            raise ValueError("the measurement has zero steps")
+        return samples
+
+
+def summarize(samples: list[Sample], tokens_per_step: int, flops_per_token: float, world_size: int,
+              peak_flops_per_s: float | None) -> Summary:
+    """Median and 90th percentile of each phase; throughput and MFU from the median step."""
+    median, p90 = {}, {}
+    for phase in PHASES:
+        values = sorted(getattr(s, phase) for s in samples)
+        median[phase] = statistics.median(values)
+        p90[phase] = values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
+    step = median["step_seconds"]
+    tokens_per_s = tokens_per_step / step
+    achieved = flops_per_token * tokens_per_s
+    mfu = achieved / (world_size * peak_flops_per_s) if peak_flops_per_s else None
+    return Summary(median=median, p90=p90, tokens_per_s=tokens_per_s, achieved_flops_per_s=achieved, mfu=mfu)
+
+
+def write(measurement: Measurement, path: Path) -> None:
+    """Write atomically: the file appears whole or not at all."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.botec-tmp")
+    try:
+        temporary.write_text(measurement.model_dump_json(by_alias=True, indent=2), encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def read(path: str | Path) -> Measurement:
+    """Load and validate a measurement file, or raise a one-line :class:`ContractError`."""
+    path = Path(path)
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError("no such measurement file", origin=origin) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError(f"cannot read the measurement ({error})", origin=origin) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ContractError(f"not a measurement: corrupt or truncated JSON at line {error.lineno}, column "
+                            f"{error.colno} ({error.msg})", origin=origin) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ContractError(f"not a measurement: expected schema {SCHEMA!r}, found {found!r}", origin=origin)
+    try:
+        return Measurement.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        raise ContractError(message, field=field, origin=origin) from None

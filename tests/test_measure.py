@@ -1,0 +1,210 @@
+"""The measuring harness (PyTorch, CPU here), the measurement file, calibration and diagnosis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from botec.architecture import Architecture, breakdown  # noqa: E402
+from botec.errors import ContractError  # noqa: E402
+from botec.measure import measurement as files  # noqa: E402
+
+TINY = """
+name: tiny-cpu
+workload:
+  model: {layers: 2, hidden_size: 128, attention_heads: 4, kv_heads: 2, ffn_size: 344, vocab_size: 1024}
+  tokens: 10M
+  sequence_length: 128
+supply:
+  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
+  count: COUNT
+  network: {bandwidth: 1 GB/s}
+  storage: {write_bandwidth: 500 MB/s}
+strategy:
+  micro_batch_size: 4
+  optimizer: adam-fp32
+  checkpoint: {interval: 10 min}
+assumptions:
+  single_accelerator_mfu: 0.3
+  scaling_efficiency: 0.9
+"""
+
+
+def tiny_contract(tmp_path: Path, count: int = 1) -> Path:
+    path = tmp_path / f"tiny-{count}.yaml"
+    path.write_text(TINY.replace("COUNT", str(count)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """One single-process measurement of the tiny model, shared by the tests below."""
+    from conftest import run_cli  # noqa: F401
+
+    folder = tmp_path_factory.mktemp("measure")
+    contract = tiny_contract(folder)
+    output = folder / "run.json"
+    completed = subprocess.run([sys.executable, "-m", "botec.cli", "measure", str(contract), "--steps", "6",
+                                "-o", str(output)], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    return contract, output, completed.stdout
+
+
+def test_reference_model_has_the_estimated_parameter_count():
+    from botec.measure.model import Transformer
+
+    for arch in (Architecture("gqa", "custom", 2, 128, 4, 2, 344, 1024),
+                 Architecture("gpt", "gpt2", 2, 96, 4, 4, 384, 500, mlp="plain", tied_embeddings=True,
+                              position_embeddings=64, norm="layernorm", attention_bias="all", mlp_bias=True)):
+        model = Transformer(arch)
+        assert sum(p.numel() for p in model.parameters()) == breakdown(arch).total
+
+
+def test_single_process_measurement_round_trips(measured):
+    contract, output, stdout = measured
+    measurement = files.read(output)
+    assert measurement.environment.world_size == 1 and measurement.environment.device == "cpu"
+    assert len(measurement.samples) == 6
+    assert measurement.workload.tokens_per_step == 4 * 128
+    assert measurement.workload.model.parameters == breakdown(Architecture("x", "custom", 2, 128, 4, 2, 344, 1024)).total
+    for phase in files.PHASES:
+        assert measurement.summary.median[phase] >= 0
+    # the step is the sum of its phases
+    sample = measurement.samples[0]
+    parts = (sample.input_wait_seconds + sample.forward_backward_seconds + sample.sync_seconds
+             + sample.optimizer_seconds)
+    assert sample.step_seconds == pytest.approx(parts, rel=0.01, abs=1e-4)
+    assert measurement.memory.activations_bytes > 0 and measurement.checkpoint.bytes > 0
+    again = files.Measurement.model_validate_json(output.read_text())
+    assert again == measurement
+    assert "tokens/s" in stdout and "saved-tensor factor" in stdout
+
+
+def test_calibration_reproduces_the_measured_step(measured, tmp_path, cli):
+    contract, output, _ = measured
+    calibrated = tmp_path / "calibrated.yaml"
+    code, out, err = cli("calibrate", str(contract), str(output), "-o", str(calibrated))
+    assert code == 0, err
+    assert "end_to_end_mfu replaces single_accelerator_mfu × scaling_efficiency" in out
+    from botec.estimate import estimate_file
+
+    result = estimate_file(calibrated)
+    step = files.read(output).summary.median["step_seconds"]
+    assert result.value("step_seconds") == pytest.approx(step, rel=0.02)
+    assert result.quantities["end_to_end_mfu"].provenance == "measured"
+    assert "single_accelerator_mfu" not in result.quantities
+    assert result.quantities["saved_tensor_factor"].provenance == "measured"
+
+
+def test_fake_tensor_memory_agrees_with_a_real_run():
+    from botec.measure.fake import saved_activation_bytes, step_memory
+
+    arch = Architecture("small", "custom", 2, 128, 4, 2, 344, 1024)
+    fake, real = step_memory(arch, 4, 128), step_memory(arch, 4, 128, fake=False)
+    assert fake["TOTAL"] == pytest.approx(real["TOTAL"], rel=0.10)
+    assert fake["ACT"] == pytest.approx(real["ACT"], rel=0.10)
+    assert saved_activation_bytes(arch, 4, 128) == pytest.approx(saved_activation_bytes(arch, 4, 128, fake=False),
+                                                                 rel=0.10)
+
+
+def test_saved_tensor_factor_of_a_llama_layer_without_allocating_it(cli):
+    code, out, err = cli("measure", "--fake", "--set", "workload.model=llama-3.1-8b", "--set",
+                         "supply.accelerator=h100-sxm", "--set", "strategy.micro_batch_size=1")
+    assert code == 0, err
+    assert "hidden-state tensors" in out and "the lesson's placeholder: 8" in out
+
+
+def test_diagnosis_attributes_an_injected_input_delay(tmp_path, cli):
+    contract = tiny_contract(tmp_path)
+    output = tmp_path / "slow.json"
+    completed = subprocess.run([sys.executable, "-m", "botec.cli", "measure", str(contract), "--steps", "3",
+                                "--warmup", "1", "--input-delay", "0.05", "--no-checkpoint", "-o", str(output)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert files.read(output).summary.median["input_wait_seconds"] >= 4 * 0.05
+    code, out, err = cli("calibrate", str(contract), str(output))
+    assert code == 0, err
+    assert "comes mostly from input wait" in out and "input pipeline keeps up" in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_under_torchrun_with_gloo(tmp_path, cli):
+    contract = tiny_contract(tmp_path, count=2)
+    output = tmp_path / "ddp.json"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    completed = subprocess.run([str(torchrun), "--nproc_per_node=2", f"--master_port={_free_port()}", "-m", "botec.cli",
+                                "measure", str(contract), "--steps", "3", "--warmup", "1", "-o", str(output)],
+                               capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    measurement = files.read(output)
+    assert measurement.environment.world_size == 2 and measurement.environment.backend == "gloo"
+    assert measurement.workload.tokens_per_step == 2 * 4 * 128
+    assert measurement.summary.median["sync_seconds"] > 0
+    code, out, err = cli("calibrate", str(contract), str(output))
+    assert code == 0, err
+    assert "supply.network.bandwidth" in out                 # the effective collective bandwidth, back-solved
+
+
+def test_refuses_a_different_workload(measured, tmp_path, cli):
+    _, output, _ = measured
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY.replace("COUNT", "1").replace("sequence_length: 128", "sequence_length: 256"))
+    target = tmp_path / "never.yaml"
+    code, out, err = cli("calibrate", str(other), str(output), "-o", str(target))
+    assert code == 2 and err.count("\n") == 1
+    assert "workload: the measurement is of a different workload (sequence_length 256 in the contract, 128 measured" in err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"schema": "botec.measurement/1", "created": "x", ', "corrupt or truncated JSON"),
+    ('{"hello": 1}', "expected schema 'botec.measurement/1'"),
+    ("", "corrupt or truncated JSON"),
+])
+def test_refuses_a_corrupt_file(tmp_path, cli, text, message):
+    contract = tiny_contract(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    code, out, err = cli("calibrate", str(contract), str(bad), "-o", str(tmp_path / "never.yaml"))
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not (tmp_path / "never.yaml").exists()
+
+
+def test_refuses_zero_steps(measured, tmp_path, cli):
+    contract, output, _ = measured
+    data = json.loads(output.read_text())
+    data["samples"] = []
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(data))
+    code, out, err = cli("calibrate", str(contract), str(empty))
+    assert code == 2 and "samples: the measurement has zero steps" in err
+
+
+def test_interrupting_a_measurement_leaves_no_file(tmp_path):
+    contract = tiny_contract(tmp_path)
+    output = tmp_path / "interrupted.json"
+    process = subprocess.Popen([sys.executable, "-m", "botec.cli", "measure", str(contract), "--steps", "500",
+                                "--input-delay", "0.01", "-o", str(output)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not output.exists()
+    assert not list(tmp_path.glob(".interrupted.json*"))
