@@ -80,6 +80,11 @@ def estimate(
     allow_misfit: bool = typer.Option(False, "--allow-misfit",
                                       help="Report a plan that does not fit in memory instead of failing."),
     details: bool = typer.Option(False, "--details", help="Text report: show the intermediate quantities too."),
+    uncertainty: bool = typer.Option(False, "--uncertainty", help="Sample the stated ranges: P10/P50/P90."),
+    samples: int = typer.Option(10_000, "--samples", min=1, help="Monte Carlo samples for --uncertainty."),
+    seed: int = typer.Option(0, "--seed", help="Seed for --uncertainty (the same seed, the same figures)."),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="With --uncertainty: the chance to finish by "
+                                                                     "this, e.g. '7 d'."),
 ) -> None:
     """Estimate a training job in four accounts (compute, memory, network, storage) plus cost.
 
@@ -91,6 +96,9 @@ def estimate(
     if not allow_misfit:
         check_fit(result)
     system = units.value
+    if uncertainty:
+        _report_uncertainty(result, samples, seed, deadline, format, output, system)
+        return
     if format is Format.json:
         from botec.report.json_report import render
 
@@ -110,6 +118,37 @@ def estimate(
             buffer = io.StringIO()
             render(result, _console(buffer), system, details)
             _emit(buffer.getvalue(), output)
+
+
+def _report_uncertainty(result, samples: int, seed: int, deadline: Optional[str], format: "Format",
+                        output: Optional[Path], system: str) -> None:
+    _numpy_needed()
+    from botec.explore.uncertainty import monte_carlo
+    from botec.units import UnitError, format_quantity, parse_quantity
+
+    try:
+        deadline_seconds = parse_quantity(deadline, "seconds") if deadline else None
+    except UnitError as error:
+        raise UserError(f"--deadline: {error}") from None
+    mc = monte_carlo(result, samples, seed, deadline_seconds)
+    if format is Format.json:
+        import json
+
+        _emit(json.dumps({"samples": mc.samples, "seed": mc.seed, "varied": mc.varied,
+                          "probability_fits": mc.probability_fits, "probability_deadline": mc.probability_deadline,
+                          "percentiles": {k: {"p10": a, "p50": b, "p90": c} for k, (a, b, c) in
+                                          mc.percentiles.items()}}, indent=2), output)
+        return
+    lines = [f"{mc.samples:,} samples (seed {mc.seed}) of {', '.join(mc.varied) or 'no ranged assumption'}:"]
+    for name, (p10, p50, p90) in mc.percentiles.items():
+        unit = result.quantities[name].unit
+        lines.append(f"  {name}: P10 {format_quantity(p10, unit, system)}, P50 {format_quantity(p50, unit, system)}, "
+                     f"P90 {format_quantity(p90, unit, system)}")
+    if mc.probability_fits is not None:
+        lines.append(f"chance it fits in memory: {mc.probability_fits:.1%}")
+    if mc.probability_deadline is not None:
+        lines.append(f"chance the run finishes within {deadline}: {mc.probability_deadline:.1%}")
+    _emit("\n".join(lines), output)
 
 
 @app.command()
@@ -450,6 +489,272 @@ def calibrate(
     if output is not None:
         _write_atomically(output, calibrated_contract(contract, calibration, source))
         typer.echo(f"wrote {output}", err=True)
+
+
+def _space_progress():
+    """A context manager yielding a progress callback (done, total) shown on stderr for large spaces."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def bar():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task("space", total=None)
+
+            def report(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            yield report
+
+    return bar()
+
+
+def _numpy_needed() -> None:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise UserError("this command evaluates the formulas on arrays: pip install 'botec[array]' (numpy)") from None
+
+
+@app.command()
+def sweep(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    axes: List[str] = typer.Option([], "--set", help="FIELD=VALUES: 4,8,16 or 1..8 or 0.2:0.5:4 (repeatable)."),
+    outputs: List[str] = typer.Option(["run_seconds", "planned_device_bytes", "step_seconds"], "--output",
+                                      help="Quantities to tabulate (repeatable)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown (csv: --csv)."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the table as CSV."),
+    cap: int = typer.Option(10_000_000, "--cap", help="Refuse spaces larger than this without --force."),
+    force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap."),
+) -> None:
+    """Evaluate the cross product of some fields through the same formulas, vectorized; feasible rows marked.
+
+    Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`
+    """
+    _numpy_needed()
+    import numpy as np
+
+    from botec.contract import load_contract
+    from botec.estimate import given_quantities, reference_contract_path
+    from botec.explore.space import Space, evaluate_space, parse_axis
+
+    loaded = load_contract(contract or reference_contract_path())
+    if loaded.workload.kind != "training":
+        raise UserError("sweeps run over training contracts (serving: vary the traffic with --set on estimate)")
+    base, _, _ = given_quantities(loaded)
+    if not axes:
+        raise UserError("--set: give at least one FIELD=VALUES to sweep")
+    parsed = [parse_axis(a, base) for a in axes]
+    space = Space(loaded, parsed)
+    if space.size > cap and not force:
+        raise UserError(f"--set: the space has {space.size:,} configurations, more than the cap of {cap:,}; "
+                        "narrow it or pass --force")
+    wanted = list(dict.fromkeys(outputs + ["memory_spare_bytes"]))
+    with _space_progress() as progress:
+        columns, valid, counts = evaluate_space(space, wanted=wanted, progress=progress)
+    if counts.get("interrupted"):
+        typer.echo(f"interrupted: showing the first {len(valid):,} of {space.size:,} configurations", err=True)
+    size = len(valid)
+    feasible = valid & (columns["memory_spare_bytes"] >= 0)
+    header = [a.path for a in parsed] + outputs + ["feasible"]
+    rows = []
+    for i in range(size):
+        rows.append([columns[a.path][i] for a in parsed] + [columns[o][i] for o in outputs]
+                    + [bool(feasible[i]) if valid[i] else None])
+    if csv_path is not None:
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(header)
+        writer.writerows([[("" if (isinstance(v, float) and v != v) else v) for v in row] for row in rows])
+        _write_atomically(csv_path, buffer.getvalue())
+    if format is Format.json:
+        import json
+
+        typer.echo(json.dumps({"counts": counts | {"feasible": int(feasible.sum())}, "columns": header,
+                               "rows": [[None if isinstance(v, float) and not np.isfinite(v) else v for v in row]
+                                        for row in rows]}, indent=1))
+        return
+    from botec.quantities import definitions
+    from botec.units import format_number, format_quantity
+
+    units = {name: d.unit for name, d in definitions().items()}
+
+    def cell(name, value):
+        if value is None or (isinstance(value, float) and not np.isfinite(value)):
+            return "—"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return format_quantity(float(value), units[name]) if name in units else format_number(float(value))
+
+    names = [a.path for a in parsed] + outputs
+    lines = []
+    for row in rows[:200]:
+        lines.append([cell(n, v) for n, v in zip(names, row[:-1])] + [cell("feasible", row[-1]) if row[-1] is not None
+                                                                        else "invalid layout"])
+    if format is Format.markdown:
+        typer.echo("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+        for line in lines:
+            typer.echo("| " + " | ".join(line) + " |")
+    else:
+        from rich import box
+        from rich.table import Table
+
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in header:
+            table.add_column(column.split(".")[-1], justify="right")
+        for line in lines:
+            table.add_row(*line)
+        _console().print(table)
+    typer.echo(f"{counts['candidates']:,} configurations, {counts['evaluated']:,} valid layouts, "
+               f"{int(feasible.sum()):,} fit" + (" (first 200 shown; --csv for all)" if len(rows) > 200 else ""),
+               err=True)
+
+
+@app.command()
+def solve(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    minimize: Optional[str] = typer.Option(None, "--minimize", help="A field to make as small as possible."),
+    maximize: Optional[str] = typer.Option(None, "--maximize", help="A field to make as large as possible."),
+    subject_to: List[str] = typer.Option([], "--subject-to", help="'QUANTITY OP VALUE' (e.g. 'run_seconds <= 4 h') "
+                                                                   "or 'fits' (repeatable)."),
+    over: Optional[str] = typer.Option(None, "--over", help="The values to try, FIELD=1..64 (default: a wide range)."),
+    find: Optional[str] = typer.Option(None, "--find", help="An assumption to back-solve, e.g. "
+                                                           "assumptions.end_to_end_mfu."),
+    given: Optional[str] = typer.Option(None, "--given", help="The observed figure for --find, e.g. "
+                                                             "accelerator_hours=1.72M."),
+) -> None:
+    """Solve for a field under constraints, or back-solve an assumption from an observed figure.
+
+    Examples: `botec solve --minimize supply.count --subject-to "run_seconds <= 4 h"`;
+    `botec solve examples/llama2-70b-pretrain.yaml --find assumptions.end_to_end_mfu --given accelerator_hours=1.72M`
+    """
+    _numpy_needed()
+    from botec.contract import load_contract
+    from botec.estimate import reference_contract_path
+    from botec.explore.solve import back_solve, optimize
+    from botec.quantities import definitions
+    from botec.units import format_number, format_quantity
+
+    loaded = load_contract(contract or reference_contract_path())
+    if find is not None:
+        if given is None:
+            raise UserError("--find needs --given QUANTITY=VALUE")
+        value, reached = back_solve(loaded, find, given)
+        quantity = given.partition("=")[0].strip()
+        typer.echo(f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, definitions()[quantity].unit)}")
+        return
+    if (minimize is None) == (maximize is None):
+        raise UserError("give one of --minimize FIELD or --maximize FIELD (or --find with --given)")
+    variable = minimize or maximize
+    solution = optimize(loaded, variable, "min" if minimize else "max", subject_to, over)
+    if solution.value is None:
+        raise UserError(f"no value of {variable} meets the constraints ({solution.evaluated:,} tried): "
+                        f"{solution.closest}")
+    typer.echo(f"{variable} = {format_number(solution.value)}  ({solution.feasible:,} of {solution.evaluated:,} "
+               "values tried meet the constraints)")
+    units = {name: d.unit for name, d in definitions().items()}
+    for name, value in solution.row.items():
+        if name in units:
+            typer.echo(f"  {name} = {format_quantity(value, units[name])}")
+
+
+@app.command()
+def search(
+    contract: Path = typer.Argument(..., help="A training contract (its layout is the starting point)."),
+    top: int = typer.Option(10, "--top", min=1, help="How many layouts to show."),
+    objective: str = typer.Option("step_seconds", "--objective", help="Quantity to minimize (step_seconds, "
+                                                                      "training_cost_usd, ...)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+) -> None:
+    """Search TP × PP × CP × DP (EP) × ZeRO × micro-batch × recomputation × SP × interleaving for the fastest
+    layout that fits; for a serving contract, the accelerator and TP degree that meet the targets cheapest.
+
+    Example: `botec search examples/gpt3-175b-search.yaml --top 5`
+    """
+    _numpy_needed()
+    from botec.contract import load_contract
+    from botec.explore.search import as_overrides, search as run_search
+    from botec.units import format_quantity
+
+    loaded = load_contract(contract)
+    if loaded.workload.kind == "serving":
+        from botec.explore.search import search_serving
+        from botec.units import format_quantity
+
+        rows = search_serving(loaded, top)
+        if format is Format.json:
+            import json
+
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not rows:
+            raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
+        for rank, row in enumerate(rows, 1):
+            cost = format_quantity(row["cost_per_day_usd"], "USD") + " per day" if row["cost_per_day_usd"] is not None \
+                else "no price"
+            typer.echo(f"{rank}. {row['accelerator']} TP {row['tensor_parallel']}: "
+                       f"{format_quantity(row['replicas'], 'replicas')}, "
+                       f"{format_quantity(row['accelerators'], 'accelerators')}, batch {row['batch']:.0f}, TPOT "
+                       f"{format_quantity(row['tpot_seconds'], 's')}, TTFT {format_quantity(row['ttft_seconds'], 's')}, "
+                       f"{cost}")
+        return
+    result = run_search(loaded, objective, top)
+    if format is Format.json:
+        import json
+
+        typer.echo(json.dumps({"candidates": result.candidates, "evaluated": result.evaluated,
+                               "feasible": result.feasible, "seconds": result.seconds,
+                               "candidates_per_second": result.per_second, "best": result.best}, indent=2))
+        return
+    typer.echo(f"{result.candidates:,} candidate layouts, {result.evaluated:,} valid after pruning, "
+               f"{result.feasible:,} fit; {result.seconds:.3g} s ({result.per_second:,.0f} candidates/s)")
+    for rank, entry in enumerate(result.best, 1):
+        layout, figures = entry["layout"], entry["figures"]
+        typer.echo(f"{rank}. TP {layout['strategy.tensor_parallel']}{' + SP' if layout['strategy.sequence_parallel'] else ''}"
+                   f" × CP {layout['strategy.context_parallel']} × PP {layout['strategy.pipeline_parallel']}"
+                   f"{' (v ' + str(layout['strategy.virtual_pipeline_stages']) + ')' if layout['strategy.virtual_pipeline_stages'] > 1 else ''}"
+                   f", EP {layout['strategy.expert_parallel']}, ZeRO-{layout['strategy.zero_stage']}, micro-batch "
+                   f"{layout['strategy.micro_batch_size']}, recompute {layout['strategy.recompute']}: step "
+                   f"{format_quantity(figures['step_seconds'], 's')}, run {format_quantity(figures['run_seconds'], 's')}, "
+                   f"MFU {figures['end_to_end_mfu']:.3g}, {format_quantity(figures['planned_device_bytes'], 'B')} planned")
+        typer.echo(f"   botec estimate {contract} " + " ".join(f"--set {o}" for o in as_overrides(layout)))
+
+
+@app.command()
+def sensitivity(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    output: str = typer.Option("run_seconds", "--output", help="The quantity whose swings to rank."),
+) -> None:
+    """Rank the ranged assumptions by how far each moves one output across its range (a tornado table).
+
+    Example: `botec sensitivity examples/lesson-finetune-1b.yaml --output planned_device_bytes`
+    """
+    from botec.estimate import estimate_file
+    from botec.explore.uncertainty import sensitivity as run_sensitivity
+    from botec.quantities import definitions
+    from botec.units import format_quantity
+
+    result = estimate_file(contract)
+    if output not in result.quantities:
+        from botec.catalog import did_you_mean
+
+        raise UserError(f"--output: {output!r} is not a quantity of this contract{did_you_mean(output, result.quantities)}")
+    unit = definitions()[output].unit
+    swings = run_sensitivity(result, output)
+    if not swings:
+        raise UserError("no assumption of this contract states a range (low/high)")
+    typer.echo(f"{output} = {format_quantity(result.value(output), unit)}; each assumption from its low to its high end:")
+    for s in swings:
+        input_unit = definitions()[s.input].unit
+        typer.echo(f"  {s.input} {format_quantity(s.low, input_unit)} → {format_quantity(s.high, input_unit)}: "
+                   f"{format_quantity(s.output_at_low, unit)} → {format_quantity(s.output_at_high, unit)} "
+                   f"(swing {format_quantity(s.swing, unit)})")
 
 
 def _attention_kind(arch) -> str:

@@ -664,7 +664,13 @@ class Contract(_Section):
 
     @model_validator(mode="after")
     def _fields_of_the_kind(self) -> "Contract":
-        strategy_set, supply_set = self.strategy.model_fields_set, self.supply.model_fields_set
+        def changed(section: BaseModel) -> set[str]:
+            """Fields stated with a value other than their default (a normalized dump states them all)."""
+            fields = type(section).model_fields
+            return {name for name in section.model_fields_set
+                    if name in fields and getattr(section, name) != fields[name].get_default(call_default_factory=True)}
+
+        strategy_set, supply_set = changed(self.strategy), changed(self.supply)
         if self.workload.kind == "training":
             for name in _SERVING_STRATEGY:
                 if name in strategy_set:
