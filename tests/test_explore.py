@@ -199,3 +199,12 @@ def test_serving_search_ranks_by_cost(cli):
     costs = [r["cost_per_day_usd"] for r in rows if r["cost_per_day_usd"] is not None]
     assert costs == sorted(costs) and rows[0]["accelerator"] == "h200"
     assert all(r["tpot_seconds"] <= 0.040 for r in rows)          # every kept layout meets the 40 ms target
+
+
+def test_cheapest_accelerator_for_a_training_run(cli):
+    code, out, err = cli("solve", str(LLAMA), "--minimize", "accelerator_hours", "--over",
+                         "supply.accelerator=a100-sxm-80gb,h100-sxm,l4", "--subject-to", "run_seconds <= 90 d")
+    assert code == 0, err
+    # same MFU, so the fastest peak needs the fewest accelerator-hours: H100 (989 TFLOP/s) first
+    assert out.startswith("best: h100-sxm")
+    assert "l4: does not fit in memory" in out      # 24 GB cannot hold 70B's sharded state and activations

@@ -652,6 +652,19 @@ def solve(
     if (minimize is None) == (maximize is None):
         raise UserError("give one of --minimize FIELD or --maximize FIELD (or --find with --given)")
     variable = minimize or maximize
+    if over is not None and over.partition("=")[0].strip() == "supply.accelerator":
+        from botec.explore.solve import best_accelerator
+
+        keys = [k.strip() for k in over.partition("=")[2].split(",") if k.strip()]
+        rows = best_accelerator(loaded, variable, "min" if minimize else "max", subject_to, keys)
+        unit = definitions()[variable].unit
+        if rows[0][1] is None:
+            raise UserError(f"no accelerator meets the constraints: " +
+                            "; ".join(f"{key}: {why}" for key, _, why in rows))
+        typer.echo(f"best: {rows[0][0]} ({variable} = {format_quantity(rows[0][1], unit)})")
+        for key, value, why in rows:
+            typer.echo(f"  {key}: {format_quantity(value, unit) if value is not None else why}")
+        return
     solution = optimize(loaded, variable, "min" if minimize else "max", subject_to, over)
     if solution.value is None:
         raise UserError(f"no value of {variable} meets the constraints ({solution.evaluated:,} tried): "

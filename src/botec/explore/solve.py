@@ -156,3 +156,39 @@ def back_solve(contract: Contract, input_field: str, target: str) -> tuple[float
             break
     value = (low + high) / 2
     return value, output(value)
+
+
+def best_accelerator(contract: Contract, objective: str, direction: str, constraints: list[str],
+                     accelerators: list[str]) -> list[tuple[str, float | None, str]]:
+    """The contract on each catalog accelerator: (key, objective or None, why not), best first."""
+    from botec.catalog import accelerators as catalog
+    from botec.catalog import did_you_mean
+    from botec.estimate import estimate
+
+    checks = [c for c in (parse_constraint(text) for text in constraints) if c is not None]
+    if objective not in definitions():
+        raise ContractError(f"unknown quantity {objective!r}{did_you_mean(objective, definitions())}",
+                            field="--minimize" if direction == "min" else "--maximize")
+    rows = []
+    for key in accelerators:
+        if key not in catalog():
+            raise ContractError(f"unknown accelerator {key!r}{did_you_mean(key, catalog())}", field="--over")
+        changed = contract.model_copy(update={"supply": contract.supply.model_copy(update={"accelerator": key})})
+        try:
+            result = estimate(changed, compare=False)
+        except ContractError as error:
+            rows.append((key, None, error.detail))
+            continue
+        q = result.quantities
+        if not result.fits:
+            rows.append((key, None, "does not fit in memory"))
+            continue
+        failed = [c.text for c in checks if not bool(_OPERATORS[c.operator](q[c.quantity].value, c.value))]
+        if failed:
+            rows.append((key, None, f"fails {failed[0]!r}"))
+        elif objective not in q:
+            rows.append((key, None, f"{objective} is not resolved (a price or power missing?)"))
+        else:
+            rows.append((key, float(q[objective].value), ""))
+    sign = 1 if direction == "min" else -1
+    return sorted(rows, key=lambda r: (r[1] is None, sign * (r[1] or 0)))
