@@ -20,7 +20,7 @@ TORCH ?= torch==2.13.0
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,measure]'
+	$(BIN)/python -m pip install --quiet -e '.[test,measure,web]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

@@ -152,6 +152,54 @@ def _report_uncertainty(result, samples: int, seed: int, deadline: Optional[str]
 
 
 @app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port."),
+) -> None:
+    """Run the local web app: pick or paste a contract, edit its inputs, see accounts, findings and plots.
+
+    Example: `botec serve --port 8765`, then open http://127.0.0.1:8765
+    """
+    try:
+        import uvicorn
+
+        from botec.web.app import app as web_app
+    except ImportError:
+        raise UserError("the web app needs FastAPI and uvicorn: pip install 'botec[web]'") from None
+    typer.echo(f"botec serving on http://{host}:{port} (Ctrl-C to stop)", err=True)
+    uvicorn.run(web_app, host=host, port=port, log_level="warning")
+
+
+@app.command()
+def report(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="report.html (or .md for Markdown)."),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Write a report to paste or share: one self-contained HTML file with plots (works offline), or Markdown.
+
+    Example: `botec report examples/llama3.1-70b-pretrain.yaml -o review.html`
+    """
+    from botec.estimate import estimate_file
+
+    result = estimate_file(contract, set_)
+    if output.suffix.lower() in (".md", ".markdown"):
+        from botec.report.markdown import render as render_markdown
+
+        _write_atomically(output, render_markdown(result, units.value))
+    else:
+        try:
+            import plotly  # noqa: F401
+        except ImportError:
+            raise UserError("the HTML report draws with plotly: pip install 'botec[report]'") from None
+        from botec.report.html import render as render_html
+
+        _write_atomically(output, render_html(result, units.value))
+    typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
 def explain(
     contract_or_quantity: str = typer.Argument(..., metavar="[CONTRACT] QUANTITY",
                                                help="A contract file, then a quantity name (the contract may be "

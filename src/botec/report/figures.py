@@ -1,0 +1,187 @@
+"""The pictures of an estimate, as plotly figures (``pip install botec[report]``).
+
+Each figure is computed through the quantity graph: the sweeps (run time against accelerator
+count, TPOT against batch, concurrency against context length) re-evaluate the same formulas with
+one input changed; nothing here re-derives a number.
+"""
+
+from __future__ import annotations
+
+from botec.estimate import Estimate, choices_of, serving_given
+from botec.quantities import Given, evaluate
+
+GB = 1e9
+
+
+def _layout(fig, title: str, y_title: str, x_title: str | None = None):
+    fig.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=60, r=20, t=50, b=50),
+                      yaxis_title=y_title, xaxis_title=x_title, legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def memory_figure(result: Estimate):
+    """Per-device memory as a stacked bar against the device's capacity."""
+    import plotly.graph_objects as go
+
+    q = result.quantities
+    if result.contract.workload.kind == "serving":
+        kv = q["kv_bytes_per_request"].value * q["decode_batch_size"].value
+        parts = [("weights", q["weight_memory_bytes"].value), (f"KV cache at batch {q['decode_batch_size'].value:.0f}", kv),
+                 ("activation reserve", q["activation_reserve_bytes"].value)]
+        limit, limit_name = q["usable_memory_bytes"].value, "usable (memory fraction)"
+    else:
+        state = [("weights", q["weight_memory_bytes"].value), ("gradients", q["gradient_memory_bytes"].value),
+                 ("optimizer state", q["optimizer_memory_bytes"].value),
+                 ("activations", q["activation_bytes"].value), ("runtime buffers", q["runtime_buffer_bytes"].value)]
+        unpadded = sum(v for _, v in state)
+        parts = state + [("headroom", q["planned_device_bytes"].value - unpadded)]
+        limit, limit_name = None, None
+    fig = go.Figure()
+    for name, value in parts:
+        fig.add_trace(go.Bar(name=name, x=["per accelerator"], y=[value / GB], hovertemplate="%{y:.3g} GB"))
+    fig.update_layout(barmode="stack")
+    fig.add_hline(y=q["device_memory_bytes"].value / GB, line_dash="dash", line_color="crimson",
+                  annotation_text=f"device memory {q['device_memory_bytes'].value / GB:.3g} GB")
+    if limit is not None:
+        fig.add_hline(y=limit / GB, line_dash="dot", line_color="gray", annotation_text=limit_name,
+                      annotation_position="bottom right")
+    return _layout(fig, "Memory per accelerator", "GB")
+
+
+def step_figure(result: Estimate):
+    """Where a training step goes (compute, pipeline bubble, exposed communication), or a serving
+    request (prefill, decode)."""
+    import plotly.graph_objects as go
+
+    q = result.quantities
+    if result.contract.workload.kind == "serving":
+        parts = [("time to first token", q["time_to_first_token_seconds"].value),
+                 ("decode (output × TPOT)", q["output_tokens"].value * q["time_per_output_token_seconds"].value)]
+        title = "One request, unloaded"
+    elif "exposed_communication_seconds" in q and result.choices.get("step_time") == "components":
+        parts = [("compute", q["compute_seconds_per_step"].value), ("pipeline bubble", q["pipeline_bubble_seconds"].value),
+                 ("exposed communication", q["exposed_communication_seconds"].value)]
+        title = "Step time"
+    else:
+        compute = q["compute_seconds_per_step"].value if "compute_seconds_per_step" in q else q["step_seconds"].value
+        parts = [("compute at the single-accelerator MFU", compute),
+                 ("scaling loss (1 − scaling efficiency)", max(q["step_seconds"].value - compute, 0.0))]
+        title = "Step time"
+    fig = go.Figure()
+    for name, value in parts:
+        fig.add_trace(go.Bar(name=name, y=["time"], x=[value], orientation="h", hovertemplate="%{x:.3g} s"))
+    fig.update_layout(barmode="stack")
+    return _layout(fig, title, "", "seconds")
+
+
+def scaling_figure(result: Estimate):
+    """Run time and cost against the number of accelerators (training)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    import numpy as np
+
+    from botec.explore.space import Axis, Space, evaluate_space
+
+    count = int(result.value("accelerators"))
+    counts = sorted({max(1, int(count * 2 ** k)) for k in range(-3, 4)})
+    wanted = ["run_seconds"] + (["training_cost_usd"] if "training_cost_usd" in result.quantities else [])
+    columns, valid, _ = evaluate_space(Space(result.contract, [Axis("supply.count", np.array(counts, float))]),
+                                       wanted=wanted)
+    shown = [i for i in range(len(counts)) if valid[i]]
+    x = [counts[i] for i in shown]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=x, y=[columns["run_seconds"][i] / 3600 for i in shown], name="run time (h)",
+                             mode="lines+markers"), secondary_y=False)
+    if "training_cost_usd" in columns:
+        fig.add_trace(go.Scatter(x=x, y=[columns["training_cost_usd"][i] for i in shown], name="cost (USD)",
+                                 mode="lines+markers"), secondary_y=True)
+    fig.update_xaxes(type="log", title_text="accelerators")
+    fig.update_yaxes(title_text="hours", secondary_y=False)
+    fig.update_yaxes(title_text="USD", secondary_y=True)
+    return _layout(fig, "Run time and cost against accelerator count", "hours")
+
+
+def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: list[str]) -> dict[str, list[float]]:
+    """The serving graph with one input (given or derived) pinned to each value."""
+    given = serving_given(result.contract)[0]
+    choices = choices_of(result.contract)
+    series = {output: [] for output in outputs}
+    for value in values:
+        changed = dict(given)
+        changed[name] = Given(float(value), "assumed")
+        quantities = evaluate(changed, wanted=outputs, choices=choices)
+        for output in outputs:
+            series[output].append(quantities[output].value)
+    return series
+
+
+def batch_figure(result: Estimate):
+    """Serving: TPOT and throughput against the decode batch."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    largest = max(2, int(result.value("max_concurrent_requests")))
+    batches = sorted({max(1, round(largest * f)) for f in (0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)})
+    series = _serving_sweep(result, "decode_batch_size", batches,
+                            ["time_per_output_token_seconds", "decode_tokens_per_s_per_replica"])
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=batches, y=[t * 1e3 for t in series["time_per_output_token_seconds"]],
+                             name="TPOT (ms)", mode="lines+markers"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=batches, y=series["decode_tokens_per_s_per_replica"], name="tokens/s per replica",
+                             mode="lines+markers"), secondary_y=True)
+    fig.update_xaxes(title_text="decode batch")
+    fig.update_yaxes(title_text="ms per token", secondary_y=False)
+    fig.update_yaxes(title_text="tokens/s", secondary_y=True)
+    return _layout(fig, "Latency and throughput against batch", "ms per token")
+
+
+def context_figure(result: Estimate):
+    """Serving: the concurrency that fits against the context length."""
+    import plotly.graph_objects as go
+
+    window = result.value("attention_window_tokens")
+    contexts = [c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072) if c <= max(window, 512)]
+    series = _serving_sweep(result, "kv_tokens_per_request", contexts, ["max_concurrent_requests"])
+    fig = go.Figure(go.Scatter(x=contexts, y=series["max_concurrent_requests"], mode="lines+markers",
+                               name="concurrent requests"))
+    fig.update_xaxes(type="log", title_text="tokens per request (prompt + output)")
+    return _layout(fig, "Concurrency that fits against context length", "requests")
+
+
+def sensitivity_figure(result: Estimate, output: str):
+    """A tornado: each ranged assumption from its low to its high end."""
+    import plotly.graph_objects as go
+
+    from botec.explore.uncertainty import sensitivity
+
+    swings = sensitivity(result, output)
+    if not swings:
+        return None
+    base = result.value(output)
+    unit = result.quantities[output].unit
+    scale, label = (3600.0, "hours") if unit == "s" and base > 7200 else (1.0, unit)
+    fig = go.Figure()
+    names = [s.input for s in reversed(swings)]
+    fig.add_trace(go.Bar(y=names, x=[(s.output_at_low - base) / scale for s in reversed(swings)], orientation="h",
+                         name="at low"))
+    fig.add_trace(go.Bar(y=names, x=[(s.output_at_high - base) / scale for s in reversed(swings)], orientation="h",
+                         name="at high"))
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, f"Sensitivity of {output} (change from {base / scale:.3g} {label})", "", label)
+
+
+def figures(result: Estimate) -> list:
+    """Every figure that applies to the estimate, in reading order."""
+    found = [memory_figure(result), step_figure(result)]
+    if result.contract.workload.kind == "serving":
+        found += [batch_figure(result), context_figure(result)]
+        output = "cost_per_million_output_tokens_usd" if "cost_per_million_output_tokens_usd" in result.quantities \
+            else "time_per_output_token_seconds"
+    else:
+        found.append(scaling_figure(result))
+        output = "run_seconds"
+    tornado = sensitivity_figure(result, output)
+    if tornado is not None:
+        found.append(tornado)
+    return found

@@ -1,0 +1,216 @@
+"""The HTML report and the local web app: API, safety, load on loopback, and a real browser."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("plotly")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from botec.web.app import MAX_BODY_BYTES, app  # noqa: E402
+
+from conftest import LESSON, REPO  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = REPO / "test-artifacts" / "screenshots"
+LESSON_TEXT = LESSON.read_text()
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(app)
+
+
+def test_estimate_api_reproduces_the_lesson(client):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT, "figures": True})
+    assert response.status_code == 200
+    payload = response.json()
+    assert payload["formatted"]["planned_device_bytes"] == "25.2 GB"
+    quantities = {q["name"]: q["value"] for q in payload["quantities"]}
+    assert quantities["steps"] == 61_036
+    assert len(payload["figures"]) == 4 and payload["fields"]
+
+
+def test_overrides_change_the_estimate(client):
+    payload = client.post("/api/estimate", json={"contract": LESSON_TEXT,
+                                                  "overrides": {"strategy.micro_batch_size": 8}}).json()
+    assert payload["formatted"]["planned_device_bytes"] == "33.2 GB"      # (16 + 8 × 1.07 + 2) × 1.25
+    memory = [f for f in payload["findings"] if f["account"] == "memory"][0]
+    assert memory["level"] == "fail"
+
+
+def test_explain_report_catalog_and_openapi(client):
+    lines = client.post("/api/explain", json={"contract": LESSON_TEXT, "quantity": "planned_device_bytes"}).json()
+    assert lines["lines"][0]["text"].endswith("= (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
+    report = client.post("/api/report", json={"contract": LESSON_TEXT})
+    assert report.status_code == 200 and "attachment" in report.headers["content-disposition"]
+    assert "Plotly" in report.text and "25.2 GB" in report.text
+    catalog = client.get("/api/catalog").json()
+    assert {"h100-sxm", "mi300x"} <= {a["key"] for a in catalog["accelerators"]}
+    spec = client.get("/openapi.json").json()
+    assert {"/api/estimate", "/api/explain", "/api/catalog", "/api/report", "/api/sweep"} <= set(spec["paths"])
+
+
+@pytest.mark.parametrize("body, status, fragment", [
+    (b"{not json", 422, "malformed JSON body"),
+    (b'{"contract": "workload: [1"}', 422, "malformed YAML"),
+    (b'{"contract": "x: 1", "colour": "red"}', 422, "Extra inputs are not permitted"),
+    (b"x" * (MAX_BODY_BYTES + 10), 413, "larger than"),
+])
+def test_bad_requests_get_4xx_with_a_message(client, body, status, fragment):
+    response = client.post("/api/estimate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status
+    assert fragment in response.json()["error"]["message"]
+
+
+def test_contract_errors_name_the_field(client):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT.replace("memory: 32 GB", "memory: 32 GX")})
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "supply.accelerator.memory"
+    unknown = client.post("/api/estimate", json={"contract": LESSON_TEXT.replace("  count: 4 ", "  cuont: 4 ")})
+    assert unknown.json()["error"]["message"].startswith("unknown field; did you mean 'count'?")
+
+
+def test_no_file_is_read_for_a_request(client):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT, "overrides": {
+        "workload.model": {"config": "/etc/passwd"}}})
+    assert response.status_code == 422 and response.json()["error"]["field"] == "workload.model.config"
+
+
+def test_sweep_beyond_the_cap(client):
+    response = client.post("/api/sweep", json={"contract": LESSON_TEXT,
+                                               "axes": ["supply.count=1..1000", "strategy.micro_batch_size=1..1000"]})
+    assert response.status_code == 422 and "cap" in response.json()["error"]["message"]
+    ok = client.post("/api/sweep", json={"contract": LESSON_TEXT, "axes": ["strategy.micro_batch_size=6..8"]})
+    assert [row[-1] for row in ok.json()["rows"]] == [True, True, False]
+
+
+# --- a real server on loopback ------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    import uvicorn
+
+    port = _free_port()
+    instance = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=instance.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not instance.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert instance.started
+    yield f"http://127.0.0.1:{port}"
+    instance.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_200_concurrent_estimates_on_loopback(server):
+    import httpx
+
+    async def one(client):
+        start = time.perf_counter()
+        response = await client.post(f"{server}/api/estimate", json={"contract": LESSON_TEXT})
+        return response, time.perf_counter() - start
+
+    async def all_of_them():
+        limits = httpx.Limits(max_connections=200)
+        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+            return await asyncio.gather(*(one(client) for _ in range(200)))
+
+    results = asyncio.run(all_of_them())
+    assert all(r.status_code == 200 for r, _ in results)
+    assert all(r.json()["formatted"]["planned_device_bytes"] == "25.2 GB" for r, _ in results)
+    latencies = sorted(t for _, t in results)
+    print(f"\n200 concurrent /api/estimate: p50 {statistics.median(latencies):.2f} s, "
+          f"p99 {latencies[int(0.99 * len(latencies)) - 1]:.2f} s")
+
+
+# --- a real browser -----------------------------------------------------------------------------------
+
+needs_browser = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
+
+
+def _browser(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"])
+
+
+@needs_browser
+def test_the_page_in_a_real_browser(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        page.goto(server)
+        page.select_option("#example", "lesson-finetune-1b")
+        page.click("#load-example")
+        expect(page.locator("#findings")).to_contain_text("fits: 25.2 GB of 32 GB planned")
+        expect(page.locator("#figure-0 .main-svg").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "1-lesson.png"), full_page=True)
+
+        batch = page.locator('input[data-path="strategy.micro_batch_size"]')
+        expect(batch).to_have_value("2")
+        batch.fill("8")
+        batch.dispatch_event("change")
+        expect(page.locator("#findings")).to_contain_text("does not fit: 33.2 GB planned against 32 GB")
+        page.screenshot(path=str(ARTIFACTS / "2-batch-8.png"), full_page=True)
+
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(LESSON_TEXT.replace("memory: 32 GB", "memory: 32 GX"))
+        page.set_input_files("#upload", str(bad))
+        expect(page.locator("#contract-error")).to_contain_text("supply.accelerator.memory: unknown unit 'GX'")
+        expect(page.locator('[data-error-for="supply.accelerator.memory"]')).to_contain_text("unknown unit 'GX'")
+        page.screenshot(path=str(ARTIFACTS / "3-malformed.png"), full_page=True)
+
+        page.select_option("#example", "lesson-finetune-1b")
+        page.click("#load-example")
+        expect(page.locator("#findings")).to_contain_text("25.2 GB")
+        with page.expect_download() as download_info:
+            page.click("#download-report")
+        target = tmp_path / "report.html"
+        download_info.value.save_as(target)
+        assert "botec estimate: lesson-finetune-1b" in target.read_text()
+        browser.close()
+
+
+@needs_browser
+def test_the_html_report_opens_offline_with_every_plot(tmp_path, cli):
+    from playwright.sync_api import sync_playwright
+
+    report = tmp_path / "report.html"
+    code, out, err = cli("report", str(LESSON), "-o", str(report))
+    assert code == 0, err
+    requests = []
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = browser.new_page()
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto(report.as_uri())
+        page.wait_for_selector("#figure-3 .main-svg")
+        figures = page.locator("div.figure .plotly-graph-div").count()
+        rendered = page.locator("div.figure .main-svg").count()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "4-report.png"), full_page=True)
+        browser.close()
+    assert figures == 4 and rendered >= 4
+    assert [url for url in requests if not url.startswith("file://")] == []     # nothing from the network
