@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from botec.errors import ContractError
+from botec.errors import ContractError, read_text_file
 
 __all__ = ["Architecture", "MoE", "MLA", "ParameterBreakdown", "from_hf_config", "read_hf_config", "model_catalog",
            "breakdown", "SUPPORTED_FAMILIES"]
@@ -300,15 +300,12 @@ def read_hf_config(path: str | Path) -> Architecture:
     if path.is_dir():
         path = path / "config.json"
     origin = str(path)
+    text = read_text_file(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ContractError("no such file", origin=origin) from None
+        config = json.loads(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"cannot read the file ({error})", origin=origin) from None
     if not isinstance(config, dict):
         raise ContractError("a config.json is a JSON object", origin=origin)
     return from_hf_config(config, origin=origin, name=path.parent.name or None)

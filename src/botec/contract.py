@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, NonNegativeInt, PositiveInt,
                       Tag, ValidationError, WithJsonSchema, model_validator)
 
-from botec.errors import ContractError
+from botec.errors import ContractError, read_text_file
 from botec.units import DIMENSIONS, UnitError, parse_quantity
 
 __all__ = ["Contract", "ContractError", "Stated", "load_contract", "parse_contract", "apply_overrides"]
@@ -778,12 +778,7 @@ def read_contract_data(path: str | Path) -> dict:
 
     path = Path(path)
     origin = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ContractError("no such file", origin=origin) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"cannot read the file ({error.__class__.__name__}: {error})", origin=origin) from None
+    text = read_text_file(path)
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text)

@@ -3,7 +3,7 @@ the CLI prints it and exits with code 2."""
 
 from __future__ import annotations
 
-__all__ = ["ContractError", "UserError"]
+__all__ = ["ContractError", "UserError", "read_text_file"]
 
 
 class UserError(Exception):
@@ -19,3 +19,16 @@ class ContractError(UserError, ValueError):
         self.detail = message
         parts = [p for p in (origin, field) if p]
         super().__init__(": ".join(parts + [message]))
+
+
+def read_text_file(path, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, or a one-line :class:`ContractError` (missing, unreadable, not text)."""
+    from pathlib import Path
+
+    origin = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError(f"no such {what}", origin=origin) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError(f"cannot read the {what} ({error.__class__.__name__}: {error})", origin=origin) from None

@@ -15,7 +15,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from botec.errors import ContractError
+from botec.errors import ContractError, read_text_file
 
 SCHEMA = "botec.measurement/1"
 PHASES = ("input_wait_seconds", "forward_backward_seconds", "sync_seconds", "optimizer_seconds", "step_seconds")
@@ -144,14 +144,8 @@ def write(measurement: Measurement, path: Path) -> None:
 
 def read(path: str | Path) -> Measurement:
     """Load and validate a measurement file, or raise a one-line :class:`ContractError`."""
-    path = Path(path)
     origin = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ContractError("no such measurement file", origin=origin) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"cannot read the measurement ({error})", origin=origin) from None
+    text = read_text_file(path, "measurement file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
