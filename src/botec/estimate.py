@@ -393,6 +393,14 @@ def given_quantities(contract: Contract, base_dir: Path | None = None) -> tuple[
             power = _stated(accelerator.tdp, "supply.accelerator.tdp")
     if supply.storage is not None:
         given["storage_write_bytes_per_s"] = _stated(supply.storage.write_bandwidth, "supply.storage.write_bandwidth")
+    given |= _facility_given(supply, power)
+    return given, accelerator_name, optimizer_name
+
+
+def _facility_given(supply, device_power: Given | None) -> dict[str, Given]:
+    """Power (the device's TDP unless stated), PUE and price: the inputs of cost and energy."""
+    given: dict[str, Given] = {}
+    power = device_power
     if supply.power_per_accelerator is not None:
         power = _stated(supply.power_per_accelerator, "supply.power_per_accelerator")
     if power is not None:
@@ -402,7 +410,7 @@ def given_quantities(contract: Contract, base_dir: Path | None = None) -> tuple[
     if supply.price_per_accelerator_hour is not None:
         given["price_per_accelerator_hour"] = _stated(supply.price_per_accelerator_hour,
                                                       "supply.price_per_accelerator_hour")
-    return given, accelerator_name, optimizer_name
+    return given
 
 
 def choices_of(contract: Contract) -> dict[str, str]:
@@ -529,15 +537,7 @@ def serving_given(contract: Contract, base_dir: Path | None = None) -> tuple[dic
         given["memory_bandwidth_bytes_per_s"] = _stated(accelerator.memory_bandwidth,
                                                         "supply.accelerator.memory_bandwidth")
         power = None if accelerator.tdp is None else _stated(accelerator.tdp, "supply.accelerator.tdp")
-    if supply.power_per_accelerator is not None:
-        power = _stated(supply.power_per_accelerator, "supply.power_per_accelerator")
-    if power is not None:
-        given["accelerator_power_watts"] = power
-    if supply.pue is not None:
-        given["pue"] = _stated(supply.pue, "supply.pue")
-    if supply.price_per_accelerator_hour is not None:
-        given["price_per_accelerator_hour"] = _stated(supply.price_per_accelerator_hour,
-                                                      "supply.price_per_accelerator_hour")
+    given |= _facility_given(supply, power)
     if supply.api_price is not None:
         api = supply.api_price
         for name, stated, field in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
