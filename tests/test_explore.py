@@ -208,3 +208,16 @@ def test_cheapest_accelerator_for_a_training_run(cli):
     # same MFU, so the fastest peak needs the fewest accelerator-hours: H100 (989 TFLOP/s) first
     assert out.startswith("best: h100-sxm")
     assert "l4: does not fit in memory" in out      # 24 GB cannot hold 70B's sharded state and activations
+
+
+def test_solve_on_a_serving_contract(cli):
+    serving = EXAMPLES / "serve-llama3.1-8b-h100.yaml"
+    code, out, err = cli("solve", str(serving), "--minimize", "supply.count")
+    assert code == 2 and "botec search" in err
+    # the bandwidth efficiency that makes the TPOT 30 ms at the chosen batch
+    code, out, err = cli("solve", str(serving), "--find", "assumptions.decode_bandwidth_efficiency", "--given",
+                         "time_per_output_token_seconds=30 ms")
+    assert code == 0, err
+    value = float(out.split("=")[1].split()[0])
+    check = estimate_file(serving, [f"assumptions.decode_bandwidth_efficiency={value}"])
+    assert check.value("time_per_output_token_seconds") == pytest.approx(0.030, rel=1e-6)

@@ -67,6 +67,9 @@ def optimize(contract: Contract, variable: str, direction: str, constraints: lis
     """The smallest (``min``) or largest (``max``) value of ``variable`` meeting the constraints."""
     from botec.estimate import given_quantities
 
+    if contract.workload.kind != "training":
+        raise ContractError("--minimize/--maximize search training layouts; for serving, `botec search` finds the "
+                            "cheapest accelerator and TP degree", field="workload.kind")
     base, _, _ = given_quantities(contract)
     axis = parse_axis(over or f"{variable}={_default_range(contract, variable)}", base)
     if axis.path != variable:
@@ -118,9 +121,9 @@ def back_solve(contract: Contract, input_field: str, target: str) -> tuple[float
     """The value of one assumption that makes a quantity equal an observed figure (bisection).
 
     Returns (assumption value, the quantity's value there)."""
-    from botec.estimate import choices_of, given_quantities
+    from botec.estimate import choices_of, given_quantities, serving_given
 
-    base, _, _ = given_quantities(contract)
+    base = (serving_given if contract.workload.kind == "serving" else given_quantities)(contract)[0]
     inputs = {g.field: name for name, g in base.items() if g.field}
     if input_field not in inputs:
         raise ContractError(f"cannot solve for {input_field!r}: not an input of this contract", field="--find")
