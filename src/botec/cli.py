@@ -931,12 +931,19 @@ def _root(
     """Capacity planning for AI workloads."""
 
 
+def _one_line(text: str) -> str:
+    """Control characters (a user's stray newline in a value) shown escaped, so an error stays one line."""
+    import re
+
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group(0))[1:-1], text)
+
+
 def main() -> None:
     """Console entry point: user errors become one line and exit code 2; nothing becomes a traceback."""
     try:
         app(standalone_mode=True)
     except UserError as error:
-        typer.echo(f"botec: error: {error}", err=True)
+        typer.echo(f"botec: error: {_one_line(str(error))}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("botec: interrupted", err=True)

@@ -753,6 +753,10 @@ def _one_line(error: ValidationError) -> ContractError:
             message = message[len(prefix):]
     if kind == "literal_error":
         message = f"{message}, got {first.get('input')!r}"
+    if kind == "union_tag_invalid":
+        expected = context.get("expected_tags", "")
+        message = f"expected one of {expected}, got {context.get('tag', first.get('input'))!r}"
+        field = f"{field}.kind" if field else "kind"
     if kind in ("model_type", "dict_type"):
         message = f"expected a mapping of fields, got {first.get('input')!r}"
     return ContractError(message, field=field)
