@@ -214,3 +214,31 @@ def test_the_html_report_opens_offline_with_every_plot(tmp_path, cli):
         browser.close()
     assert figures == 4 and rendered >= 4
     assert [url for url in requests if not url.startswith("file://")] == []     # nothing from the network
+
+
+def test_no_request_gets_a_500(client):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=False, allow_infinity=False),
+                        st.text(max_size=20))
+    bodies = st.one_of(
+        st.dictionaries(st.sampled_from(["contract", "overrides", "units", "figures", "quantity", "axes", "x"]),
+                        st.one_of(scalars, st.lists(scalars, max_size=3),
+                                  st.dictionaries(st.text(max_size=30), scalars, max_size=3)), max_size=4),
+        st.fixed_dictionaries({"contract": st.just(LESSON_TEXT),
+                               "overrides": st.dictionaries(st.sampled_from(["supply.count", "strategy.micro_batch_size",
+                                                                             "assumptions.headroom", "workload.model",
+                                                                             "supply.accelerator", "strategy.x"]),
+                                                            scalars, max_size=2)}),
+    )
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.sampled_from(["/api/estimate", "/api/explain", "/api/report", "/api/sweep"]), bodies)
+    def check(path, body):
+        response = client.post(path, json=body)
+        assert response.status_code < 500, (path, body, response.text)
+        if response.status_code >= 400:
+            assert response.json()["error"]["message"]
+
+    check()
