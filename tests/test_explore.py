@@ -221,3 +221,28 @@ def test_solve_on_a_serving_contract(cli):
     value = float(out.split("=")[1].split()[0])
     check = estimate_file(serving, [f"assumptions.decode_bandwidth_efficiency={value}"])
     assert check.value("time_per_output_token_seconds") == pytest.approx(0.030, rel=1e-6)
+
+
+@pytest.mark.parametrize("distribution", ["triangular", "uniform", "normal", "lognormal"])
+def test_named_distributions(distribution):
+    data = json.loads(load_contract(LESSON).model_dump_json())
+    data["assumptions"]["single_accelerator_mfu"] = {"value": 0.3, "low": 0.2, "high": 0.45,
+                                                     "distribution": distribution}
+    data["assumptions"]["scaling_efficiency"] = {"value": 0.8}        # only the MFU varies
+    result = estimate(parse_contract(data))
+    mc = monte_carlo(result, samples=20_000, seed=1)
+    p10, p50, p90 = mc.percentiles["run_seconds"]
+    assert p10 <= p50 <= p90
+    if distribution == "normal":
+        # run time ∝ 1 / MFU: its median sits at the mean MFU's run time
+        assert p50 == pytest.approx(result.value("run_seconds"), rel=0.02)
+    if distribution == "uniform":
+        # MFU uniform on [0.2, 0.45]: P50 of 1/MFU is 1/0.325
+        assert p50 == pytest.approx(result.value("run_seconds") * 0.3 / 0.325, rel=0.02)
+
+
+def test_unknown_distribution_is_refused():
+    data = json.loads(load_contract(LESSON).model_dump_json())
+    data["assumptions"]["headroom"] = {"value": 0.25, "low": 0.1, "high": 0.4, "distribution": "gamma"}
+    with pytest.raises(ContractError, match="distribution must be one of triangular, uniform, normal, lognormal"):
+        parse_contract(data)

@@ -44,9 +44,11 @@ class Stated(BaseModel):
     high: Optional[float] = None
     source: Optional[str] = None
     provenance: Literal["assumed", "measured"] = "assumed"
+    distribution: Literal["triangular", "uniform", "normal", "lognormal"] = "triangular"
 
 
-_STATED_KEYS = {"value", "low", "high", "source", "provenance"}
+_STATED_KEYS = {"value", "low", "high", "source", "provenance", "distribution"}
+DISTRIBUTIONS = ("triangular", "uniform", "normal", "lognormal")
 
 
 def quantity(
@@ -95,7 +97,8 @@ def quantity(
             unknown = set(raw) - _STATED_KEYS
             if unknown:
                 raise ValueError(
-                    f"unknown key {sorted(unknown)[0]!r}; a ranged value has keys value, low, high, source, provenance"
+                    f"unknown key {sorted(unknown)[0]!r}; a ranged value has keys value, low, high, source, provenance, "
+                    "distribution"
                 )
             if "value" not in raw:
                 raise ValueError("a ranged value needs 'value' (and optionally low, high, source)")
@@ -110,13 +113,18 @@ def quantity(
             provenance = raw.get("provenance", "assumed")
             if provenance not in ("assumed", "measured"):
                 raise ValueError(f"provenance must be 'assumed' or 'measured', got {provenance!r}")
+            distribution = raw.get("distribution", "triangular")
+            if distribution not in DISTRIBUTIONS:
+                raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+            if distribution == "lognormal" and (low is not None and low <= 0):
+                raise ValueError("a lognormal range needs a positive low")
             return Stated(value=value, low=low, high=high, source=None if source is None else str(source),
-                          provenance=provenance)
+                          provenance=provenance, distribution=distribution)
         return Stated(value=parse(raw))
 
     schema = {
         "description": f"{description}. {requirement[0].upper() + requirement[1:]}: {expected}; "
-                       "or a mapping {value, low, high, source, provenance}.",
+                       "or a mapping {value, low, high, source, provenance, distribution}.",
         "anyOf": [
             {"type": "number"},
             {"type": "string"},
@@ -128,6 +136,7 @@ def quantity(
                     "high": {"type": ["number", "string"]},
                     "source": {"type": "string"},
                     "provenance": {"enum": ["assumed", "measured"]},
+                    "distribution": {"enum": list(DISTRIBUTIONS)},
                 },
                 "required": ["value"],
                 "additionalProperties": False,

@@ -54,7 +54,7 @@ class Estimate:
 
 
 def _stated(stated: Stated, field: str) -> Given:
-    return Given(stated.value, stated.provenance, stated.source, field, stated.low, stated.high)
+    return Given(stated.value, stated.provenance, stated.source, field, stated.low, stated.high, stated.distribution)
 
 
 def resolve_architecture(model: ModelSpec, base_dir: Path | None = None) -> Architecture | None:

@@ -77,6 +77,7 @@ class Given:
     field: str | None = None  # the contract path it was read from, e.g. "supply.count"
     low: float | None = None
     high: float | None = None
+    distribution: str = "triangular"  # how Monte Carlo samples the range
 
 
 @dataclass(frozen=True)

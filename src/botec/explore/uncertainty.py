@@ -1,8 +1,13 @@
 """Uncertainty and sensitivity: what the stated ranges (``low``/``high``) do to every output.
 
-Monte Carlo samples each ranged input from a triangular distribution (low, value, high) — the
-stated value is the most likely, the range its ends — with a seeded generator, evaluates the graph
-once on the sample arrays and reports percentiles. Sensitivity moves one input at a time from its
+Monte Carlo samples each ranged input with a seeded generator, evaluates the graph once on the
+sample arrays and reports percentiles. The input's ``distribution`` says how:
+
+- ``triangular`` (default): low, value (the most likely), high;
+- ``uniform``: anywhere between low and high;
+- ``normal``: mean = value, low and high taken as the 10th and 90th percentiles, clipped to them
+  stretched by half the range (so a ratio cannot turn negative);
+- ``lognormal``: the same in log space (for factors that scale multiplicatively). Sensitivity moves one input at a time from its
 low to its high end, the others at their values, and ranks the swings (a tornado table).
 """
 
@@ -27,6 +32,22 @@ def ranged_inputs(given: dict[str, Given]) -> dict[str, Given]:
     return {name: g for name, g in given.items() if g.low is not None or g.high is not None}
 
 
+_Z90 = 1.2815515655446004  # the standard normal's 90th percentile
+
+
+def draw(generator, distribution: str, low: float, value: float, high: float, samples: int):
+    """``samples`` draws of one input from its stated range."""
+    if distribution == "uniform":
+        return generator.uniform(low, high, samples)
+    if distribution in ("normal", "lognormal"):
+        to, back = (np.log, np.exp) if distribution == "lognormal" else (lambda x: x, lambda x: x)
+        centre, spread = to(value), (to(high) - to(low)) / (2 * _Z90)
+        span = (to(high) - to(low)) / 2
+        drawn = generator.normal(centre, spread, samples)
+        return back(np.clip(drawn, to(low) - span, to(high) + span))
+    return generator.triangular(low, value, high, samples)
+
+
 @dataclass
 class MonteCarlo:
     samples: int
@@ -47,11 +68,11 @@ def monte_carlo(result: Estimate, samples: int = 10_000, seed: int = 0, deadline
         low = g.low if g.low is not None else g.value
         high = g.high if g.high is not None else g.value
         if high > low:
-            values = generator.triangular(low, g.value, high, samples)
+            values = draw(generator, g.distribution, float(low), float(g.value), float(high), samples)
             varied.append(name)
         else:
             values = np.full(samples, float(g.value))
-        given[name] = Given(values, g.provenance, g.source, g.field, g.low, g.high)
+        given[name] = Given(values, g.provenance, g.source, g.field, g.low, g.high, g.distribution)
     with np.errstate(divide="ignore", invalid="ignore"):
         quantities = evaluate(given, wanted=list(result.quantities), choices=choices_of(result.contract))
     percentiles = {}
