@@ -23,7 +23,7 @@ exactly (tests/test_architecture.py).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -140,10 +140,6 @@ class ParameterBreakdown:
         (a tied embedding still does the output matmul, so it is counted once)."""
         lookup = self.embeddings if self.lm_head else self.embeddings - self.parts.get("token_embeddings", 0)
         return self.active - lookup
-
-    @property
-    def expert_total(self) -> int:
-        return self.experts
 
 
 def _norm_parameters(arch: Architecture, width: int) -> int:
@@ -357,6 +353,3 @@ def as_dict(arch: Architecture) -> dict:
     """The architecture as plain data (for JSON output)."""
     return asdict(arch)
 
-
-def with_name(arch: Architecture, name: str) -> Architecture:
-    return replace(arch, name=name)

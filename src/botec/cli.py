@@ -42,14 +42,10 @@ class Units(str, enum.Enum):
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so a failure leaves nothing half-written."""
-    temporary = path.with_name(f".{path.name}.botec-tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write ({error.strerror or error})") from None
+    """Write ``text`` to ``path`` so that a failure leaves nothing half-written."""
+    from botec.errors import write_text_atomically
+
+    write_text_atomically(path, text)
 
 
 def _emit(text: str, output: Optional[Path]) -> None:
@@ -397,8 +393,6 @@ def measure(
     if fake:
         _measure_fake(result, architecture, micro, sequence)
         return
-    import torch
-
     from botec.measure import measurement as files
     from botec.measure.harness import Options
     from botec.measure.harness import measure as run_measure
@@ -707,7 +701,7 @@ def solve(
         rows = best_accelerator(loaded, variable, "min" if minimize else "max", subject_to, keys)
         unit = definitions()[variable].unit
         if rows[0][1] is None:
-            raise UserError(f"no accelerator meets the constraints: " +
+            raise UserError("no accelerator meets the constraints: " +
                             "; ".join(f"{key}: {why}" for key, _, why in rows))
         typer.echo(f"best: {rows[0][0]} ({variable} = {format_quantity(rows[0][1], unit)})")
         for key, value, why in rows:
@@ -746,7 +740,6 @@ def search(
     loaded = load_contract(contract)
     if loaded.workload.kind == "serving":
         from botec.explore.search import search_serving
-        from botec.units import format_quantity
 
         rows = search_serving(loaded, top)
         if format is Format.json:

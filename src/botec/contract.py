@@ -246,8 +246,8 @@ class ModelSpec(_Section):
             missing = [f for f in ("parameters", "layers", "hidden_size") if getattr(self, f) is None]
             if missing:
                 raise ContractError(
-                    f"required field is missing (a model is a catalog name, a config.json, an architecture, "
-                    f"or parameters with layers and hidden_size)", field=f"workload.model.{missing[0]}")
+                    "required field is missing (a model is a catalog name, a config.json, an architecture, "
+                    "or parameters with layers and hidden_size)", field=f"workload.model.{missing[0]}")
         return self
 
     @property

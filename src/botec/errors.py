@@ -3,7 +3,7 @@ the CLI prints it and exits with code 2."""
 
 from __future__ import annotations
 
-__all__ = ["ContractError", "UserError", "read_text_file"]
+__all__ = ["ContractError", "UserError", "read_text_file", "write_text_atomically"]
 
 
 class UserError(Exception):
@@ -32,3 +32,19 @@ def read_text_file(path, what: str = "file") -> str:
         raise ContractError(f"no such {what}", origin=origin) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ContractError(f"cannot read the {what} ({error.__class__.__name__}: {error})", origin=origin) from None
+
+
+def write_text_atomically(path, text: str) -> None:
+    """Write ``text`` through a temporary file renamed into place: the file appears whole or not at all."""
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.botec-tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        raise UserError(f"{path}: cannot write ({error.strerror or error})") from None
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -8,14 +8,13 @@ temporary file renamed into place), so an interrupted run leaves nothing behind.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from botec.errors import ContractError, read_text_file
+from botec.errors import ContractError, read_text_file, write_text_atomically
 
 SCHEMA = "botec.measurement/1"
 PHASES = ("input_wait_seconds", "forward_backward_seconds", "sync_seconds", "optimizer_seconds", "step_seconds")
@@ -133,13 +132,7 @@ def summarize(samples: list[Sample], tokens_per_step: int, flops_per_token: floa
 
 def write(measurement: Measurement, path: Path) -> None:
     """Write atomically: the file appears whole or not at all."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.botec-tmp")
-    try:
-        temporary.write_text(measurement.model_dump_json(by_alias=True, indent=2), encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_text_atomically(path, measurement.model_dump_json(by_alias=True, indent=2))
 
 
 def read(path: str | Path) -> Measurement:

@@ -39,6 +39,11 @@ declare_input("headroom", account="memory", unit="1",
               meaning="extra share of planned memory kept free for peaks and fragmentation")
 
 
+def _held(bytes_per_parameter, dense_parameters, dense_shards, expert_parameters, expert_shards):
+    """Bytes one accelerator holds of one kind of state: b × (dense / its shards + experts / theirs)."""
+    return bytes_per_parameter * (dense_parameters / dense_shards + expert_parameters / expert_shards)
+
+
 def _shards(zero_stage, stage, degree):
     """Ways a state is split: ``degree`` once the ZeRO stage reaches ``stage``, else 1."""
     return where(zero_stage >= stage, degree, 1)
@@ -98,9 +103,8 @@ def expert_sharding_degree(sharding_degree, expert_parallel):
                     " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3 else 1))")
 def weight_memory_bytes(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
                         expert_parameters_per_device, expert_sharding_degree, zero_stage):
-    return weight_bytes_per_parameter * (dense_parameters_per_device / weight_shards
-                                         + expert_parameters_per_device / _shards(zero_stage, 3,
-                                                                                  expert_sharding_degree))
+    return _held(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
+                 expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree))
 
 
 @formula(account="memory", unit="B", meaning="gradients held by one accelerator",
@@ -108,9 +112,8 @@ def weight_memory_bytes(weight_bytes_per_parameter, dense_parameters_per_device,
                     " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2 else 1))")
 def gradient_memory_bytes(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
                           expert_parameters_per_device, expert_sharding_degree, zero_stage):
-    return gradient_bytes_per_parameter * (dense_parameters_per_device / gradient_shards
-                                           + expert_parameters_per_device / _shards(zero_stage, 2,
-                                                                                    expert_sharding_degree))
+    return _held(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
+                 expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree))
 
 
 @formula(account="memory", unit="B", meaning="master weights and optimizer moments held by one accelerator",
@@ -120,9 +123,9 @@ def gradient_memory_bytes(gradient_bytes_per_parameter, dense_parameters_per_dev
 def optimizer_memory_bytes(master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter,
                            dense_parameters_per_device, optimizer_shards, expert_parameters_per_device,
                            expert_sharding_degree, zero_stage):
-    return ((master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)
-            * (dense_parameters_per_device / optimizer_shards
-               + expert_parameters_per_device / _shards(zero_stage, 1, expert_sharding_degree)))
+    return _held(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter,
+                 dense_parameters_per_device, optimizer_shards, expert_parameters_per_device,
+                 _shards(zero_stage, 1, expert_sharding_degree))
 
 
 @formula(account="memory", unit="B", meaning="persistent training state per accelerator",
