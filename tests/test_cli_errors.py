@@ -206,9 +206,9 @@ strategy: {micro_batch_size: 1}
 """
 
 
-def layout_error(cli, tmp_path, *overrides):
+def layout_error(cli, tmp_path, *overrides, options=()):
     path = write(tmp_path, LLAMA_LAYOUT)
-    args = ["estimate", str(path)]
+    args = ["estimate", str(path), *options]
     for override in overrides:
         args += ["--set", override]
     return cli(*args)
@@ -220,9 +220,23 @@ def test_tp_that_does_not_divide_the_heads(cli, tmp_path):
                                           "attention heads")
 
 
-def test_pp_that_does_not_divide_the_layers(cli, tmp_path):
-    code, out, err = layout_error(cli, tmp_path, "strategy.pipeline_parallel=16", "workload.model=llama-2-13b")
-    assert_one_line_error(code, out, err, "strategy.pipeline_parallel: 16 stages do not divide the 40 layers")
+def test_more_stages_than_layers(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.pipeline_parallel=64", "workload.model=llama-2-13b")
+    assert_one_line_error(code, out, err, "strategy.pipeline_parallel: 64 stages for 40 layers: every stage needs "
+                                          "a layer")
+
+
+def test_stage_list_that_does_not_hold_the_layers(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.pipeline_parallel=4",
+                                  "strategy.pipeline_stage_layers=[8, 8, 8, 9]")
+    assert_one_line_error(code, out, err, "strategy.pipeline_stage_layers: the stages hold 33 layers, but "
+                                          "Llama 2 7B has 32")
+
+
+def test_stage_list_of_another_length(cli, tmp_path):
+    code, out, err = layout_error(cli, tmp_path, "strategy.pipeline_parallel=2",
+                                  "strategy.pipeline_stage_layers=[8, 8, 8, 8]")
+    assert_one_line_error(code, out, err, "strategy.pipeline_stage_layers: lists 4 stages, but pipeline_parallel is 2")
 
 
 def test_layout_that_does_not_divide_the_accelerators(cli, tmp_path):
@@ -298,6 +312,50 @@ def test_unknown_node_preset(cli, tmp_path):
 
 
 def test_several_nodes_need_an_inter_node_bandwidth(cli, tmp_path):
+    """The component step model needs the data-parallel all-reduce's time, which crosses nodes."""
     code, out, err = layout_error(cli, tmp_path, "supply.cluster={accelerators_per_node: 8, intra_node: "
-                                                 "{bandwidth: 450 GB/s}}")
-    assert_one_line_error(code, out, err, "supply.cluster.inter_node: 64 accelerators span several nodes of 8")
+                                                 "{bandwidth: 450 GB/s}}", "assumptions.step_time_model=components")
+    assert_one_line_error(code, out, err, "supply.cluster.inter_node.bandwidth: needed for step_seconds: the "
+                                          "data-parallel gradient all-reduces span 64 accelerators across nodes of 8")
+
+
+def test_an_unstated_tier_is_named_where_the_lesson_method_only_compares(cli, tmp_path):
+    """The efficiency model's step needs no link: the estimate runs, and the network finding names the field."""
+    code, out, err = layout_error(cli, tmp_path, "supply.cluster={accelerators_per_node: 8, intra_node: "
+                                                 "{bandwidth: 450 GB/s}}", "strategy.zero_stage=1", options=("-f", "json"))
+    import json
+
+    assert code == 0, err
+    result = json.loads(out)
+    names = {q["name"] for q in result["quantities"]}
+    assert "collective_floor_seconds" not in names and "dp_link_bytes_per_s" not in names
+    assert "tp_link_bytes_per_s" in names          # TP 1 needs no link, but its tier is known
+    network = [f["message"] for f in result["findings"] if f["account"] == "network"]
+    assert any("state supply.cluster.inter_node.bandwidth to compare it with the step" in m for m in network)
+
+
+def test_an_inline_device_without_links_on_eight_accelerators(cli, tmp_path):
+    """The review's bug 1: no link, 8 accelerators, components: a one-line error, not a KeyError."""
+    path = write(tmp_path, GOOD.replace("  count: 4 ", "  count: 8 ").replace(
+        "  network:\n    bandwidth: {value: 25 GB/s, source: \"lesson 000: usable interconnect per direction during the "
+        "collective\"}\n", ""))
+    code, out, err = cli("estimate", str(path), "--set", "assumptions.step_time_model=components",
+                         "--set", "assumptions.scaling_efficiency=null")
+    assert_one_line_error(code, out, err, "supply.cluster.intra_node.bandwidth: needed for step_seconds: the "
+                                          "data-parallel gradient all-reduces run over 8 accelerators inside a node")
+
+
+def test_one_accelerator_needs_no_link(cli, tmp_path):
+    """A single accelerator has no collectives: no bandwidth is needed, none is invented."""
+    path = write(tmp_path, GOOD.replace("  count: 4 ", "  count: 1 ").replace(
+        "  network:\n    bandwidth: {value: 25 GB/s, source: \"lesson 000: usable interconnect per direction during the "
+        "collective\"}\n", ""))
+    code, out, err = cli("estimate", str(path), "--set", "assumptions.step_time_model=components",
+                         "--set", "assumptions.scaling_efficiency=null", "-f", "json")
+    import json
+
+    assert code == 0, err
+    q = {item["name"]: item for item in json.loads(out)["quantities"]}
+    assert q["communication_seconds"]["value"] == 0 and q["collective_floor_seconds"]["value"] == 0
+    assert q["gradient_all_reduce_seconds"]["condition"] == "gradient_all_reduce_ranks = 1"
+    assert not any(name.endswith("_link_bytes_per_s") for name in q)

@@ -68,13 +68,33 @@ def test_explain_on_the_reference_workload_by_default(cli):
     assert out.startswith("run_seconds = training_flops / useful_flops_per_s = 6 × 10¹⁸ FLOP / 192 TFLOP/s = 8.68 h")
 
 
-def test_schema_describes_the_four_sections(cli):
+def test_schema_validates_every_example_and_refuses_what_botec_refuses(cli):
+    """The JSON Schema an editor uses accepts each shipped contract and refuses a misspelt field, a serving field in
+    a training contract and a training count in a serving one, as botec itself does."""
+    import jsonschema
+    import yaml
+
+    from conftest import EXAMPLES
+
     code, out, err = cli("schema")
     assert code == 0, err
     schema = json.loads(out)
-    assert set(schema["required"]) == {"workload", "supply", "strategy"}
-    assert set(schema["properties"]) >= {"workload", "supply", "strategy", "assumptions"}
-    assert "unit" in json.dumps(schema) or "GB" in json.dumps(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        assert not list(validator.iter_errors(data)), path.name
+    lesson = yaml.safe_load((EXAMPLES / "lesson-finetune-1b.yaml").read_text())
+    misspelt = json.loads(json.dumps(lesson))
+    misspelt["supply"]["cuont"] = 4
+    assert list(validator.iter_errors(misspelt))
+    serving_field = json.loads(json.dumps(lesson))
+    serving_field["strategy"]["weight_precision"] = "fp8"
+    assert list(validator.iter_errors(serving_field))
+    serve = yaml.safe_load((EXAMPLES / "serve-llama3.1-8b-h100.yaml").read_text())
+    serve["supply"]["count"] = 8
+    assert list(validator.iter_errors(serve))
+    text = json.dumps(schema)
+    assert "Sequences per accelerator per micro-step B_local" in text and "a count such as" in text
 
 
 def test_init_writes_a_commented_starter_that_estimates(cli, tmp_path):

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from botec.estimate import estimate_file
-from botec.quantities import explain
+from botec.graph.explain import explain
 
 from conftest import LESSON
 
@@ -90,8 +90,9 @@ def test_explain_planned_device_bytes(lesson):
     text = "\n".join(line for _, line in lines)
     assert ("activation_bytes = activation_layers_in_flight × saved_tensor_factor × hidden_state_bytes"
             " = 16 × 8 × 16.8 MB = 2.15 GB") in text
-    assert "hidden_state_bytes = micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element" \
-           " = 2 × 2,048 × 2,048 × 2 B = 16.8 MB" in text
+    assert "hidden_state_bytes = layer_activation_bytes = 16.8 MB  [as sequence_parallel = 0]" in text
+    assert "layer_activation_bytes = micro_batch_size × local_sequence_length × hidden_size × " \
+           "activation_bytes_per_element = 2 × 2,048 × 2,048 × 2 B = 16.8 MB" in text
     assert "state_bytes = weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes = 2 GB + 2 GB + 12 GB" \
            " = 16 GB" in text
     assert "saved_tensor_factor = 8  [assumed, assumptions.saved_tensor_factor" in text

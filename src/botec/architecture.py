@@ -23,7 +23,7 @@ exactly (tests/test_architecture.py).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -339,14 +339,19 @@ def model_catalog() -> dict[str, Architecture]:
 def infer_from_count(parameters: float, layers: int, hidden_size: int) -> Architecture:
     """A GPT-style shape for a bare parameter count (for measuring it): heads of width 128, a plain
     4h MLP, untied embeddings, and the vocabulary that makes the count come out right. A guess,
-    stated as such wherever it is used."""
+    stated as such wherever it is used.
+
+    The count is linear in the vocabulary (an embedding row and an LM-head row per token), so the
+    vocabulary follows from :func:`breakdown` at two sizes: V = (P − count(V=0)) / (count(V=1) − count(V=0)).
+    """
     heads = max(1, hidden_size // 128)
-    per_layer = 4 * hidden_size * hidden_size + 8 * hidden_size * hidden_size + 4 * hidden_size
-    vocab = max(256, round((parameters - layers * per_layer - 2 * hidden_size) / (2 * hidden_size)))
-    return Architecture(name=f"a {parameters / 1e9:.3g}B GPT-style shape inferred from the parameter count",
-                        family="inferred", layers=layers, hidden_size=hidden_size, attention_heads=heads,
-                        kv_heads=heads, ffn_size=4 * hidden_size, vocab_size=vocab, mlp="plain", norm="layernorm",
-                        source="inferred: heads of 128, 4h MLP, untied embeddings")
+    shape = Architecture(name=f"a {parameters / 1e9:.3g}B GPT-style shape inferred from the parameter count",
+                         family="inferred", layers=layers, hidden_size=hidden_size, attention_heads=heads,
+                         kv_heads=heads, ffn_size=4 * hidden_size, vocab_size=0, mlp="plain", norm="layernorm",
+                         source="inferred: heads of 128, 4h MLP, untied embeddings")
+    without = breakdown(shape).total
+    per_token = breakdown(replace(shape, vocab_size=1)).total - without
+    return replace(shape, vocab_size=max(256, round((parameters - without) / per_token)))
 
 
 def as_dict(arch: Architecture) -> dict:

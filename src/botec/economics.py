@@ -1,118 +1,128 @@
-"""Cost and unit economics of a training run: money, energy, cost per million tokens.
+"""Cost and unit economics: money, energy, cost per million tokens, for training runs and serving fleets.
 
-Energy counts the accelerators at their rated power (TDP) scaled by the facility's PUE; hosts,
-network and storage draw more, so it is a lower bound on the facility's energy.
+Three collections of formulas: the facility's inputs both kinds share (``facility``: price, power,
+PUE), a training run's cost and energy (``training``), and a serving fleet's token math
+(``serving``). Energy counts the accelerators at their rated power (TDP) scaled by the
+facility's PUE; hosts, network and storage draw more, so it is a lower bound on the facility's
+energy.
 """
 
-from botec.quantities import declare_input, formula
+from botec.graph import Formulas
 
-declare_input("price_per_accelerator_hour", account="cost", unit="USD/h",
-              meaning="price of one accelerator for one hour")
-declare_input("accelerator_power_watts", account="cost", unit="W",
-              meaning="power drawn by one accelerator (its TDP unless measured)")
-declare_input("pue", account="cost", unit="1",
-              meaning="power usage effectiveness of the facility (total / IT power)")
+SECONDS_PER_DAY = 86_400
+TOKENS_PER_MILLION = 1_000_000
+
+facility = Formulas(account="cost")
+training = Formulas(account="cost")
+serving = Formulas(account="cost")
+
+facility.input("price_per_accelerator_hour", unit="USD/h", meaning="price of one accelerator for one hour")
+facility.input("accelerator_power_watts", unit="W", meaning="power drawn by one accelerator (its TDP unless measured)")
+facility.input("pue", unit="1", meaning="power usage effectiveness of the facility (total / IT power)")
 
 
-@formula(account="cost", unit="USD", meaning="money for the accelerator-hours of the run",
-         expression="accelerator_hours × price_per_accelerator_hour")
+@facility.formula(unit="W", meaning="facility power per accelerator: its power × PUE",
+                  expression="accelerator_power_watts × pue", detail=True)
+def facility_watts_per_accelerator(accelerator_power_watts, pue):
+    """P × PUE: what one accelerator costs the facility in power (accelerators only; hosts draw more)."""
+    return accelerator_power_watts * pue
+
+
+# --- a training run ------------------------------------------------------------------------------
+
+@training.formula(unit="USD", meaning="money for the accelerator-hours of the run",
+                  expression="accelerator_hours × price_per_accelerator_hour")
 def training_cost_usd(accelerator_hours, price_per_accelerator_hour):
     """Cost = accelerator-hours × price per accelerator-hour."""
     return accelerator_hours * price_per_accelerator_hour
 
 
-@formula(account="cost", unit="USD", meaning="training cost per million tokens processed",
-         expression="training_cost_usd / tokens × 1,000,000")
+@training.formula(unit="USD", meaning="training cost per million tokens processed",
+                  expression="training_cost_usd / tokens × 1,000,000")
 def cost_per_million_tokens_usd(training_cost_usd, tokens):
-    return training_cost_usd / tokens * 1e6
+    return training_cost_usd / tokens * TOKENS_PER_MILLION
 
 
-@formula(account="cost", unit="J", meaning="accelerator energy of the run, facility overhead included",
-         expression="accelerators × run_seconds × accelerator_power_watts × pue")
-def energy_joules(accelerators, run_seconds, accelerator_power_watts, pue):
-    """E = N × T × P_accelerator × PUE (accelerators only; hosts and fabric draw more)."""
-    return accelerators * run_seconds * accelerator_power_watts * pue
+@training.formula(unit="J", meaning="accelerator energy of the run, facility overhead included",
+                  expression="accelerators × facility_watts_per_accelerator × run_seconds")
+def energy_joules(accelerators, facility_watts_per_accelerator, run_seconds):
+    """E = N × P × PUE × T (accelerators only; hosts and fabric draw more)."""
+    return accelerators * facility_watts_per_accelerator * run_seconds
 
 
-@formula(account="cost", unit="USD", meaning="training cost per billion tokens trained",
-         expression="training_cost_usd / tokens × 1,000,000,000")
-def cost_per_billion_training_tokens_usd(training_cost_usd, tokens):
-    return training_cost_usd / tokens * 1e9
+# --- a serving fleet: token math and unit economics ----------------------------------------------
 
-
-# --- serving: token math and unit economics -----------------------------------------------------
-
-declare_input("api_price_per_million_input_tokens", account="cost", unit="USD",
+serving.input("api_price_per_million_input_tokens", unit="USD",
               meaning="an API's price per million prompt tokens, for comparison")
-declare_input("api_price_per_million_output_tokens", account="cost", unit="USD",
+serving.input("api_price_per_million_output_tokens", unit="USD",
               meaning="an API's price per million generated tokens, for comparison")
 
 
-@formula(account="cost", unit="requests", meaning="requests served per day",
-         expression="requests_per_s × 86,400")
+@serving.formula(unit="requests", meaning="requests served per day", expression="requests_per_s × 86,400")
 def requests_per_day(requests_per_s):
-    return requests_per_s * 86400
+    return requests_per_s * SECONDS_PER_DAY
 
 
-@formula(account="cost", unit="accelerator-hours", meaning="accelerator-hours the fleet occupies per day",
-         expression="serving_accelerators × 24")
+@serving.formula(unit="accelerator-hours", meaning="accelerator-hours the fleet occupies per day",
+                 expression="serving_accelerators × 24")
 def serving_accelerator_hours_per_day(serving_accelerators):
     return serving_accelerators * 24
 
 
-@formula(account="cost", unit="USD", meaning="money per day for the serving fleet",
-         expression="serving_accelerator_hours_per_day × price_per_accelerator_hour")
+@serving.formula(unit="USD", meaning="money per day for the serving fleet",
+                 expression="serving_accelerator_hours_per_day × price_per_accelerator_hour")
 def serving_cost_per_day_usd(serving_accelerator_hours_per_day, price_per_accelerator_hour):
     return serving_accelerator_hours_per_day * price_per_accelerator_hour
 
 
-@formula(account="cost", unit="USD", meaning="cost per request",
-         expression="serving_cost_per_day_usd / requests_per_day")
+@serving.formula(unit="USD", meaning="cost per request", expression="serving_cost_per_day_usd / requests_per_day")
 def cost_per_request_usd(serving_cost_per_day_usd, requests_per_day):
     return serving_cost_per_day_usd / requests_per_day
 
 
-@formula(account="cost", unit="USD", meaning="cost per million prompt tokens (the prefill share of the fleet's time)",
-         expression="serving_cost_per_day_usd × prefill_time_share / (requests_per_day × prompt_tokens) × 1,000,000")
+@serving.formula(unit="USD", meaning="cost per million prompt tokens (the prefill share of the fleet's time)",
+                 expression="serving_cost_per_day_usd × prefill_time_share / (requests_per_day × prompt_tokens)"
+                            " × 1,000,000")
 def cost_per_million_input_tokens_usd(serving_cost_per_day_usd, prefill_time_share, requests_per_day, prompt_tokens):
-    return serving_cost_per_day_usd * prefill_time_share / (requests_per_day * prompt_tokens) * 1e6
+    return serving_cost_per_day_usd * prefill_time_share / (requests_per_day * prompt_tokens) * TOKENS_PER_MILLION
 
 
-@formula(account="cost", unit="USD", meaning="cost per million generated tokens (the decode share of the fleet's time)",
-         expression="serving_cost_per_day_usd × (1 − prefill_time_share) / (requests_per_day × output_tokens)"
-                    " × 1,000,000")
+@serving.formula(unit="USD", meaning="cost per million generated tokens (the decode share of the fleet's time)",
+                 expression="serving_cost_per_day_usd × (1 − prefill_time_share) / (requests_per_day × output_tokens)"
+                            " × 1,000,000")
 def cost_per_million_output_tokens_usd(serving_cost_per_day_usd, prefill_time_share, requests_per_day,
                                        output_tokens):
-    return serving_cost_per_day_usd * (1 - prefill_time_share) / (requests_per_day * output_tokens) * 1e6
+    return (serving_cost_per_day_usd * (1 - prefill_time_share) / (requests_per_day * output_tokens)
+            * TOKENS_PER_MILLION)
 
 
-@formula(account="cost", unit="J", meaning="accelerator energy per token served (prompt and output), PUE included",
-         expression="serving_accelerators × accelerator_power_watts × pue × 86,400"
-                    " / (requests_per_day × (prompt_tokens + output_tokens))")
-def energy_per_token_joules(serving_accelerators, accelerator_power_watts, pue, requests_per_day, prompt_tokens,
+@serving.formula(unit="J", meaning="accelerator energy per token served (prompt and output), PUE included",
+                 expression="serving_accelerators × facility_watts_per_accelerator × 86,400"
+                            " / (requests_per_day × (prompt_tokens + output_tokens))")
+def energy_per_token_joules(serving_accelerators, facility_watts_per_accelerator, requests_per_day, prompt_tokens,
                             output_tokens):
     """The fleet draws its rated power all day, busy or not: an upper bound per token."""
-    return (serving_accelerators * accelerator_power_watts * pue * 86400
+    return (serving_accelerators * facility_watts_per_accelerator * SECONDS_PER_DAY
             / (requests_per_day * (prompt_tokens + output_tokens)))
 
 
-@formula(account="cost", unit="USD", meaning="what one request costs through the API",
-         expression="(prompt_tokens × api_price_per_million_input_tokens + output_tokens"
-                    " × api_price_per_million_output_tokens) / 1,000,000")
+@serving.formula(unit="USD", meaning="what one request costs through the API",
+                 expression="(prompt_tokens × api_price_per_million_input_tokens + output_tokens"
+                            " × api_price_per_million_output_tokens) / 1,000,000")
 def api_cost_per_request_usd(prompt_tokens, api_price_per_million_input_tokens, output_tokens,
                              api_price_per_million_output_tokens):
     return (prompt_tokens * api_price_per_million_input_tokens
-            + output_tokens * api_price_per_million_output_tokens) / 1e6
+            + output_tokens * api_price_per_million_output_tokens) / TOKENS_PER_MILLION
 
 
-@formula(account="cost", unit="USD", meaning="what the traffic costs per day through the API",
-         expression="api_cost_per_request_usd × requests_per_day")
+@serving.formula(unit="USD", meaning="what the traffic costs per day through the API",
+                 expression="api_cost_per_request_usd × requests_per_day")
 def api_cost_per_day_usd(api_cost_per_request_usd, requests_per_day):
     return api_cost_per_request_usd * requests_per_day
 
 
-@formula(account="cost", unit="requests/s", meaning="traffic at which one always-on replica costs as much as the API",
-         expression="replica_accelerators × price_per_accelerator_hour / 3,600 / api_cost_per_request_usd")
+@serving.formula(unit="requests/s", meaning="traffic at which one always-on replica costs as much as the API",
+                 expression="replica_accelerators × price_per_accelerator_hour / 3,600 / api_cost_per_request_usd")
 def break_even_requests_per_s(replica_accelerators, price_per_accelerator_hour, api_cost_per_request_usd):
     """Below it the API is cheaper; above it (up to a replica's capacity) self-hosting is."""
     return replica_accelerators * price_per_accelerator_hour / 3600 / api_cost_per_request_usd

@@ -26,6 +26,7 @@ __all__ = [
     "parse_quantity",
     "format_quantity",
     "format_number",
+    "dimension_of_unit",
 ]
 
 
@@ -105,6 +106,16 @@ def _build_dimensions() -> dict[str, tuple[str, dict[str, float]]]:
 
 DIMENSIONS: dict[str, tuple[str, dict[str, float]]] = _build_dimensions()
 """dimension name -> (what a user should write, {unit spelling: factor to the base unit})."""
+
+# The dimension a value in a quantity's unit is read in (counts for every unit not listed).
+_DIMENSION_OF_UNIT = {"s": "seconds", "B": "bytes", "B/parameter": "bytes", "B/s": "byte_rate",
+                      "FLOP/s": "flop_rate", "FLOP": "flop", "USD": "usd", "USD/h": "usd_per_hour", "W": "watts",
+                      "fraction": "ratio", "1": "ratio"}
+
+
+def dimension_of_unit(unit: str) -> str:
+    """The dimension to parse a value of a quantity in ``unit`` with (``"B/s"`` -> ``"byte_rate"``)."""
+    return _DIMENSION_OF_UNIT.get(unit, "count")
 
 _NUMBER = re.compile(
     r"""^\s*(?P<currency>\$)?\s*

@@ -14,7 +14,7 @@ from importlib import resources
 from botec.units import parse_quantity
 
 __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "accelerators", "node_presets", "optimizer_presets",
-           "did_you_mean"]
+           "did_you_mean", "catalog_revised"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,12 @@ class OptimizerPreset:
 
     @property
     def state_bytes_per_parameter(self) -> float:
-        return (self.weight_bytes_per_parameter + self.gradient_bytes_per_parameter
-                + self.master_weight_bytes_per_parameter + self.optimizer_state_bytes_per_parameter)
+        """The lesson's total, by the training graph's own formula."""
+        from botec.training.memory import unsharded_state_bytes_per_parameter
+
+        return unsharded_state_bytes_per_parameter(self.weight_bytes_per_parameter, self.gradient_bytes_per_parameter,
+                                                   self.master_weight_bytes_per_parameter,
+                                                   self.optimizer_state_bytes_per_parameter)
 
 
 def load_yaml_text(text: str):
@@ -99,6 +103,23 @@ def accelerators() -> dict[str, CatalogAccelerator]:
             figure_sources=entry.get("figure_sources") or {},
         )
     return catalog
+
+
+@lru_cache(maxsize=None)
+def catalog_revised() -> str:
+    """When the shipped catalogs (accelerators, nodes, models) were last reviewed: the latest of their dates.
+
+    Read from each file's top-level ``revised:`` line, without parsing the whole file (reports print it).
+    """
+    import re
+
+    dates = []
+    for name in ("hardware.yaml", "nodes.yaml", "models.yaml"):
+        text = resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8")
+        match = re.search(r'^revised:\s*"?([0-9-]+)"?', text, re.MULTILINE)
+        if match:
+            dates.append(match.group(1))
+    return max(dates, default="unknown")
 
 
 @lru_cache(maxsize=None)

@@ -1,9 +1,12 @@
 """The layout search: every TP × PP × CP × DP (EP) × ZeRO × micro-batch × recomputation × SP ×
-interleaving layout of a training contract, pruned by divisibility, evaluated in one vectorized
-pass, ranked by step time (or cost), best first.
+interleaving layout of a training contract, pruned by the layout rules, evaluated in one vectorized
+pass, ranked by step time (or cost), best first; and for serving, each accelerator × TP degree.
 
-Calculon's `llm-optimal-execution` builds a model object per candidate (100–200 candidates/s on
-two cores, research note §3.4); here each formula runs once per chunk of a million candidates.
+The values tried come from :func:`botec.layout.candidates` (every value the rules allow for the
+model and the accelerator count, within :data:`botec.layout.SEARCH_BOUNDS`), and the rules that
+prune them are the ones ``botec estimate`` checks: a layout the search ranks is one the estimate
+accepts. Calculon's `llm-optimal-execution` builds a model object per candidate (100–200
+candidates/s on two cores); here each formula runs once per chunk of a million candidates.
 """
 
 from __future__ import annotations
@@ -13,49 +16,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from botec.contract import Contract
 from botec.errors import ContractError
 from botec.explore.space import Axis, Space, evaluate_space
+from botec.inputs import Inputs
+from botec.layout import SEARCH_BOUNDS, Recompute, candidates
+
+__all__ = ["LAYOUT_FIELDS", "SearchResult", "default_axes", "search", "as_overrides", "search_serving"]
 
 LAYOUT_FIELDS = ("strategy.tensor_parallel", "strategy.pipeline_parallel", "strategy.virtual_pipeline_stages",
                  "strategy.context_parallel", "strategy.expert_parallel", "strategy.zero_stage",
                  "strategy.micro_batch_size", "strategy.recompute", "strategy.sequence_parallel")
-_RECOMPUTE = {0: "none", 1: "selective", 2: "full"}
 
 
-def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
-
-
-def default_axes(contract: Contract) -> list[Axis]:
+def default_axes(inputs: Inputs) -> list[Axis]:
     """Every value each layout field can take for this model and accelerator count."""
-    from botec.estimate import resolve_architecture
-
-    arch = resolve_architecture(contract.workload.model)
-    if arch is None:
-        raise ContractError("the layout search needs the model's shape (heads, layers): give a catalog name, a "
-                            "config.json or an architecture", field="workload.model")
-    count = int(contract.supply.count.value)
-    sequence = int(contract.workload.sequence_length.value)
-    experts = arch.moe.experts if arch.moe else 1
-    values = {
-        "strategy.tensor_parallel": _divisors(arch.attention_heads, count),
-        "strategy.pipeline_parallel": _divisors(arch.layers, count),
-        "strategy.virtual_pipeline_stages": [1, 2, 3, 4, 6, 8],
-        "strategy.context_parallel": [c for c in (1, 2, 4, 8) if sequence % c == 0 and c <= count],
-        "strategy.expert_parallel": _divisors(experts, count),
-        "strategy.zero_stage": [0, 1, 2, 3],
-        "strategy.micro_batch_size": [1, 2, 4, 8],
-        "strategy.recompute": [0, 1, 2],
-        "strategy.sequence_parallel": [0, 1],
-    }
-    return [Axis(path, np.array(v, dtype=float)) for path, v in values.items()]
+    values = candidates(inputs.model, int(inputs.layout.accelerators))
+    return [Axis(path, np.array(values[path], dtype=float)) for path in LAYOUT_FIELDS]
 
 
 @dataclass
 class SearchResult:
     candidates: int          # the cross product
-    evaluated: int           # after divisibility pruning
+    evaluated: int           # after the layout rules
     feasible: int            # that fit in memory
     seconds: float
     best: list[dict]         # the top layouts: their fields and headline figures
@@ -65,13 +47,13 @@ class SearchResult:
         return self.candidates / self.seconds if self.seconds else float("inf")
 
 
-def search(contract: Contract, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
+def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
            progress=None) -> SearchResult:
-    """Rank the layouts of ``contract`` by ``objective`` (lower is better) among those that fit."""
-    if contract.workload.kind != "training":
+    """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit."""
+    if inputs.kind != "training":
         raise ContractError("the layout search ranks training layouts", field="workload.kind")
     started = time.perf_counter()
-    space = Space(contract, axes or default_axes(contract))
+    space = Space(inputs, axes or default_axes(inputs))
     wanted = [objective, "memory_spare_bytes", "planned_device_bytes", "step_seconds", "run_seconds",
               "end_to_end_mfu", "accelerator_hours", "pipeline_bubble_seconds", "exposed_communication_seconds"]
     wanted = list(dict.fromkeys(wanted))
@@ -85,7 +67,7 @@ def search(contract: Contract, objective: str = "step_seconds", top: int = 10, a
         if not fits[row]:
             break
         layout = {path: int(columns[path][row]) for path in LAYOUT_FIELDS if path in columns}
-        layout["strategy.recompute"] = _RECOMPUTE[layout.get("strategy.recompute", 0)]
+        layout["strategy.recompute"] = Recompute(layout.get("strategy.recompute", 0)).label
         layout["strategy.sequence_parallel"] = bool(layout.get("strategy.sequence_parallel", 0))
         figures = {name: float(columns[name][row]) for name in wanted}
         best.append({"layout": layout, "figures": figures})
@@ -97,45 +79,38 @@ def as_overrides(layout: dict) -> list[str]:
     """The layout as `--set` overrides, to recompute it with `botec estimate`."""
     overrides = []
     for path, value in layout.items():
-        if path == "strategy.virtual_pipeline_stages" and value > 1:
-            overrides.append("strategy.pipeline_schedule=interleaved")
+        if path == "strategy.virtual_pipeline_stages":
+            overrides.append(f"strategy.pipeline_schedule={'interleaved' if value > 1 else '1f1b'}")
         if path == "strategy.sequence_parallel":
             value = "true" if value else "false"
         overrides.append(f"{path}={value}")
     return overrides
 
 
-def search_serving(contract: Contract, top: int = 10) -> list[dict]:
+def search_serving(inputs: Inputs, top: int = 10) -> list[dict]:
     """Serving: each accelerator (the contract's and its candidates) × each tensor-parallel degree that
     divides the heads within a node, ranked by cost per day (accelerators when no price is stated);
-    only replicas that hold a request and meet the latency targets are kept."""
-    from botec.estimate import estimate, resolve_architecture, unreachable_target
+    only replicas that hold a request and meet the stated latency targets are kept."""
+    from botec.estimate import accelerator_options, evaluate_inputs, unreachable_target
 
-    arch = resolve_architecture(contract.workload.model)
-    supply = contract.supply
-    options = [(supply.accelerator, supply.price_per_accelerator_hour)] if isinstance(supply.accelerator, str) else []
-    options += [(c.accelerator, c.price_per_accelerator_hour) for c in supply.candidates or []
-                if c.accelerator != supply.accelerator]
-    if not options:
-        options = [(supply.accelerator, supply.price_per_accelerator_hour)]
+    options = accelerator_options(inputs.contract) or [(None, None)]
+    per_node = inputs.tiers.accelerators_per_node
+    largest = int(per_node.value) if per_node is not None else SEARCH_BOUNDS.max_serving_tensor_parallel
+    degrees = [t for t in range(1, largest + 1) if inputs.model.attention_heads % t == 0]
     found = []
     for accelerator, price in options:
-        for tp in (1, 2, 4, 8):
-            if arch.attention_heads % tp or (arch.moe and contract.strategy.expert_parallel > tp):
-                continue
-            changed = contract.model_copy(update={
-                "supply": supply.model_copy(update={"accelerator": accelerator, "price_per_accelerator_hour": price,
-                                                    "candidates": None}),
-                "strategy": contract.strategy.model_copy(update={"tensor_parallel": tp})})
+        for tp in degrees:
+            supply = {"candidates": None} | ({"accelerator": accelerator, "price_per_accelerator_hour": price}
+                                             if accelerator is not None else {})
             try:
-                q = estimate(changed, compare=False).quantities
+                q = evaluate_inputs(inputs.rebuild(supply=supply, strategy={"tensor_parallel": tp}))
             except ContractError:
-                continue
+                continue  # a layout rule (EP must divide TP) or a model that does not fit this replica
             if unreachable_target(q):
                 continue
             cost = q["serving_cost_per_day_usd"].value if "serving_cost_per_day_usd" in q else None
-            found.append({"accelerator": accelerator if isinstance(accelerator, str) else accelerator.name,
-                          "tensor_parallel": tp, "replicas": q["replicas"].value,
+            name = accelerator if accelerator is not None else inputs.accelerator_label
+            found.append({"accelerator": name, "tensor_parallel": tp, "replicas": q["replicas"].value,
                           "accelerators": q["serving_accelerators"].value, "batch": q["decode_batch_size"].value,
                           "tpot_seconds": q["time_per_output_token_seconds"].value,
                           "ttft_seconds": q["time_to_first_token_seconds"].value, "cost_per_day_usd": cost})

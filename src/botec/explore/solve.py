@@ -1,5 +1,5 @@
 """Solvers: the best value of one field under constraints, and one assumption back-solved from an
-observed figure. Both run through the same quantity definitions as the estimate."""
+observed figure. Both vary an estimate's inputs through the same quantity definitions."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from botec.contract import Contract
 from botec.errors import ContractError
-from botec.explore.space import Axis, Space, evaluate_space, parse_axis
-from botec.quantities import Given, definitions, evaluate
-from botec.units import UnitError, format_quantity, parse_quantity
+from botec.explore.space import Space, evaluate_space, parse_axis
+from botec.graph import Given, Graph
+from botec.inputs import Inputs
+from botec.units import UnitError, dimension_of_unit, format_quantity, parse_quantity
 
-_DIMENSION_OF_UNIT = {"s": "seconds", "B": "bytes", "B/s": "byte_rate", "FLOP/s": "flop_rate", "FLOP": "flop",
-                      "USD": "usd", "USD/h": "usd_per_hour", "W": "watts", "fraction": "ratio", "1": "ratio"}
+__all__ = ["Constraint", "parse_constraint", "Solution", "optimize", "back_solve", "best_accelerator"]
+
 _CONSTRAINT = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==)\s*(.+?)\s*$")
 _OPERATORS = {"<=": np.less_equal, ">=": np.greater_equal, "<": np.less, ">": np.greater, "==": np.equal}
 
@@ -31,25 +31,24 @@ class Constraint:
         return _OPERATORS[self.operator](columns[self.quantity], self.value)
 
 
-def parse_constraint(text: str) -> Constraint | None:
+def parse_constraint(text: str, graph: Graph, field: str = "--subject-to") -> Constraint | None:
     """``run_seconds <= 7 d`` (the value in the quantity's unit) or ``fits`` (None: the memory check)."""
     if text.strip() == "fits":
         return None
     match = _CONSTRAINT.match(text)
     if not match:
         raise ContractError(f"expected QUANTITY OP VALUE such as 'run_seconds <= 7 d', or 'fits'; got {text!r}",
-                            field="--subject-to")
+                            field=field)
     name, operator, raw = match.groups()
-    registry = definitions()
+    registry = graph.definitions()
     if name not in registry:
         from botec.catalog import did_you_mean
 
-        raise ContractError(f"unknown quantity {name!r}{did_you_mean(name, registry)}", field="--subject-to")
-    dimension = _DIMENSION_OF_UNIT.get(registry[name].unit, "count")
+        raise ContractError(f"unknown quantity {name!r}{did_you_mean(name, registry)}", field=field)
     try:
-        value = parse_quantity(raw, dimension)
+        value = parse_quantity(raw, dimension_of_unit(registry[name].unit))
     except UnitError as error:
-        raise ContractError(f"{name}: {error}", field="--subject-to") from None
+        raise ContractError(f"{name}: {error}", field=field) from None
     return Constraint(name, operator, value, text.strip())
 
 
@@ -62,22 +61,19 @@ class Solution:
     closest: str | None  # when infeasible: the constraint that fails and how close the best came
 
 
-def optimize(contract: Contract, variable: str, direction: str, constraints: list[str], over: str | None = None,
+def optimize(inputs: Inputs, variable: str, direction: str, constraints: list[str], over: str | None = None,
              require_fit: bool = True) -> Solution:
     """The smallest (``min``) or largest (``max``) value of ``variable`` meeting the constraints."""
-    from botec.estimate import given_quantities
-
-    if contract.workload.kind != "training":
+    if inputs.kind != "training":
         raise ContractError("--minimize/--maximize search training layouts; for serving, `botec search` finds the "
                             "cheapest accelerator and TP degree", field="workload.kind")
-    base, _, _ = given_quantities(contract)
-    axis = parse_axis(over or f"{variable}={_default_range(contract, variable)}", base)
+    axis = parse_axis(over or f"{variable}={_default_range(inputs, variable)}", inputs)
     if axis.path != variable:
         raise ContractError(f"--over must range over {variable}, not {axis.path}", field="--over")
-    parsed = [parse_constraint(c) for c in constraints]
+    parsed = [parse_constraint(c, inputs.graph) for c in constraints]
     checks = [c for c in parsed if c is not None]
     wanted = list(dict.fromkeys([c.quantity for c in checks] + ["memory_spare_bytes"]))
-    columns, valid, counts = evaluate_space(Space(contract, [axis]), wanted=wanted)
+    columns, valid, counts = evaluate_space(Space(inputs, [axis]), wanted=wanted)
     ok = valid.copy()
     if require_fit or any(c is None for c in parsed):
         ok &= columns["memory_spare_bytes"] >= 0
@@ -85,24 +81,25 @@ def optimize(contract: Contract, variable: str, direction: str, constraints: lis
         ok &= constraint.holds(columns)
     values = columns[variable]
     if not ok.any():
-        return Solution(None, None, 0, counts["evaluated"], _closest(columns, valid, checks, variable))
+        return Solution(None, None, 0, counts["evaluated"], _closest(inputs, columns, valid, checks, counts))
     index = np.flatnonzero(ok)
     pick = index[np.argmin(values[index])] if direction == "min" else index[np.argmax(values[index])]
     row = {name: float(column[pick]) for name, column in columns.items()}
     return Solution(float(values[pick]), row, int(ok.sum()), counts["evaluated"], None)
 
 
-def _default_range(contract: Contract, variable: str) -> str:
+def _default_range(inputs: Inputs, variable: str) -> str:
     if variable == "supply.count":
-        return f"1..{max(1024, 8 * int(contract.supply.count.value))}"
-    if variable == "strategy.micro_batch_size":
-        return "1..256"
-    if variable == "strategy.gradient_accumulation_steps":
+        return f"1..{max(1024, 8 * int(inputs.layout.accelerators))}"
+    if variable in ("strategy.micro_batch_size", "strategy.gradient_accumulation_steps"):
         return "1..256"
     raise ContractError(f"give the values to try with --over {variable}=...", field="--over")
 
 
-def _closest(columns, valid, checks: list[Constraint], variable: str) -> str:
+def _closest(inputs: Inputs, columns, valid, checks: list[Constraint], counts: dict) -> str:
+    if not valid.any():
+        unplaced = "; ".join(counts.get("unplaced", {})) or "no value tried gives a valid layout"
+        return unplaced
     fits = valid & (columns["memory_spare_bytes"] >= 0)
     if not fits.any():
         return "nothing fits in memory at any value tried"
@@ -111,74 +108,104 @@ def _closest(columns, valid, checks: list[Constraint], variable: str) -> str:
         if not held.any():
             values = columns[constraint.quantity][fits]
             best = values.min() if constraint.operator in ("<=", "<") else values.max()
-            unit = definitions()[constraint.quantity].unit
+            unit = inputs.graph.definitions()[constraint.quantity].unit
             return (f"'{constraint.text}' cannot be met: the best value tried gives "
                     f"{format_quantity(float(best), unit)}")
     return "the constraints cannot all be met at once"
 
 
-def back_solve(contract: Contract, input_field: str, target: str) -> tuple[float, float]:
-    """The value of one assumption that makes a quantity equal an observed figure (bisection).
+def back_solve(inputs: Inputs, input_field: str, target: str) -> tuple[float, float]:
+    """The value of one stated number (or an ``assumptions.`` quantity the graph derives, such as the
+    end-to-end MFU, given in its place) that makes a quantity equal an observed figure, ``QUANTITY=VALUE``.
 
-    Returns (assumption value, the quantity's value there)."""
-    from botec.estimate import choices_of, given_quantities, serving_given
-
-    base = (serving_given if contract.workload.kind == "serving" else given_quantities)(contract)[0]
-    inputs = {g.field: name for name, g in base.items() if g.field}
-    if input_field not in inputs:
-        raise ContractError(f"cannot solve for {input_field!r}: not an input of this contract", field="--find")
-    name = inputs[input_field]
+    Returns (value, the quantity's value there).
+    """
     quantity, sep, raw = target.partition("=")
-    quantity = quantity.strip()
-    constraint = parse_constraint(f"{quantity} == {raw}") if sep else None
+    constraint = parse_constraint(f"{quantity.strip()} == {raw}", inputs.graph, field="--given") if sep else None
     if constraint is None:
         raise ContractError("expected --given QUANTITY=VALUE such as accelerator_hours=1.72M", field="--given")
-    choices = choices_of(contract)
+    return solve_for(inputs, constraint.quantity, constraint.value, input_field)
+
+
+def solve_for(inputs: Inputs, quantity: str, value: float, input_field: str,
+              overrides: dict[str, float] | None = None) -> tuple[float, float]:
+    """Bisection: the value of ``input_field`` (a number the contract states, or ``assumptions.NAME`` /
+    ``NAME`` for a quantity of the graph given in place of its formula) at which ``quantity`` equals
+    ``value``; ``overrides`` pin other quantities meanwhile (a measured size, say).
+
+    Returns (the input's value, the quantity's value there).
+    """
+    graph = inputs.graph
+    registry = graph.definitions(inputs.choices)
+    pinned = {name: Given(float(v), "measured") for name, v in (overrides or {}).items()}
+    name = input_field.removeprefix("assumptions.")
+    if input_field in inputs.variable_fields():
+        def given_at(x: float) -> dict:
+            return inputs.vary({input_field: x}).given | pinned
+
+        if input_field in inputs.stated_fields:
+            first = inputs.stated_fields[input_field][0]
+            current, unit = float(inputs.given[first].value), registry[first].unit
+        else:
+            current, unit = float(inputs.spec[input_field]), "1"
+    elif name in registry:
+        def given_at(x: float) -> dict:
+            return dict(inputs.given) | pinned | {name: Given(x, "assumed")}
+
+        resolved = graph.evaluate(dict(inputs.given) | pinned, wanted=[name], choices=inputs.choices)
+        current, unit = (float(resolved[name].value), registry[name].unit) if name in resolved \
+            else (None, registry[name].unit)
+    else:
+        raise ContractError(f"cannot solve for {input_field!r}: not a number of this contract (variable: "
+                            f"{', '.join(inputs.variable_fields())})", field="--find")
 
     def output(x: float) -> float:
-        changed = dict(base)
-        changed[name] = Given(x, "assumed")
-        return evaluate(changed, wanted=[quantity], choices=choices)[quantity].value
+        resolved = graph.evaluate(given_at(x), wanted=[quantity], choices=inputs.choices)
+        if quantity not in resolved:
+            raise ContractError(inputs.why_absent(quantity, resolved, given_at(x)), field="--given")
+        return resolved[quantity].value
 
-    current = float(base[name].value)
-    low, high = current / 1e3, current * 1e3
-    if input_field.startswith("assumptions.") and definitions()[name].unit in ("1", "fraction"):
+    if unit in ("1", "fraction") and input_field.startswith("assumptions."):
         low, high = 1e-6, 1.0
-    f_low, f_high = output(low) - constraint.value, output(high) - constraint.value
+    elif current:
+        low, high = current / 1e3, current * 1e3
+    else:
+        low, high = 1.0, 1e18  # no value to start from: a bracket wide enough for any rate or size, searched in log
+    geometric = high / low > 1e4
+    f_low, f_high = output(low) - value, output(high) - value
     if f_low * f_high > 0:
-        raise ContractError(f"no value of {input_field} between {low:g} and {high:g} gives {quantity} = {raw.strip()}",
+        raise ContractError(f"no value of {input_field} between {low:g} and {high:g} gives {quantity} = {value:g}",
                             field="--given")
-    for _ in range(200):
-        middle = (low + high) / 2
-        f_middle = output(middle) - constraint.value
+    for _ in range(400):
+        middle = (low * high) ** 0.5 if geometric else (low + high) / 2
+        f_middle = output(middle) - value
         if f_low * f_middle <= 0:
             high, f_high = middle, f_middle
         else:
             low, f_low = middle, f_middle
         if abs(high - low) <= 1e-12 * max(abs(high), 1e-300):
             break
-    value = (low + high) / 2
-    return value, output(value)
+    found = (low + high) / 2
+    return found, output(found)
 
 
-def best_accelerator(contract: Contract, objective: str, direction: str, constraints: list[str],
-                     accelerators: list[str]) -> list[tuple[str, float | None, str]]:
+def best_accelerator(inputs: Inputs, objective: str, direction: str, constraints: list[str],
+                     keys: list[str]) -> list[tuple[str, float | None, str]]:
     """The contract on each catalog accelerator: (key, objective or None, why not), best first."""
-    from botec.catalog import accelerators as catalog
-    from botec.catalog import did_you_mean
-    from botec.estimate import estimate
+    from botec.catalog import accelerators, did_you_mean
+    from botec.estimate import estimate_inputs
 
-    checks = [c for c in (parse_constraint(text) for text in constraints) if c is not None]
-    if objective not in definitions():
-        raise ContractError(f"unknown quantity {objective!r}{did_you_mean(objective, definitions())}",
+    registry = inputs.graph.definitions()
+    checks = [c for c in (parse_constraint(text, inputs.graph) for text in constraints) if c is not None]
+    if objective not in registry:
+        raise ContractError(f"unknown quantity {objective!r}{did_you_mean(objective, registry)}",
                             field="--minimize" if direction == "min" else "--maximize")
     rows = []
-    for key in accelerators:
-        if key not in catalog():
-            raise ContractError(f"unknown accelerator {key!r}{did_you_mean(key, catalog())}", field="--over")
-        changed = contract.model_copy(update={"supply": contract.supply.model_copy(update={"accelerator": key})})
+    for key in keys:
+        if key not in accelerators():
+            raise ContractError(f"unknown accelerator {key!r}{did_you_mean(key, accelerators())}", field="--over")
         try:
-            result = estimate(changed, compare=False)
+            result = estimate_inputs(inputs.rebuild(supply={"accelerator": key}), compare=False)
         except ContractError as error:
             rows.append((key, None, error.detail))
             continue
@@ -190,7 +217,7 @@ def best_accelerator(contract: Contract, objective: str, direction: str, constra
         if failed:
             rows.append((key, None, f"fails {failed[0]!r}"))
         elif objective not in q:
-            rows.append((key, None, f"{objective} is not resolved (a price or power missing?)"))
+            rows.append((key, None, result.inputs.why_absent(objective, q)))
         else:
             rows.append((key, float(q[objective].value), ""))
     sign = 1 if direction == "min" else -1

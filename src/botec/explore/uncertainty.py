@@ -1,14 +1,19 @@
 """Uncertainty and sensitivity: what the stated ranges (``low``/``high``) do to every output.
 
-Monte Carlo samples each ranged input with a seeded generator, evaluates the graph once on the
-sample arrays and reports percentiles. The input's ``distribution`` says how:
+Monte Carlo samples each ranged number of the contract with a seeded generator, varies the
+estimate's inputs with the samples (:meth:`botec.inputs.Inputs.vary`: a sampled link bandwidth
+reaches every group that crosses it) and evaluates the graph once on the sample arrays. The
+number's ``distribution`` says how to sample:
 
 - ``triangular`` (default): low, value (the most likely), high;
 - ``uniform``: anywhere between low and high;
 - ``normal``: mean = value, low and high taken as the 10th and 90th percentiles, clipped to them
   stretched by half the range (so a ratio cannot turn negative);
-- ``lognormal``: the same in log space (for factors that scale multiplicatively). Sensitivity moves one input at a time from its
-low to its high end, the others at their values, and ranks the swings (a tornado table).
+- ``lognormal``: the same in log space (for factors that scale multiplicatively).
+
+Sensitivity moves one number at a time from its low to its high end, the others at their values,
+and ranks the swings (a tornado table). Ranges on the layout's counts (accelerators, batch sizes)
+are not sampled: sweep those (``botec sweep``).
 """
 
 from __future__ import annotations
@@ -17,20 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from botec.estimate import Estimate, choices_of, given_quantities, serving_given
-from botec.quantities import Given, evaluate
+from botec.estimate import Estimate
 
-
-def _given(result: Estimate) -> dict[str, Given]:
-    contract = result.contract
-    if contract.workload.kind == "serving":
-        return serving_given(contract)[0]
-    return given_quantities(contract)[0]
-
-
-def ranged_inputs(given: dict[str, Given]) -> dict[str, Given]:
-    return {name: g for name, g in given.items() if g.low is not None or g.high is not None}
-
+__all__ = ["MonteCarlo", "Swing", "draw", "monte_carlo", "sensitivity"]
 
 _Z90 = 1.2815515655446004  # the standard normal's 90th percentile
 
@@ -48,6 +42,12 @@ def draw(generator, distribution: str, low: float, value: float, high: float, sa
     return generator.triangular(low, value, high, samples)
 
 
+def _ends(given) -> tuple[float, float]:
+    low = given.low if given.low is not None else given.value
+    high = given.high if given.high is not None else given.value
+    return float(low), float(high)
+
+
 @dataclass
 class MonteCarlo:
     samples: int
@@ -55,26 +55,23 @@ class MonteCarlo:
     percentiles: dict[str, tuple[float, float, float]]   # quantity -> (P10, P50, P90)
     probability_fits: float | None
     probability_deadline: float | None
-    varied: list[str]
+    varied: list[str]                                     # the contract fields sampled
 
 
 def monte_carlo(result: Estimate, samples: int = 10_000, seed: int = 0, deadline_seconds: float | None = None
                 ) -> MonteCarlo:
     """P10/P50/P90 of every derived quantity under the stated ranges; reproducible for a seed."""
-    given = dict(_given(result))
+    inputs = result.inputs
     generator = np.random.default_rng(seed)
-    varied = []
-    for name, g in ranged_inputs(given).items():
-        low = g.low if g.low is not None else g.value
-        high = g.high if g.high is not None else g.value
+    changes, varied = {}, []
+    for field, given in inputs.ranged().items():
+        low, high = _ends(given)
         if high > low:
-            values = draw(generator, g.distribution, float(low), float(g.value), float(high), samples)
-            varied.append(name)
-        else:
-            values = np.full(samples, float(g.value))
-        given[name] = Given(values, g.provenance, g.source, g.field, g.low, g.high, g.distribution)
+            changes[field] = draw(generator, given.distribution, low, float(given.value), high, samples)
+            varied.append(field)
+    given = inputs.vary(changes).given if changes else inputs.given
     with np.errstate(divide="ignore", invalid="ignore"):
-        quantities = evaluate(given, wanted=list(result.quantities), choices=choices_of(result.contract))
+        quantities = inputs.graph.evaluate(given, wanted=list(result.quantities), choices=inputs.choices)
     percentiles = {}
     for name, quantity in quantities.items():
         if quantity.provenance != "derived":
@@ -82,23 +79,24 @@ def monte_carlo(result: Estimate, samples: int = 10_000, seed: int = 0, deadline
         values = np.broadcast_to(np.asarray(quantity.value, dtype=float), (samples,))
         p10, p50, p90 = np.percentile(values, [10, 50, 90])
         percentiles[name] = (float(p10), float(p50), float(p90))
-    fits = None
-    if "memory_spare_bytes" in quantities:
-        fits = float(np.mean(np.broadcast_to(quantities["memory_spare_bytes"].value, (samples,)) >= 0))
-    elif "max_concurrent_requests" in quantities:
-        fits = float(np.mean(np.broadcast_to(quantities["max_concurrent_requests"].value, (samples,)) >= 1))
-    deadline = None
-    if deadline_seconds is not None and "run_seconds" in quantities:
-        deadline = float(np.mean(np.broadcast_to(quantities["run_seconds"].value, (samples,)) <= deadline_seconds))
+
+    def share(name: str, holds) -> float | None:
+        if name not in quantities:
+            return None
+        return float(np.mean(holds(np.broadcast_to(np.asarray(quantities[name].value, dtype=float), (samples,)))))
+
+    fits = share("memory_spare_bytes", lambda v: v >= 0) if result.kind == "training" else \
+        share("max_concurrent_requests", lambda v: v >= 1)
+    deadline = share("run_seconds", lambda v: v <= deadline_seconds) if deadline_seconds is not None else None
     return MonteCarlo(samples, seed, percentiles, fits, deadline, varied)
 
 
 @dataclass
 class Swing:
-    input: str
-    field: str | None
+    input: str          # the contract field
     low: float
     high: float
+    unit: str
     output_at_low: float
     output_at_high: float
 
@@ -108,17 +106,14 @@ class Swing:
 
 
 def sensitivity(result: Estimate, output: str) -> list[Swing]:
-    """Each ranged input from its low to its high end, one at a time; largest swing first."""
-    given = _given(result)
-    choices = choices_of(result.contract)
+    """Each ranged number from its low to its high end, one at a time; largest swing first."""
+    inputs = result.inputs
+    registry = inputs.graph.definitions(inputs.choices)
     swings = []
-    for name, g in ranged_inputs(given).items():
-        low = g.low if g.low is not None else g.value
-        high = g.high if g.high is not None else g.value
-        values = []
-        for x in (low, high):
-            changed = dict(given)
-            changed[name] = Given(x, g.provenance)
-            values.append(evaluate(changed, wanted=[output], choices=choices)[output].value)
-        swings.append(Swing(name, g.field, low, high, float(values[0]), float(values[1])))
+    for field, given in inputs.ranged().items():
+        low, high = _ends(given)
+        values = [inputs.graph.evaluate(inputs.vary({field: x}).given, wanted=[output],
+                                        choices=inputs.choices)[output].value for x in (low, high)]
+        unit = registry[inputs.stated_fields[field][0]].unit
+        swings.append(Swing(field, low, high, unit, float(values[0]), float(values[1])))
     return sorted(swings, key=lambda s: s.swing, reverse=True)

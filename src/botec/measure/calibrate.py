@@ -1,14 +1,20 @@
 """Calibration: the estimate beside a measurement, the assumptions the measurement pins down, and
 which assumption failed when the step time differs.
 
-Back-solved assumptions (each from one measured figure, with the quantity graph's own formulas
-read backwards):
+Back-solved assumptions, each from one measured figure by the back-solver
+(:func:`botec.explore.solve.solve_for`): the quantity graph's own formulas read backwards, nothing
+inverted by hand:
 
-- end-to-end MFU  = model FLOPs per step / (measured step × N × peak)        (replaces MFU × scaling)
-- single-accelerator MFU (component step model) = hardware FLOPs per step / (measured compute × N × peak)
-- saved-tensor factor = measured activations / (layers × one hidden-state tensor at the measured width)
-- collective bandwidth = ring bytes per step / measured synchronization time
-- storage write bandwidth = checkpoint bytes / checkpoint seconds
+- end-to-end MFU: the value at which ``step_seconds`` equals the measured step (replaces MFU × scaling);
+- single-accelerator MFU (component step model): at which ``compute_seconds_per_step`` equals the
+  measured forward + backward + optimizer time;
+- collective bandwidth: at which ``gradient_sync_seconds`` equals the measured synchronization, the
+  gradient message pinned to the bytes the run all-reduced;
+- storage write bandwidth: at which ``checkpoint_write_seconds`` equals the measured save, the
+  checkpoint pinned to the bytes the run wrote.
+
+The saved-tensor factor is measured by the harness itself (activations over the graph's
+activations per unit factor).
 
 The calibrated contract carries them as ``provenance: measured`` with the file and date; the
 workload must be the measured one (sequence length, micro-batch, model) unless overridden.
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from botec.errors import ContractError
 from botec.estimate import Estimate
+from botec.explore.solve import solve_for
 from botec.measure.measurement import Measurement
 from botec.units import format_quantity
 
@@ -72,14 +79,10 @@ def calibrate(result: Estimate, measurement: Measurement, source: str, allow_wor
         raise ContractError(f"the measurement is of a different workload ({'; '.join(differences)}); calibrate the "
                             "contract that describes the measured run, or pass --allow-workload-change",
                             field="workload")
-    q = result.quantities
+    q, inputs = result.quantities, result.inputs
     median = measurement.summary.median
     step = median["step_seconds"]
     compute = median["forward_backward_seconds"] + median["optimizer_seconds"]
-    accelerators = q["accelerators"].value
-    peak = q["peak_flops_per_s"].value
-    model_flops_per_step = q["model_flops_per_token"].value * q["global_tokens_per_step"].value
-    hardware_flops_per_step = q["hardware_flops_per_token"].value * q["global_tokens_per_step"].value
     note = f"measured: {source}"
     comparisons = [
         Comparison("step_seconds", "s", q["step_seconds"].value, step),
@@ -89,12 +92,11 @@ def calibrate(result: Estimate, measurement: Measurement, source: str, allow_wor
         comparisons.append(Comparison("compute_seconds_per_step", "s", q["compute_seconds_per_step"].value, compute))
     assumptions: dict[str, tuple[float, str]] = {}
     notes: list[str] = []
-    components = result.choices and result.choices.get("step_time") == "components"
-    if components:
-        value = hardware_flops_per_step / (compute * accelerators * peak)
+    if result.choices.get("step_time") == "components":
+        value, _ = solve_for(inputs, "compute_seconds_per_step", compute, "assumptions.single_accelerator_mfu")
         assumptions["assumptions.single_accelerator_mfu"] = (value, f"{note}: forward + backward + optimizer time")
     else:
-        value = model_flops_per_step / (step * accelerators * peak)
+        value, _ = solve_for(inputs, "step_seconds", step, "assumptions.end_to_end_mfu")
         assumptions["assumptions.end_to_end_mfu"] = (value, f"{note}: median step time")
         if "single_accelerator_mfu" in q:
             notes.append("end_to_end_mfu replaces single_accelerator_mfu × scaling_efficiency: the measured step "
@@ -109,16 +111,20 @@ def calibrate(result: Estimate, measurement: Measurement, source: str, allow_wor
             assumptions["assumptions.saved_tensor_factor"] = (
                 memory.saved_tensor_factor, f"{note}: activations / (layers × hidden-state tensor)")
     sync = median["sync_seconds"]
-    if measurement.environment.world_size > 1 and sync > 0 and q["ring_bytes_sent_per_step"].value > 0:
-        bandwidth = q["ring_bytes_sent_per_step"].value / sync
-        assumptions["supply.network.bandwidth"] = (bandwidth, f"{note}: ring bytes / synchronization time")
-        comparisons.append(Comparison("collective_floor_seconds", "s", q["collective_floor_seconds"].value, sync))
+    if measurement.environment.world_size > 1 and sync > 0 and q["gradient_sync_bytes_sent_per_step"].value > 0:
+        pinned = {"gradient_bytes": measurement.workload.gradient_bytes} if measurement.workload.gradient_bytes else {}
+        bandwidth, _ = solve_for(inputs, "gradient_sync_seconds", sync, "dp_link_bytes_per_s", pinned)
+        assumptions["supply.network.bandwidth"] = (bandwidth, f"{note}: gradient all-reduce bytes / synchronization "
+                                                              "time")
+        if "collective_floor_seconds" in q:
+            comparisons.append(Comparison("collective_floor_seconds", "s", q["collective_floor_seconds"].value, sync))
     checkpoint = measurement.checkpoint
     if checkpoint is not None and checkpoint.seconds > 0:
         comparisons.append(Comparison("checkpoint_bytes", "B", q["checkpoint_bytes"].value, checkpoint.bytes))
         if "storage_write_bytes_per_s" in q:
-            assumptions["supply.storage.write_bandwidth"] = (checkpoint.bytes / checkpoint.seconds,
-                                                             f"{note}: checkpoint bytes / save time")
+            bandwidth, _ = solve_for(inputs, "checkpoint_write_seconds", checkpoint.seconds, "storage_write_bytes_per_s",
+                                     {"checkpoint_bytes": checkpoint.bytes})
+            assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
     return Calibration(comparisons, assumptions, diagnose(result, measurement), notes)
 
 

@@ -91,10 +91,14 @@ def layer_saved_tensor_factor(arch: Architecture, micro_batch_size: int, sequenc
     factor = (saved(2 layers) − saved(1 layer)) / (b · s · h · bytes per element): the difference of
     two depths cancels the embeddings and the logits.
     """
+    from botec.inputs.model import architecture_quantities
+
     one = saved_activation_bytes(replace(arch, layers=1), micro_batch_size, sequence_length, dtype)
     two = saved_activation_bytes(replace(arch, layers=2), micro_batch_size, sequence_length, dtype)
     element = torch.tensor([], dtype=dtype).element_size()
     per_layer = two - one
-    hidden_state = micro_batch_size * sequence_length * arch.hidden_size * element
-    return {"activation_bytes_per_layer": per_layer, "hidden_state_bytes": hidden_state,
-            "saved_tensor_factor": per_layer / hidden_state}
+    one_layer = replace(arch, layers=1)
+    counted = architecture_quantities(one_layer, "full", micro_batch_size, sequence_length, element,
+                                      ("hidden_state_bytes", "activation_bytes"))
+    return {"activation_bytes_per_layer": per_layer, "hidden_state_bytes": counted["hidden_state_bytes"],
+            "saved_tensor_factor": per_layer / counted["activation_bytes"]}

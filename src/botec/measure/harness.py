@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from botec.architecture import Architecture, breakdown
+from botec.inputs.model import architecture_quantities
 from botec.measure.measurement import (Checkpoint, Environment, MeasuredModel, MeasuredWorkload, Measurement, Memory,
                                        Sample, summarize)
 from botec.measure.model import Proxy, Transformer, choose_proxy, scaled
@@ -105,8 +106,15 @@ def _track_memory(model, optimizer, batch, train_step) -> dict | None:
 
 def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, optimizer_name: str,
             options: Options, progress: Callable[[int, int, float], None] | None = None,
-            contract_name: str | None = None) -> Measurement | None:
-    """Run the measurement; returns it on rank 0 (None on other ranks)."""
+            contract_name: str | None = None, attention_flops: str = "full",
+            started: Callable[[str], None] | None = None) -> Measurement | None:
+    """Run the measurement; returns it on rank 0 (None on other ranks).
+
+    FLOPs per token, one hidden state and the activations per unit of the saved-tensor factor are the
+    training graph's own quantities for the measured architecture (``attention_flops``: the contract's
+    convention), so measured and estimated MFU count the same work. ``started`` is told, once the
+    model is built and the loop is about to run, what is being measured.
+    """
     rank, world, backend = _distributed()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
     proxy = options.proxy or choose_proxy(arch, options.max_parameters)
@@ -146,8 +154,13 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    counted = architecture_quantities(measured_arch, attention_flops, micro_batch_size, sequence_length, element_bytes,
+                                      ("model_flops_per_token", "activation_bytes"))
+    gradient_bytes = float(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     samples: list[Sample] = []
     total = options.warmup + options.steps
+    if started is not None and rank == 0:
+        started(f"{measured_arch.name} on {world} × {device.type}, {total} steps")
     for index in range(total):
         start = time.perf_counter()
         tokens, targets = next(loader)
@@ -174,7 +187,6 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
         batch = next(loader)
         categories = _track_memory(model, optimizer, batch, train_step)
         if categories:
-            hidden_state = micro_batch_size * sequence_length * measured_arch.hidden_size * element_bytes
             activations = categories.get("ACT", 0.0)
             memory = Memory(method="torch MemTracker, one step after warm-up",
                             parameters_bytes=categories.get("PARAM", 0.0), gradients_bytes=categories.get("GRAD", 0.0),
@@ -182,7 +194,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
                             temporary_bytes=categories.get("TEMP", 0.0),
                             peak_bytes=categories.get("TOTAL", sum(categories.values())),
                             activation_bytes_per_element=element_bytes,
-                            saved_tensor_factor=activations / (measured_arch.layers * hidden_state))
+                            saved_tensor_factor=activations / counted["activation_bytes"])
 
     checkpoint = _checkpoint(model, optimizer, world) if options.checkpoint else None
     if world > 1:
@@ -190,9 +202,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
     if rank != 0:
         return None
     parts = breakdown(measured_arch)
-    attention = 6 * measured_arch.layers * measured_arch.attention_heads * 2 * measured_arch.resolved_head_dim \
-        * sequence_length
-    flops_per_token = 6 * parts.matmul_active + attention
+    flops_per_token = counted["model_flops_per_token"]
     tokens_per_step = micro_batch_size * sequence_length * world
     workload = MeasuredWorkload(
         model=MeasuredModel(name=measured_arch.name, layers=measured_arch.layers,
@@ -201,6 +211,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
                             vocab_size=measured_arch.vocab_size, parameters=parts.total,
                             model_flops_per_token=flops_per_token),
         micro_batch_size=micro_batch_size, sequence_length=sequence_length, data_parallel_degree=world,
+        gradient_bytes=gradient_bytes, attention_flops=attention_flops,
         tokens_per_step=tokens_per_step, precision=precision, optimizer=optimizer_label,
         proxy_of=None if proxy.is_full_size else arch.name,
         proxy_scale=None if proxy.is_full_size else {"width_divisor": proxy.width_divisor,

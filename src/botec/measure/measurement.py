@@ -33,7 +33,8 @@ class MeasuredModel(_Strict):
     ffn_size: int
     vocab_size: int
     parameters: int
-    model_flops_per_token: float = Field(description="6·N(matmul) + attention, as the estimate counts it")
+    model_flops_per_token: float = Field(description="6·N(matmul) + attention, as the estimate counts it (the "
+                                                     "workload's attention_flops convention)")
 
 
 class MeasuredWorkload(_Strict):
@@ -45,6 +46,9 @@ class MeasuredWorkload(_Strict):
     precision: str
     optimizer: str
     proxy_of: Optional[str] = Field(None, description="the contract's model, when a scaled-down proxy was measured")
+    gradient_bytes: Optional[float] = Field(None, description="bytes of the gradients all-reduced per step (one "
+                                                              "flat buffer)")
+    attention_flops: str = Field("full", description="the attention-FLOPs convention the FLOPs were counted with")
     proxy_scale: Optional[dict] = None
 
 

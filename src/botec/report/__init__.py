@@ -1,19 +1,23 @@
-"""Reports of an estimate: terminal (rich), Markdown and JSON, all built from the same rows.
+"""Reports of an estimate: terminal (rich), Markdown, JSON and HTML, all built from the same rows.
 
 :func:`assumption_rows` and :func:`account_rows` decide *what* a report shows; the renderers
-in ``terminal``, ``markdown`` and ``json_report`` only decide *how*.
+in ``terminal``, ``markdown``, ``json_report`` and ``html`` only decide *how*. Every report names
+the botec version and the catalog's revision (:func:`provenance`) and the methods the estimate
+used (:func:`methods`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from botec import __version__
 from botec.estimate import Estimate
-from botec.quantities import Quantity
-from botec.units import format_quantity
+from botec.graph import Quantity
+from botec.layout import Recompute
+from botec.units import format_number, format_quantity
 
-__all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
-           "state_table_rows", "methods", "headline"]
+__all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows", "state_table_rows",
+           "methods", "headline", "layout_line", "provenance"]
 
 ACCOUNT_TITLES = {
     "compute": "Compute",
@@ -51,29 +55,72 @@ _METHODS = {
 }
 
 
+def provenance() -> str:
+    """``botec 0.2.0; catalog revised 2026-11-30``: what produced the report."""
+    from botec.catalog import catalog_revised
+
+    return f"botec {__version__}; catalog revised {catalog_revised()}"
+
+
 def headline(result: Estimate) -> str:
     """What runs on what: the accelerator and how many, and the optimizer or the serving formats."""
-    q = result.quantities
-    if result.contract.workload.kind == "serving":
-        return (f"{result.accelerator_name}: {int(q['replica_accelerators'].value):,} per replica × "
-                f"{int(q['replicas'].value):,} replicas; {result.optimizer_name}")
-    return f"{result.accelerator_name} × {int(q['accelerators'].value):,}; {result.optimizer_name}"
+    q, inputs = result.quantities, result.inputs
+    if result.kind == "serving":
+        return (f"{inputs.accelerator_label}: {int(q['replica_accelerators'].value):,} per replica × "
+                f"{int(q['replicas'].value):,} replicas; {inputs.formats_label}")
+    return f"{inputs.accelerator_label} × {int(q['accelerators'].value):,}; {inputs.formats_label}"
 
 
 def methods(result: Estimate) -> list[str]:
     """The methods and conventions the estimate used, in words, for the report's header."""
     contract = result.contract
-    lines = [_METHODS[(choice, option)] for choice, option in (result.choices or {}).items()]
-    if contract.workload.kind == "serving":
-        lines.append("serving: roofline prefill and decode (max of compute and memory time, plus TP all-reduces); "
-                     "queueing approximated for the TTFT target")
     model = contract.workload.model
+    if result.kind == "serving":
+        lines = ["serving: roofline prefill and decode (max of compute and memory time, plus TP all-reduces); "
+                 "queueing approximated for the TTFT target"]
+        flops = f"FLOPs 2·N(active, matmul) per token + attention scores counted {contract.assumptions.attention_flops}"
+        lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")
+        return lines
+    lines = [_METHODS[(choice, option)] for choice, option in result.choices.items()]
     if model.kind == "count":
         lines.append("model: a bare parameter count; FLOPs 6·P per token, no attention term")
     else:
         lines.append(f"model: {model.kind} {result.architecture.name}; FLOPs 6·N(active, matmul) + attention "
                      f"scores counted {contract.assumptions.attention_flops}")
+    if contract.strategy.precision == "fp16":
+        lines.append("precision: FP16 with dynamic loss scaling (the FP16 tensor peak; no memory of its own)")
     return lines
+
+
+def layout_line(result: Estimate) -> str:
+    """TP × CP × PP × DP (EP), ZeRO, recomputation, nodes: the parallel layout in one line."""
+    layout = result.inputs.layout
+    if result.kind == "serving":
+        strategy = result.contract.strategy
+        return (f"replica: TP {_n(layout.tensor_parallel)} × PP {_n(layout.pipeline_parallel)}"
+                f"{f' (EP {_n(layout.expert_parallel)})' if layout.expert_parallel > 1 else ''}; "
+                f"{strategy.weight_precision} weights, {strategy.kv_cache_precision} KV cache")
+    text = (f"layout: TP {_n(layout.tensor_parallel)}{' + SP' if layout.sequence_parallel else ''} × "
+            f"CP {_n(layout.context_parallel)} × PP {_n(layout.pipeline_parallel)}")
+    if layout.virtual_pipeline_stages > 1:
+        text += f" (interleaved ×{_n(layout.virtual_pipeline_stages)})"
+    split = layout.stage_layer_split
+    if split and len(set(split)) > 1:
+        text += f" (stages of {layout.split_text()} layers)"
+    text += f" × DP {_n(layout.data_parallel)}"
+    if layout.expert_parallel > 1:
+        text += f" (EP {_n(layout.expert_parallel)} inside DP)"
+    text += f"; ZeRO-{_n(layout.zero_stage)}"
+    if layout.zero_stage:
+        text += f" over {_n(layout.sharding_degree)} ranks"
+    recompute = Recompute(int(layout.recompute))
+    text += f"; {'no' if recompute is Recompute.NONE else recompute.label} recomputation"
+    text += f"; {_n(layout.accumulation_steps)} micro-batches per step; {_n(layout.accelerators_per_node)} accelerators "
+    return text + "per node"
+
+
+def _n(value) -> str:
+    return format_number(float(value))
 
 
 def _range(quantity: Quantity, system: str) -> str:
@@ -88,7 +135,7 @@ def assumption_rows(result: Estimate, system: str = "decimal") -> list[Assumptio
     """Every input of the estimate (stated, catalog or measured), in account order."""
     rows = []
     for quantity in result.quantities.values():
-        if quantity.provenance == "derived" and quantity.definition.function is not None:
+        if not quantity.definition.is_input and quantity.provenance == "derived":
             continue
         source = "; ".join(part for part in (quantity.field, quantity.source) if part)
         rows.append(AssumptionRow(quantity.name, quantity.formatted(system), _range(quantity, system),
@@ -101,7 +148,7 @@ def account_rows(result: Estimate, system: str = "decimal", details: bool = True
     the intermediate steps, which `botec explain` still shows)."""
     accounts: dict[str, list[QuantityRow]] = {account: [] for account in ACCOUNT_TITLES}
     for quantity in result.quantities.values():
-        if quantity.provenance != "derived" or quantity.account not in accounts or quantity.definition.function is None:
+        if quantity.provenance != "derived" or quantity.account not in accounts or quantity.definition.is_input:
             continue
         if quantity.definition.detail and not details:
             continue
@@ -114,18 +161,15 @@ def account_rows(result: Estimate, system: str = "decimal", details: bool = True
 def state_table_rows(result: Estimate) -> list[tuple[str, str, str]]:
     """The lesson's bytes-per-parameter table: (state, bytes/parameter, kept in a checkpoint); empty for serving."""
     q = result.quantities
-    if "checkpoint_bytes_per_parameter" not in q:
+    if result.kind != "training":
         return []
     parts = [
         ("working weights", "weight_bytes_per_parameter", "yes"),
         ("gradients", "gradient_bytes_per_parameter", "no"),
         ("master weights", "master_weight_bytes_per_parameter", "yes"),
         ("optimizer moments", "optimizer_state_bytes_per_parameter", "yes"),
+        ("total during training (before sharding)", "unsharded_state_bytes_per_parameter", ""),
+        ("per accelerator after ZeRO sharding", "state_bytes_per_parameter", ""),
+        ("in a checkpoint", "checkpoint_bytes_per_parameter", ""),
     ]
-    rows = [(label, format_quantity(q[name].value, "1"), kept) for label, name, kept in parts]
-    rows.append(("total during training (before sharding)",
-                 format_quantity(sum(q[name].value for _, name, _ in parts), "1"), ""))
-    rows.append(("per accelerator after ZeRO sharding", format_quantity(q["state_bytes_per_parameter"].value, "1"),
-                 ""))
-    rows.append(("in a checkpoint", format_quantity(q["checkpoint_bytes_per_parameter"].value, "1"), ""))
-    return rows
+    return [(label, format_quantity(q[name].value, "1"), kept) for label, name, kept in parts]

@@ -1,14 +1,14 @@
 """The pictures of an estimate, as plotly figures (``pip install botec[report]``).
 
 Each figure is computed through the quantity graph: the sweeps (run time against accelerator
-count, TPOT against batch, concurrency against context length) re-evaluate the same formulas with
-one input changed; nothing here re-derives a number.
+count, TPOT against batch, concurrency against context length) re-evaluate the estimate's own
+inputs with one of them changed; every bar is a named quantity; nothing here re-derives a number.
 """
 
 from __future__ import annotations
 
-from botec.estimate import Estimate, choices_of, serving_given
-from botec.quantities import Given, evaluate
+from botec.estimate import Estimate
+from botec.graph import Given
 
 GB = 1e9
 
@@ -24,17 +24,16 @@ def memory_figure(result: Estimate):
     import plotly.graph_objects as go
 
     q = result.quantities
-    if result.contract.workload.kind == "serving":
-        kv = q["kv_bytes_per_request"].value * q["decode_batch_size"].value
-        parts = [("weights", q["weight_memory_bytes"].value), (f"KV cache at batch {q['decode_batch_size'].value:.0f}", kv),
+    if result.kind == "serving":
+        parts = [("weights", q["weight_memory_bytes"].value),
+                 (f"KV cache at batch {q['decode_batch_size'].value:.0f}", q["kv_cache_bytes"].value),
                  ("activation reserve", q["activation_reserve_bytes"].value)]
         limit, limit_name = q["usable_memory_bytes"].value, "usable (memory fraction)"
     else:
-        state = [("weights", q["weight_memory_bytes"].value), ("gradients", q["gradient_memory_bytes"].value),
+        parts = [("weights", q["weight_memory_bytes"].value), ("gradients", q["gradient_memory_bytes"].value),
                  ("optimizer state", q["optimizer_memory_bytes"].value),
-                 ("activations", q["activation_bytes"].value), ("runtime buffers", q["runtime_buffer_bytes"].value)]
-        unpadded = sum(v for _, v in state)
-        parts = state + [("headroom", q["planned_device_bytes"].value - unpadded)]
+                 ("activations", q["activation_bytes"].value), ("runtime buffers", q["runtime_buffer_bytes"].value),
+                 ("headroom", q["memory_headroom_bytes"].value)]
         limit, limit_name = None, None
     fig = go.Figure()
     for name, value in parts:
@@ -54,7 +53,7 @@ def step_figure(result: Estimate):
     import plotly.graph_objects as go
 
     q = result.quantities
-    if result.contract.workload.kind == "serving":
+    if result.kind == "serving":
         parts = [("time to first token", q["time_to_first_token_seconds"].value),
                  ("decode (output × TPOT)", q["output_tokens"].value * q["time_per_output_token_seconds"].value)]
         title = "One request, unloaded"
@@ -86,7 +85,7 @@ def scaling_figure(result: Estimate):
     count = int(result.value("accelerators"))
     counts = sorted({max(1, int(count * 2 ** k)) for k in range(-3, 4)})
     wanted = ["run_seconds"] + (["training_cost_usd"] if "training_cost_usd" in result.quantities else [])
-    columns, valid, _ = evaluate_space(Space(result.contract, [Axis("supply.count", np.array(counts, float))]),
+    columns, valid, _ = evaluate_space(Space(result.inputs, [Axis("supply.count", np.array(counts, float))]),
                                        wanted=wanted)
     shown = [i for i in range(len(counts)) if valid[i]]
     x = [counts[i] for i in shown]
@@ -104,13 +103,12 @@ def scaling_figure(result: Estimate):
 
 def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: list[str]) -> dict[str, list[float]]:
     """The serving graph with one input (given or derived) pinned to each value."""
-    given = serving_given(result.contract)[0]
-    choices = choices_of(result.contract)
+    inputs = result.inputs
     series = {output: [] for output in outputs}
     for value in values:
-        changed = dict(given)
+        changed = dict(inputs.given)
         changed[name] = Given(float(value), "assumed")
-        quantities = evaluate(changed, wanted=outputs, choices=choices)
+        quantities = inputs.graph.evaluate(changed, wanted=outputs, choices=inputs.choices)
         for output in outputs:
             series[output].append(quantities[output].value)
     return series
@@ -174,7 +172,7 @@ def sensitivity_figure(result: Estimate, output: str):
 def figures(result: Estimate) -> list:
     """Every figure that applies to the estimate, in reading order."""
     found = [memory_figure(result), step_figure(result)]
-    if result.contract.workload.kind == "serving":
+    if result.kind == "serving":
         found += [batch_figure(result), context_figure(result)]
         output = "cost_per_million_output_tokens_usd" if "cost_per_million_output_tokens_usd" in result.quantities \
             else "time_per_output_token_seconds"

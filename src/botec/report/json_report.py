@@ -6,7 +6,7 @@ import json
 
 from botec import __version__
 from botec.estimate import Estimate
-from botec.report import methods
+from botec.report import layout_line, methods
 
 
 _CANDIDATE_FIGURES = ("replicas", "serving_accelerators", "decode_batch_size", "time_per_output_token_seconds",
@@ -15,7 +15,10 @@ _CANDIDATE_FIGURES = ("replicas", "serving_accelerators", "decode_batch_size", "
 
 
 def to_dict(result: Estimate) -> dict:
-    """``{botec_version, contract, accelerator, optimizer, quantities: [...], findings: [...]}``."""
+    """``{botec_version, catalog_revised, kind, contract, notes, accelerator, formats, fits, methods, layout,
+    quantities: [...], findings: [...], candidates: [...]}``."""
+    from botec.catalog import catalog_revised
+
     quantities = []
     for q in result.quantities.values():
         quantities.append({
@@ -25,6 +28,7 @@ def to_dict(result: Estimate) -> dict:
             "unit": q.unit,
             "meaning": q.definition.meaning,
             "formula": q.formula,
+            "condition": q.condition,
             "inputs": list(q.inputs),
             "source": {"provenance": q.provenance, "field": q.field, "note": q.source},
             "low": q.low,
@@ -32,11 +36,15 @@ def to_dict(result: Estimate) -> dict:
         })
     return {
         "botec_version": __version__,
-        "contract": result.contract.model_dump(mode="json"),
-        "accelerator": result.accelerator_name,
-        "optimizer": result.optimizer_name,
+        "catalog_revised": catalog_revised(),
+        "kind": result.kind,
+        "contract": result.contract.model_dump(mode="json", exclude_none=True),
+        "notes": result.contract.notes,
+        "accelerator": result.inputs.accelerator_label,
+        "formats": result.inputs.formats_label,
         "fits": result.fits,
-        "methods": dict(result.choices or {}) | {"summary": methods(result)},
+        "methods": dict(result.choices) | {"summary": methods(result)},
+        "layout": layout_line(result),
         "quantities": quantities,
         "findings": [finding.as_dict() for finding in result.findings],
         "candidates": [

@@ -8,48 +8,22 @@ The parallel layout is summarized on one line rather than as a dozen table rows.
 from __future__ import annotations
 
 from botec.estimate import Estimate
-from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, headline, methods, state_table_rows
+from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, headline, layout_line, methods, provenance,
+                          state_table_rows)
+from botec.report.tables import rich_table
 from botec.units import format_number
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
 _WIDE = 140
-_LAYOUT = ("tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel", "expert_parallel",
+# Inputs the layout line already says (shown with --details).
+_LAYOUT = {"tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel", "expert_parallel",
            "sequence_parallel", "recompute", "zero_stage", "sharding_degree", "collective_algorithm_tree",
            "accelerators_per_node", "attention_flops_factor", "moe_layers", "experts_per_token", "qk_head_dim",
-           "v_head_dim", "kv_heads", "attention_heads", "active_parameters", "matmul_parameters",
-           "expert_parameters", "attention_flops_per_token", "kv_sequence_bytes")
-
-
-def _table(title: str):
-    from rich import box
-    from rich.table import Table
-
-    return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-
-
-def layout_line(result: Estimate) -> str:
-    """TP × CP × PP × DP (EP), ZeRO, recomputation, nodes: the parallel layout in one line."""
-    q = result.quantities
-    if result.contract.workload.kind == "serving":
-        strategy = result.contract.strategy
-        return (f"replica: TP {strategy.tensor_parallel} × PP {strategy.pipeline_parallel}"
-                f"{f' (EP {strategy.expert_parallel})' if strategy.expert_parallel > 1 else ''}; "
-                f"{strategy.weight_precision} weights, {strategy.kv_cache_precision} KV cache")
-    value = {name: int(q[name].value) for name in ("tensor_parallel", "pipeline_parallel", "context_parallel",
-                                                     "expert_parallel", "zero_stage", "accelerators_per_node")}
-    recompute = {0: "no", 1: "selective", 2: "full"}[int(q["recompute"].value)]
-    text = (f"layout: TP {value['tensor_parallel']}{' + SP' if q['sequence_parallel'].value else ''} × "
-            f"CP {value['context_parallel']} × PP {value['pipeline_parallel']}"
-            f"{' (interleaved ×' + format_number(q['virtual_pipeline_stages'].value) + ')' if q['virtual_pipeline_stages'].value > 1 else ''}"
-            f" × DP {format_number(q['data_parallel_degree'].value)}")
-    if value["expert_parallel"] > 1:
-        text += f" (EP {value['expert_parallel']} inside DP)"
-    text += f"; ZeRO-{value['zero_stage']}"
-    if value["zero_stage"]:
-        text += f" over {format_number(q['sharding_degree'].value)} ranks"
-    text += f"; {recompute} recomputation; {format_number(q['gradient_accumulation_steps'].value)} micro-batches"
-    text += f" per step; {value['accelerators_per_node']} accelerators per node"
-    return text
+           "v_head_dim", "kv_heads", "attention_heads", "active_parameters", "matmul_parameters", "expert_parameters",
+           "attention_flops_per_token", "data_parallel_degree", "replica_groups", "expert_tensor_parallel",
+           "expert_data_parallel_degree", "pipeline_stage_layers", "pipeline_activation_layers", "kv_tensor_split",
+           *(f"{group}_link_{what}" for group in ("tp", "cp", "ep", "dp", "shard", "pp")
+             for what in ("bytes_per_s", "latency_seconds"))}
 
 
 def render(result: Estimate, console, system: str = "decimal", details: bool = False) -> None:
@@ -61,11 +35,13 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     if contract.description:
         console.print(Text(contract.description, style="dim"))
     console.print(Text(headline(result)))
-    for line in methods(result) + [layout_line(result)]:
+    for line in methods(result) + [layout_line(result), provenance()]:
         console.print(Text(f"  {line}", style="dim"))
+    for note in contract.notes:
+        console.print(Text(f"  note: {note}", style="yellow"))
     console.print()
 
-    table = _table("Inputs and assumptions")
+    table = rich_table("Inputs and assumptions")
     table.add_column("quantity (provenance · contract field; source)", overflow="fold", ratio=1)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("range", no_wrap=True)
@@ -78,7 +54,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
 
     wide = console.width >= _WIDE
     for account, rows in account_rows(result, system, details).items():
-        table = _table(ACCOUNT_TITLES[account])
+        table = rich_table(ACCOUNT_TITLES[account])
         table.add_column("quantity", overflow="fold")
         table.add_column("value", justify="right", no_wrap=True)
         table.add_column("meaning", overflow="fold", min_width=24)
@@ -91,7 +67,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
             table.add_row(*cells)
         console.print(table)
         if account == "memory" and state_table_rows(result):
-            state = _table("Training state, bytes per parameter")
+            state = rich_table("Training state, bytes per parameter")
             state.add_column("state")
             state.add_column("bytes/parameter", justify="right")
             state.add_column("in a checkpoint")
@@ -103,7 +79,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
                            "`botec explain CONTRACT QUANTITY`.", style="dim"))
 
     if result.candidates:
-        table = _table("Candidate accelerators (same contract; their own prices)")
+        table = rich_table("Candidate accelerators (same contract; their own prices)")
         for column in ("accelerator", "replicas", "GPUs", "TPOT", "TTFT", "$/day", "$/M out"):
             table.add_column(column, justify="left" if column == "accelerator" else "right", no_wrap=True)
         unable = []

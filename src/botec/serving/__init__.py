@@ -1,4 +1,15 @@
 """The serving estimate: weights and KV cache, prefill and decode by roofline, replicas for a
-traffic target, unit economics. Importing this package registers its formulas."""
+traffic target, unit economics, composed into the ``SERVING`` graph."""
 
-from botec.serving import memory, latency, capacity  # noqa: F401
+from botec import economics
+from botec.formulas import device, links, transformer, weights
+from botec.graph import Graph
+from botec.serving import capacity, latency, memory
+
+SERVING = Graph("serving", transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas,
+                latency.formulas, capacity.formulas, economics.facility, economics.serving)
+
+# What every serving estimate must resolve; a missing one names the contract field to state.
+REQUIRED = ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests", "time_to_first_token_seconds",
+            "time_per_output_token_floor_seconds", "time_per_output_token_seconds", "decode_batch_size",
+            "requests_per_s_per_replica", "replicas", "serving_accelerators")

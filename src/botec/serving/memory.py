@@ -6,69 +6,90 @@ target traffic." KV bytes per token (all layers): 2·L·k·d·b for MHA/GQA/MQA;
 for multi-head latent attention, whose latent is shared by all heads and so not split by TP
 (research note inference-anchors.md §B: Llama-2-7B 524,288 B; Llama-2-70B 327,680 B; Llama-3-8B
 131,072 B; DeepSeek-V3 70,272 B in BF16). Weights: the parameters each accelerator holds
-(memory.py's split over TP, PP and EP) at the weight precision.
+(:mod:`botec.formulas.weights`: split over TP, PP and EP), resident at the weight precision.
 """
 
-from botec.quantities import declare_input, floor, formula, maximum
+from botec.graph import Formulas, floor, maximum
 
-declare_input("kv_elements_per_token_per_layer", account="serving", unit="1",
-              meaning="K and V elements one token adds to one layer's cache (2·k·d, or r_kv + d_rope for MLA)")
-declare_input("kv_bytes_per_element", account="serving", unit="B",
-              meaning="bytes per cached K/V element (2 for BF16, 1 for FP8 or INT8)")
-declare_input("kv_tensor_split", account="serving", unit="1",
-              meaning="ways TP splits each token's KV (min(TP, KV heads); 1 for MLA's shared latent)")
-declare_input("prompt_tokens", account="serving", unit="tokens", meaning="prompt tokens per request (mean)")
-declare_input("output_tokens", account="serving", unit="tokens", meaning="generated tokens per request (mean)")
-declare_input("attention_window_tokens", account="serving", unit="tokens",
-              meaning="tokens each layer attends to at most (the sliding window, or the model's context)")
-declare_input("memory_fraction", account="serving", unit="1",
-              meaning="share of device memory the serving engine may use (vLLM's gpu_memory_utilization)")
-declare_input("activation_reserve_bytes", account="serving", unit="B",
-              meaning="memory per accelerator kept for activations, CUDA graphs and runtime buffers")
+formulas = Formulas(account="serving")
+
+formulas.input("kv_elements_per_token_per_layer", unit="1",
+               meaning="K and V elements one token adds to one layer's cache (2·k·d, or r_kv + d_rope for MLA)")
+formulas.input("kv_bytes_per_element", unit="B",
+               meaning="bytes per cached K/V element (2 for BF16, 1 for FP8 or INT8)")
+formulas.input("kv_tensor_split", unit="1",
+               meaning="ways TP splits each token's KV (min(TP, KV heads); 1 for MLA's shared latent)")
+formulas.input("prompt_tokens", unit="tokens", meaning="prompt tokens per request (mean)")
+formulas.input("output_tokens", unit="tokens", meaning="generated tokens per request (mean)")
+formulas.input("attention_window_tokens", unit="tokens",
+               meaning="tokens each layer attends to at most (the sliding window, or the model's context)")
+formulas.input("memory_fraction", unit="1",
+               meaning="share of device memory the serving engine may use (vLLM's gpu_memory_utilization)")
+formulas.input("activation_reserve_bytes", unit="B",
+               meaning="memory per accelerator kept for activations, CUDA graphs and runtime buffers")
 
 
-@formula(account="serving", unit="B", meaning="KV-cache bytes one token adds, all layers",
-         expression="layers × kv_elements_per_token_per_layer × kv_bytes_per_element",
-         source="2·L·k·d·b (MHA/GQA/MQA); L·(r_kv + d_rope)·b (MLA)")
+@formulas.formula(unit="B", meaning="KV-cache bytes one token adds, all layers",
+                  expression="layers × kv_elements_per_token_per_layer × kv_bytes_per_element",
+                  source="2·L·k·d·b (MHA/GQA/MQA); L·(r_kv + d_rope)·b (MLA)")
 def kv_bytes_per_token(layers, kv_elements_per_token_per_layer, kv_bytes_per_element):
     return layers * kv_elements_per_token_per_layer * kv_bytes_per_element
 
 
-@formula(account="serving", unit="B", meaning="KV-cache bytes one token adds on one accelerator",
-         expression="kv_bytes_per_token / (kv_tensor_split × pipeline_parallel)")
-def kv_bytes_per_token_per_device(kv_bytes_per_token, kv_tensor_split, pipeline_parallel):
-    """TP splits the KV heads (replicating them when TP exceeds the KV heads); PP splits the layers."""
-    return kv_bytes_per_token / (kv_tensor_split * pipeline_parallel)
+@formulas.formula(unit="B", meaning="KV-cache bytes one token adds on one accelerator (the fullest stage)",
+                  expression="kv_bytes_per_token × pipeline_stage_layers / (layers × kv_tensor_split)")
+def kv_bytes_per_token_per_device(kv_bytes_per_token, pipeline_stage_layers, layers, kv_tensor_split):
+    """TP splits the KV heads (replicating them when TP exceeds the KV heads); the stages split the layers."""
+    return kv_bytes_per_token * pipeline_stage_layers / (layers * kv_tensor_split)
 
 
-@formula(account="serving", unit="tokens", meaning="tokens a request holds in the cache at its longest",
-         expression="min(prompt_tokens + output_tokens, attention_window_tokens)")
+@formulas.formula(unit="tokens", meaning="tokens a request holds in the cache at its longest",
+                  expression="min(prompt_tokens + output_tokens, attention_window_tokens)")
 def kv_tokens_per_request(prompt_tokens, output_tokens, attention_window_tokens):
     """A sliding window caps what each layer keeps."""
     context = prompt_tokens + output_tokens
     return context - maximum(context - attention_window_tokens, 0)
 
 
-@formula(account="serving", unit="B", meaning="KV cache of one request at its full context, on one accelerator",
-         expression="kv_bytes_per_token_per_device × kv_tokens_per_request")
+@formulas.formula(unit="B", meaning="KV cache of one request at its full context, on one accelerator",
+                  expression="kv_bytes_per_token_per_device × kv_tokens_per_request")
 def kv_bytes_per_request(kv_bytes_per_token_per_device, kv_tokens_per_request):
     return kv_bytes_per_token_per_device * kv_tokens_per_request
 
 
-@formula(account="serving", unit="B", meaning="memory the serving engine may use on one accelerator",
-         expression="device_memory_bytes × memory_fraction")
+@formulas.formula(unit="B", meaning="weights resident on one accelerator",
+                  expression="parameters_per_device × weight_bytes_per_parameter")
+def weight_memory_bytes(parameters_per_device, weight_bytes_per_parameter):
+    """Serving keeps every weight of its share resident: no sharding over replicas."""
+    return parameters_per_device * weight_bytes_per_parameter
+
+
+@formulas.formula(unit="B", meaning="memory the serving engine may use on one accelerator",
+                  expression="device_memory_bytes × memory_fraction")
 def usable_memory_bytes(device_memory_bytes, memory_fraction):
     return device_memory_bytes * memory_fraction
 
 
-@formula(account="serving", unit="B", meaning="memory left for the KV cache on one accelerator",
-         expression="usable_memory_bytes − weight_memory_bytes − activation_reserve_bytes")
+@formulas.formula(unit="B", meaning="usable memory the weights leave (negative: they do not fit)",
+                  expression="usable_memory_bytes − weight_memory_bytes", detail=True)
+def weight_spare_bytes(usable_memory_bytes, weight_memory_bytes):
+    return usable_memory_bytes - weight_memory_bytes
+
+
+@formulas.formula(unit="B", meaning="memory left for the KV cache on one accelerator",
+                  expression="usable_memory_bytes − weight_memory_bytes − activation_reserve_bytes")
 def kv_budget_bytes(usable_memory_bytes, weight_memory_bytes, activation_reserve_bytes):
     """Negative: the weights alone do not fit."""
     return usable_memory_bytes - weight_memory_bytes - activation_reserve_bytes
 
 
-@formula(account="serving", unit="requests", meaning="largest number of concurrent requests whose KV cache fits",
-         expression="⌊kv_budget_bytes / kv_bytes_per_request⌋ (0 when the weights do not fit)")
+@formulas.formula(unit="requests", meaning="largest number of concurrent requests whose KV cache fits",
+                  expression="max(⌊kv_budget_bytes / kv_bytes_per_request⌋, 0)")
 def max_concurrent_requests(kv_budget_bytes, kv_bytes_per_request):
     return maximum(floor(kv_budget_bytes / kv_bytes_per_request), 0)
+
+
+@formulas.formula(unit="B", meaning="KV cache of the decode batch at full context, on one accelerator",
+                  expression="kv_bytes_per_request × decode_batch_size", detail=True)
+def kv_cache_bytes(kv_bytes_per_request, decode_batch_size):
+    return kv_bytes_per_request * decode_batch_size

@@ -1,3 +1,28 @@
-"""The training estimate's four accounts; importing this package registers their formulas."""
+"""The training estimate's accounts, composed into the ``TRAINING`` graph.
 
-from botec.training import workload, compute, memory, network, storage  # noqa: F401
+The graph reads the model's shape and weights (:mod:`botec.formulas`), the workload, compute,
+accelerator memory, network and storage accounts of a training job, the facility's and the run's
+cost and energy (:mod:`botec.economics`), and the thresholds of its findings.
+"""
+
+from botec import economics
+from botec.formulas import device, links, transformer, weights
+from botec.graph import Formulas, Graph
+from botec.training import compute, memory, network, storage, workload
+
+thresholds = Formulas(account="findings")
+thresholds.input("collective_overlap_share_threshold", unit="fraction",
+                 meaning="collective floor share of the step above which communication must overlap with compute")
+thresholds.input("checkpoint_pause_share_threshold", unit="fraction",
+                 meaning="share of wall time lost to checkpoint writes above which it is a problem")
+thresholds.input("pipeline_bubble_share_threshold", unit="fraction",
+                 meaning="pipeline bubble share of the compute time above which it is worth shrinking")
+
+TRAINING = Graph("training", transformer.formulas, workload.formulas, device.formulas, weights.formulas,
+                 compute.formulas, memory.formulas, links.formulas, network.formulas, storage.formulas,
+                 economics.facility, economics.training, thresholds)
+
+# What every training estimate must resolve; a missing one names the contract field to state.
+REQUIRED = ("steps", "training_flops", "step_seconds", "run_seconds", "accelerator_hours", "planned_device_bytes",
+            "memory_spare_bytes", "max_micro_batch_size", "checkpoint_bytes", "retained_storage_bytes",
+            "input_bytes_per_s", "collective_bytes_sent_per_step")

@@ -13,106 +13,97 @@ Korthikanti et al. 2022 (recomputation; model vs hardware FLOPs); Narayanan et a
 (1F1B bubble (p − 1)/m, interleaved (p − 1)/(v·m)).
 """
 
-from botec.quantities import ceil, declare_input, formula, where
+from botec.graph import Formulas, ceil, where
+from botec.layout import Recompute
 
-declare_input("accelerators", account="compute", unit="accelerators",
-              meaning="accelerators in the job (N)")
-declare_input("peak_flops_per_s", account="compute", unit="FLOP/s",
-              meaning="theoretical dense peak of one accelerator at the training precision")
-declare_input("micro_batch_size", account="compute", unit="sequences",
-              meaning="sequences per accelerator per micro-step (B_local)")
-declare_input("gradient_accumulation_steps", account="compute", unit="1",
-              meaning="micro-batches per optimizer step on each data-parallel rank (m)")
-declare_input("tensor_parallel", account="compute", unit="1", meaning="tensor-parallel degree (TP, t)")
-declare_input("pipeline_parallel", account="compute", unit="1", meaning="pipeline-parallel stages (PP, p)")
-declare_input("virtual_pipeline_stages", account="compute", unit="1",
-              meaning="model chunks per pipeline stage (interleaved schedule: v > 1)")
-declare_input("context_parallel", account="compute", unit="1",
-              meaning="context-parallel degree (CP): ranks splitting each sequence")
-declare_input("expert_parallel", account="compute", unit="1",
-              meaning="expert-parallel degree (EP), carved out of the data-parallel ranks")
-declare_input("recompute", account="compute", unit="1",
-              meaning="activation recomputation: 0 none, 1 selective (attention core), 2 full layers")
-declare_input("single_accelerator_mfu", account="compute", unit="1",
-              meaning="share of peak one accelerator sustains on the work it executes")
-declare_input("scaling_efficiency", account="compute", unit="1",
-              meaning="rate kept when the job is spread over N accelerators, relative to N single ones")
+formulas = Formulas(account="compute")
 
-
-@formula(account="compute", unit="accelerators",
-         meaning="model replicas that each process different examples",
-         expression="accelerators / (tensor_parallel × pipeline_parallel × context_parallel)",
-         source="Megatron: world = TP × CP × DP × PP; replicated data parallelism has DP = N")
-def data_parallel_degree(accelerators, tensor_parallel, pipeline_parallel, context_parallel):
-    """DP = N / (TP × PP × CP); expert parallelism is carved out of these ranks."""
-    return accelerators / (tensor_parallel * pipeline_parallel * context_parallel)
+formulas.input("accelerators", unit="accelerators",
+               meaning="accelerators in the job (N)")
+formulas.input("data_parallel_degree", unit="accelerators",
+               meaning="model replicas that each process different examples: N / (TP × PP × CP)")
+formulas.input("micro_batch_size", unit="sequences",
+               meaning="sequences per accelerator per micro-step (B_local)")
+formulas.input("gradient_accumulation_steps", unit="1",
+               meaning="micro-batches per optimizer step on each data-parallel rank (m)")
+formulas.input("virtual_pipeline_stages", unit="1",
+               meaning="model chunks per pipeline stage (interleaved schedule: v > 1)")
+formulas.input("context_parallel", unit="1",
+               meaning="context-parallel degree (CP): ranks splitting each sequence")
+formulas.input("recompute", unit="1",
+               meaning="activation recomputation: 0 none, 1 selective (attention core), 2 full layers")
+formulas.input("single_accelerator_mfu", unit="1",
+               meaning="share of peak one accelerator sustains on the work it executes")
+formulas.input("scaling_efficiency", unit="1",
+               meaning="rate kept when the job is spread over N accelerators, relative to N single ones")
 
 
-@formula(account="compute", unit="tokens",
-         meaning="tokens consumed by one optimizer step across all replicas",
-         expression="data_parallel_degree × micro_batch_size × gradient_accumulation_steps × sequence_length",
-         source="lesson 000: 4 × 2 × 2,048 = 16,384")
+@formulas.formula(unit="tokens",
+                  meaning="tokens consumed by one optimizer step across all replicas",
+                  expression="data_parallel_degree × micro_batch_size × gradient_accumulation_steps × sequence_length",
+                  source="lesson 000: 4 × 2 × 2,048 = 16,384")
 def global_tokens_per_step(data_parallel_degree, micro_batch_size, gradient_accumulation_steps, sequence_length):
     """Global batch in tokens: DP × B_local × accumulation × S."""
     return data_parallel_degree * micro_batch_size * gradient_accumulation_steps * sequence_length
 
 
-@formula(account="compute", unit="steps",
-         meaning="optimizer steps to process the training tokens",
-         expression="⌈tokens / global_tokens_per_step⌉",
-         source="lesson 000: ⌈10⁹ / 16,384⌉ = 61,036")
+@formulas.formula(unit="steps",
+                  meaning="optimizer steps to process the training tokens",
+                  expression="⌈tokens / global_tokens_per_step⌉",
+                  source="lesson 000: ⌈10⁹ / 16,384⌉ = 61,036")
 def steps(tokens, global_tokens_per_step):
     """Steps = ⌈D / tokens per step⌉ (the last step may be partial)."""
     return ceil(tokens / global_tokens_per_step)
 
 
-@formula(account="compute", unit="FLOP",
-         meaning="useful model work per token, forward + backward (model FLOPs: the basis of MFU)",
-         expression="6 × matmul_parameters + attention_flops_per_token",
-         source="lesson 000 and Kaplan et al. 2020: 6 FLOPs per parameter per token; PaLM App. B")
+@formulas.formula(unit="FLOP",
+                  meaning="useful model work per token, forward + backward (model FLOPs: the basis of MFU)",
+                  expression="6 × matmul_parameters + attention_flops_per_token",
+                  source="lesson 000 and Kaplan et al. 2020: 6 FLOPs per parameter per token; PaLM App. B")
 def model_flops_per_token(matmul_parameters, attention_flops_per_token):
     """6·N (2 forward, 4 backward per parameter) plus the attention-score term of the stated convention."""
     return 6 * matmul_parameters + attention_flops_per_token
 
 
-@formula(account="compute", unit="FLOP",
-         meaning="forward work done again by activation recomputation, per token",
-         expression="2 × matmul_parameters + attention_flops_per_token / 3 if recompute = full; "
-                    "attention_flops_per_token / 3 if selective; else 0",
-         source="Korthikanti et al. 2022: full recompute repeats the forward; selective only the attention core", detail=True)
+@formulas.formula(unit="FLOP",
+                  meaning="forward work done again by activation recomputation, per token",
+                  expression="2 × matmul_parameters + attention_flops_per_token / 3 if recompute = full; "
+                             "attention_flops_per_token / 3 if selective; else 0",
+                  source="Korthikanti et al. 2022: full recompute repeats the forward; selective only the "
+                         "attention core", detail=True, prose=True)
 def recompute_flops_per_token(recompute, matmul_parameters, attention_flops_per_token):
     forward_attention = attention_flops_per_token / 3
-    return where(recompute >= 2, 2 * matmul_parameters + forward_attention,
-                 where(recompute >= 1, forward_attention, 0.0))
+    return where(recompute >= Recompute.FULL, 2 * matmul_parameters + forward_attention,
+                 where(recompute >= Recompute.SELECTIVE, forward_attention, 0.0))
 
 
-@formula(account="compute", unit="FLOP",
-         meaning="work the hardware executes per token (model + recomputation: the basis of HFU)",
-         expression="model_flops_per_token + recompute_flops_per_token")
+@formulas.formula(unit="FLOP",
+                  meaning="work the hardware executes per token (model + recomputation: the basis of HFU)",
+                  expression="model_flops_per_token + recompute_flops_per_token")
 def hardware_flops_per_token(model_flops_per_token, recompute_flops_per_token):
     return model_flops_per_token + recompute_flops_per_token
 
 
-@formula(account="compute", unit="FLOP",
-         meaning="useful model work for the whole run",
-         expression="model_flops_per_token × tokens",
-         source="lesson 000: 6PD = 6 × 10⁹ × 10⁹ = 6 × 10¹⁸")
+@formulas.formula(unit="FLOP",
+                  meaning="useful model work for the whole run",
+                  expression="model_flops_per_token × tokens",
+                  source="lesson 000: 6PD = 6 × 10⁹ × 10⁹ = 6 × 10¹⁸")
 def training_flops(model_flops_per_token, tokens):
     """F_train ≈ 6·P·D (+ attention): useful model work, not what the hardware executes."""
     return model_flops_per_token * tokens
 
 
-@formula(account="compute", unit="FLOP",
-         meaning="work the hardware executes over the run, recomputation included",
-         expression="hardware_flops_per_token × tokens")
+@formulas.formula(unit="FLOP",
+                  meaning="work the hardware executes over the run, recomputation included",
+                  expression="hardware_flops_per_token × tokens")
 def hardware_training_flops(hardware_flops_per_token, tokens):
     return hardware_flops_per_token * tokens
 
 
-@formula(account="compute", unit="1",
-         meaning="share of the N accelerators' peak delivered as useful model FLOPs",
-         expression="single_accelerator_mfu × scaling_efficiency",
-         source="lesson 000: 0.30 × 0.80", choice=("step_time", "efficiency"))
+@formulas.formula(unit="1",
+                  meaning="share of the N accelerators' peak delivered as useful model FLOPs",
+                  expression="single_accelerator_mfu × scaling_efficiency",
+                  source="lesson 000: 0.30 × 0.80", choice=("step_time", "efficiency"))
 def end_to_end_mfu(single_accelerator_mfu, scaling_efficiency):
     """MFU of the whole job = single-accelerator MFU × scaling efficiency.
 
@@ -122,97 +113,110 @@ def end_to_end_mfu(single_accelerator_mfu, scaling_efficiency):
     return single_accelerator_mfu * scaling_efficiency
 
 
-@formula(account="compute", unit="1",
-         meaning="share of the N accelerators' peak delivered as useful model FLOPs (achieved MFU)",
-         expression="training_flops / (run_seconds × accelerators × peak_flops_per_s)",
-         choice=("step_time", "components"))
+@formulas.formula(unit="1",
+                  meaning="share of the N accelerators' peak delivered as useful model FLOPs (achieved MFU)",
+                  expression="training_flops / (run_seconds × accelerators × peak_flops_per_s)",
+                  choice=("step_time", "components"))
 def end_to_end_mfu(training_flops, run_seconds, accelerators, peak_flops_per_s):  # noqa: F811
     """MFU implied by the component step time."""
     return training_flops / (run_seconds * accelerators * peak_flops_per_s)
 
 
-@formula(account="compute", unit="FLOP/s",
-         meaning="sustained useful compute rate of the whole job",
-         expression="accelerators × peak_flops_per_s × end_to_end_mfu",
-         source="lesson 000: 4 × 200 TFLOP/s × 0.30 × 0.80 = 192 TFLOP/s")
+@formulas.formula(unit="FLOP/s",
+                  meaning="sustained useful compute rate of the whole job",
+                  expression="accelerators × peak_flops_per_s × end_to_end_mfu",
+                  source="lesson 000: 4 × 200 TFLOP/s × 0.30 × 0.80 = 192 TFLOP/s")
 def useful_flops_per_s(accelerators, peak_flops_per_s, end_to_end_mfu):
     """R_useful = N × peak × MFU_end-to-end."""
     return accelerators * peak_flops_per_s * end_to_end_mfu
 
 
-@formula(account="compute", unit="s",
-         meaning="first-pass run time, excluding checkpoint pauses and failures",
-         expression="training_flops / useful_flops_per_s",
-         source="lesson 000: 6 × 10¹⁸ / 192 × 10¹² = 31,250 s", choice=("step_time", "efficiency"))
+@formulas.formula(unit="s",
+                  meaning="first-pass run time, excluding checkpoint pauses and failures",
+                  expression="training_flops / useful_flops_per_s",
+                  source="lesson 000: 6 × 10¹⁸ / 192 × 10¹² = 31,250 s", choice=("step_time", "efficiency"))
 def run_seconds(training_flops, useful_flops_per_s):
     """T_train ≈ F_train / R_useful."""
     return training_flops / useful_flops_per_s
 
 
-@formula(account="compute", unit="s",
-         meaning="run time: steps × step time, excluding checkpoint pauses and failures",
-         expression="steps × step_seconds", choice=("step_time", "components"))
+@formulas.formula(unit="s",
+                  meaning="run time: steps × step time, excluding checkpoint pauses and failures",
+                  expression="steps × step_seconds", choice=("step_time", "components"))
 def run_seconds(steps, step_seconds):  # noqa: F811
     return steps * step_seconds
 
 
-@formula(account="compute", unit="s",
-         meaning="average time per optimizer step",
-         expression="run_seconds / steps",
-         source="lesson 000: ≈ 0.51 s", choice=("step_time", "efficiency"))
+@formulas.formula(unit="s",
+                  meaning="average time per optimizer step",
+                  expression="run_seconds / steps",
+                  source="lesson 000: ≈ 0.51 s", choice=("step_time", "efficiency"))
 def step_seconds(run_seconds, steps):
     """Step time = T_train / steps."""
     return run_seconds / steps
 
 
-@formula(account="compute", unit="s",
-         meaning="time per optimizer step: compute + pipeline bubble + exposed communication",
-         expression="compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds",
-         choice=("step_time", "components"))
+@formulas.formula(unit="s",
+                  meaning="time per optimizer step: compute + pipeline bubble + exposed communication",
+                  expression="compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds",
+                  choice=("step_time", "components"))
 def step_seconds(compute_seconds_per_step, pipeline_bubble_seconds, exposed_communication_seconds):  # noqa: F811
     return compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds
 
 
-@formula(account="compute", unit="s",
-         meaning="compute time per step on each accelerator, recomputation included",
-         expression="hardware_flops_per_token × global_tokens_per_step"
-                    " / (accelerators × peak_flops_per_s × single_accelerator_mfu)")
-def compute_seconds_per_step(hardware_flops_per_token, global_tokens_per_step, accelerators, peak_flops_per_s,
-                             single_accelerator_mfu):
-    """Each accelerator executes 1/N of the step's hardware FLOPs at its sustained rate."""
-    return (hardware_flops_per_token * global_tokens_per_step
+@formulas.formula(unit="1", meaning="the slowest pipeline stage's work over an even stage's (1 when p divides L)",
+                  expression="pipeline_stage_layers × pipeline_parallel / layers", detail=True)
+def pipeline_stage_imbalance(pipeline_stage_layers, pipeline_parallel, layers):
+    return pipeline_stage_layers * pipeline_parallel / layers
+
+
+@formulas.formula(unit="s",
+                  meaning="compute time per step on the slowest accelerator, recomputation included",
+                  expression="hardware_flops_per_token × global_tokens_per_step × pipeline_stage_imbalance"
+                             " / (accelerators × peak_flops_per_s × single_accelerator_mfu)")
+def compute_seconds_per_step(hardware_flops_per_token, global_tokens_per_step, pipeline_stage_imbalance,
+                             accelerators, peak_flops_per_s, single_accelerator_mfu):
+    """Each accelerator executes 1/N of the step's hardware FLOPs at its sustained rate; the stage with the
+    most layers executes that share times its imbalance, and the step waits for it."""
+    return (hardware_flops_per_token * global_tokens_per_step * pipeline_stage_imbalance
             / (accelerators * peak_flops_per_s * single_accelerator_mfu))
 
 
-@formula(account="compute", unit="s",
-         meaning="idle time per step while the pipeline fills and drains",
-         expression="compute_seconds_per_step × (pipeline_parallel − 1)"
-                    " / (virtual_pipeline_stages × gradient_accumulation_steps)",
-         source="Narayanan et al. 2021: bubble (p − 1)/m of the ideal time; interleaved (p − 1)/(v·m)")
+@formulas.formula(unit="s",
+                  meaning="idle time per step while the pipeline fills and drains",
+                  expression="compute_seconds_per_step × (pipeline_parallel − 1)"
+                             " / (virtual_pipeline_stages × gradient_accumulation_steps)",
+                  source="Narayanan et al. 2021: bubble (p − 1)/m of the ideal time; interleaved (p − 1)/(v·m)")
 def pipeline_bubble_seconds(compute_seconds_per_step, pipeline_parallel, virtual_pipeline_stages,
                             gradient_accumulation_steps):
     return (compute_seconds_per_step * (pipeline_parallel - 1)
             / (virtual_pipeline_stages * gradient_accumulation_steps))
 
 
-@formula(account="compute", unit="1",
-         meaning="hardware FLOPs utilization: executed work over the peak of the run",
-         expression="hardware_training_flops / (run_seconds × accelerators × peak_flops_per_s)")
+@formulas.formula(unit="fraction", meaning="the pipeline bubble as a share of the compute time",
+                  expression="pipeline_bubble_seconds / compute_seconds_per_step", detail=True)
+def pipeline_bubble_share(pipeline_bubble_seconds, compute_seconds_per_step):
+    return pipeline_bubble_seconds / compute_seconds_per_step
+
+
+@formulas.formula(unit="1",
+                  meaning="hardware FLOPs utilization: executed work over the peak of the run",
+                  expression="hardware_training_flops / (run_seconds × accelerators × peak_flops_per_s)")
 def hardware_flops_utilization(hardware_training_flops, run_seconds, accelerators, peak_flops_per_s):
     return hardware_training_flops / (run_seconds * accelerators * peak_flops_per_s)
 
 
-@formula(account="compute", unit="tokens/s",
-         meaning="training throughput of the whole job",
-         expression="tokens / run_seconds")
+@formulas.formula(unit="tokens/s",
+                  meaning="training throughput of the whole job",
+                  expression="tokens / run_seconds")
 def tokens_per_s(tokens, run_seconds):
     """Throughput = D / T_train; a short run measures it directly."""
     return tokens / run_seconds
 
 
-@formula(account="compute", unit="accelerator-hours",
-         meaning="accelerator-hours the run occupies (GPU-hours)",
-         expression="accelerators × run_seconds / 3600")
+@formulas.formula(unit="accelerator-hours",
+                  meaning="accelerator-hours the run occupies (GPU-hours)",
+                  expression="accelerators × run_seconds / 3600")
 def accelerator_hours(accelerators, run_seconds):
     """Accelerator-hours = N × T_train / 3600 s/h."""
     return accelerators * run_seconds / 3600

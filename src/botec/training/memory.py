@@ -7,36 +7,35 @@ Training Trillion Parameter Models" (section 5: 7.5B parameters on 64 ranks need
 2022, "Reducing Activation Recomputation in Large Transformer Models" (table 2).
 
 Parameters are split over tensor (t) and pipeline (p) ranks, experts also over expert-parallel
-ranks (e); ZeRO then shards the state of each over its sharding group (the data-parallel
-ranks, or a smaller group for hybrid sharding; experts over that group / e).
+ranks (e) (:mod:`botec.formulas.weights`); ZeRO then shards the state of each over its sharding
+group (the data-parallel ranks, or a smaller group for hybrid sharding; experts over that group / e).
 """
 
-from botec.quantities import declare_input, floor, formula, maximum, where
+from botec.graph import Formulas, floor, maximum, where
+from botec.layout import Recompute
 
-declare_input("device_memory_bytes", account="memory", unit="B",
-              meaning="memory of one accelerator")
-declare_input("weight_bytes_per_parameter", account="memory", unit="B/parameter",
-              meaning="bytes of the working weights per parameter")
-declare_input("gradient_bytes_per_parameter", account="memory", unit="B/parameter",
-              meaning="bytes of the gradients per parameter")
-declare_input("master_weight_bytes_per_parameter", account="memory", unit="B/parameter",
-              meaning="bytes of the higher-precision master weights per parameter")
-declare_input("optimizer_state_bytes_per_parameter", account="memory", unit="B/parameter",
-              meaning="bytes of the optimizer's moments per parameter")
-declare_input("zero_stage", account="memory", unit="1",
-              meaning="ZeRO stage: 0 replicates the state, 1 shards optimizer state, 2 also gradients, 3 also weights")
-declare_input("sharding_degree", account="memory", unit="1",
-              meaning="ranks a ZeRO/FSDP shard group spans (DP; fewer for hybrid sharding)")
-declare_input("sequence_parallel", account="memory", unit="1",
-              meaning="1 when sequence parallelism splits the TP region's activations over the TP ranks")
-declare_input("activation_bytes_per_element", account="memory", unit="B",
-              meaning="bytes per activation element (b; 2 for BF16)")
-declare_input("saved_tensor_factor", account="memory", unit="1",
-              meaning="hidden-state-sized tensors retained per layer for the backward pass (placeholder)")
-declare_input("runtime_buffer_bytes", account="memory", unit="B",
-              meaning="runtime and temporary buffers per accelerator")
-declare_input("headroom", account="memory", unit="1",
-              meaning="extra share of planned memory kept free for peaks and fragmentation")
+formulas = Formulas(account="memory")
+
+formulas.input("gradient_bytes_per_parameter", unit="B/parameter",
+               meaning="bytes of the gradients per parameter")
+formulas.input("master_weight_bytes_per_parameter", unit="B/parameter",
+               meaning="bytes of the higher-precision master weights per parameter")
+formulas.input("optimizer_state_bytes_per_parameter", unit="B/parameter",
+               meaning="bytes of the optimizer's moments per parameter")
+formulas.input("zero_stage", unit="1",
+               meaning="ZeRO stage: 0 replicates the state, 1 shards optimizer state, 2 also gradients, 3 also weights")
+formulas.input("sharding_degree", unit="1",
+               meaning="ranks a ZeRO/FSDP shard group spans (DP; fewer for hybrid sharding)")
+formulas.input("sequence_parallel", unit="1",
+               meaning="1 when sequence parallelism splits the TP region's activations over the TP ranks")
+formulas.input("saved_tensor_factor", unit="1",
+               meaning="hidden-state-sized tensors retained per layer for the backward pass (placeholder)")
+formulas.input("runtime_buffer_bytes", unit="B",
+               meaning="runtime and temporary buffers per accelerator")
+formulas.input("pipeline_activation_layers", unit="layers",
+               meaning="layers' worth of activations the busiest stage keeps under 1F1B: max over stages i of (p − i)·L_i")
+formulas.input("headroom", unit="1",
+               meaning="extra share of planned memory kept free for peaks and fragmentation")
 
 
 def _held(bytes_per_parameter, dense_parameters, dense_shards, expert_parameters, expert_shards):
@@ -49,77 +48,53 @@ def _shards(zero_stage, stage, degree):
     return where(zero_stage >= stage, degree, 1)
 
 
-@formula(account="memory", unit="parameters", meaning="non-expert parameters held by one accelerator",
-         expression="(parameters − expert_parameters) / (tensor_parallel × pipeline_parallel)", detail=True)
-def dense_parameters_per_device(parameters, expert_parameters, tensor_parallel, pipeline_parallel):
-    """Megatron splits every matrix over TP and the layers over PP (stages taken as even)."""
-    return (parameters - expert_parameters) / (tensor_parallel * pipeline_parallel)
-
-
-declare_input("expert_tensor_parallel", account="memory", unit="1",
-              meaning="ways each expert's matrices are split (training: TP, Megatron's default; serving: TP / EP)")
-
-
-@formula(account="memory", unit="parameters", meaning="expert parameters held by one accelerator",
-         expression="expert_parameters / (expert_parallel × expert_tensor_parallel × pipeline_parallel)", detail=True)
-def expert_parameters_per_device(expert_parameters, expert_parallel, expert_tensor_parallel, pipeline_parallel):
-    """Experts are split over EP (whole experts), expert tensor parallelism and PP."""
-    return expert_parameters / (expert_parallel * expert_tensor_parallel * pipeline_parallel)
-
-
-@formula(account="memory", unit="parameters", meaning="parameters held by one accelerator before ZeRO",
-         expression="dense_parameters_per_device + expert_parameters_per_device")
-def parameters_per_device(dense_parameters_per_device, expert_parameters_per_device):
-    return dense_parameters_per_device + expert_parameters_per_device
-
-
-@formula(account="memory", unit="1", meaning="ways the working weights are split (ZeRO-3 / FSDP full shard)",
-         expression="sharding_degree if zero_stage ≥ 3 else 1", detail=True)
+@formulas.formula(unit="1", meaning="ways the working weights are split (ZeRO-3 / FSDP full shard)",
+                  expression="sharding_degree if zero_stage ≥ 3 else 1", detail=True)
 def weight_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 3, sharding_degree)
 
 
-@formula(account="memory", unit="1", meaning="ways the gradients are split (ZeRO-2 and up)",
-         expression="sharding_degree if zero_stage ≥ 2 else 1", detail=True)
+@formulas.formula(unit="1", meaning="ways the gradients are split (ZeRO-2 and up)",
+                  expression="sharding_degree if zero_stage ≥ 2 else 1", detail=True)
 def gradient_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 2, sharding_degree)
 
 
-@formula(account="memory", unit="1", meaning="ways master weights and optimizer moments are split (ZeRO-1 and up)",
-         expression="sharding_degree if zero_stage ≥ 1 else 1", detail=True)
+@formulas.formula(unit="1", meaning="ways master weights and optimizer moments are split (ZeRO-1 and up)",
+                  expression="sharding_degree if zero_stage ≥ 1 else 1", detail=True)
 def optimizer_shards(zero_stage, sharding_degree):
     return _shards(zero_stage, 1, sharding_degree)
 
 
-@formula(account="memory", unit="1", meaning="ranks an expert's ZeRO shard group spans",
-         expression="maximum(sharding_degree / expert_parallel, 1)", detail=True)
+@formulas.formula(unit="1", meaning="ranks an expert's ZeRO shard group spans",
+                  expression="max(sharding_degree / expert_parallel, 1)", detail=True)
 def expert_sharding_degree(sharding_degree, expert_parallel):
     """Each expert lives on DP / EP data-parallel ranks; its state is sharded over those."""
     return maximum(sharding_degree / expert_parallel, 1)
 
 
-@formula(account="memory", unit="B", meaning="working weights held by one accelerator",
-         expression="weight_bytes_per_parameter × (dense_parameters_per_device / weight_shards"
-                    " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3 else 1))")
+@formulas.formula(unit="B", meaning="working weights held by one accelerator",
+                  expression="weight_bytes_per_parameter × (dense_parameters_per_device / weight_shards"
+                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3 else 1))")
 def weight_memory_bytes(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
                         expert_parameters_per_device, expert_sharding_degree, zero_stage):
     return _held(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
                  expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree))
 
 
-@formula(account="memory", unit="B", meaning="gradients held by one accelerator",
-         expression="gradient_bytes_per_parameter × (dense_parameters_per_device / gradient_shards"
-                    " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2 else 1))")
+@formulas.formula(unit="B", meaning="gradients held by one accelerator",
+                  expression="gradient_bytes_per_parameter × (dense_parameters_per_device / gradient_shards"
+                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2 else 1))")
 def gradient_memory_bytes(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
                           expert_parameters_per_device, expert_sharding_degree, zero_stage):
     return _held(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
                  expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree))
 
 
-@formula(account="memory", unit="B", meaning="master weights and optimizer moments held by one accelerator",
-         expression="(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
-                    " × (dense_parameters_per_device / optimizer_shards"
-                    " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 1 else 1))")
+@formulas.formula(unit="B", meaning="master weights and optimizer moments held by one accelerator",
+                  expression="(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
+                             " × (dense_parameters_per_device / optimizer_shards"
+                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 1 else 1))")
 def optimizer_memory_bytes(master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter,
                            dense_parameters_per_device, optimizer_shards, expert_parameters_per_device,
                            expert_sharding_degree, zero_stage):
@@ -128,71 +103,87 @@ def optimizer_memory_bytes(master_weight_bytes_per_parameter, optimizer_state_by
                  _shards(zero_stage, 1, expert_sharding_degree))
 
 
-@formula(account="memory", unit="B", meaning="persistent training state per accelerator",
-         expression="weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes",
-         source="lesson 000: 10⁹ × (2 + 2 + 4 + 4 + 4) B = 16 GB")
+@formulas.formula(unit="B", meaning="persistent training state per accelerator",
+                  expression="weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes",
+                  source="lesson 000: 10⁹ × (2 + 2 + 4 + 4 + 4) B = 16 GB")
 def state_bytes(weight_memory_bytes, gradient_memory_bytes, optimizer_memory_bytes):
     """M_state = weights + gradients + (master weights + moments), each as sharded."""
     return weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes
 
 
-@formula(account="memory", unit="B/parameter",
-         meaning="persistent training state per parameter held on one accelerator",
-         expression="state_bytes / parameters_per_device",
-         source="lesson 000 table: 2 + 2 + 4 + 4 + 4 = 16 for Adam in mixed precision")
+@formulas.formula(unit="B/parameter", meaning="training state per parameter before any sharding",
+                  expression="weight_bytes_per_parameter + gradient_bytes_per_parameter"
+                             " + master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter",
+                  source="lesson 000 table: 2 + 2 + 4 + 4 + 4 = 16 for Adam in mixed precision", detail=True)
+def unsharded_state_bytes_per_parameter(weight_bytes_per_parameter, gradient_bytes_per_parameter,
+                                        master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter):
+    return (weight_bytes_per_parameter + gradient_bytes_per_parameter + master_weight_bytes_per_parameter
+            + optimizer_state_bytes_per_parameter)
+
+
+@formulas.formula(unit="B/parameter",
+                  meaning="persistent training state per parameter held on one accelerator (after sharding)",
+                  expression="state_bytes / parameters_per_device",
+                  source="lesson 000 table: 2 + 2 + 4 + 4 + 4 = 16 for Adam in mixed precision")
 def state_bytes_per_parameter(state_bytes, parameters_per_device):
     return state_bytes / parameters_per_device
 
 
-@formula(account="memory", unit="tokens", meaning="tokens of one sequence held by one context-parallel rank",
-         expression="sequence_length / context_parallel", detail=True)
+@formulas.formula(unit="tokens", meaning="tokens of one sequence held by one context-parallel rank",
+                  expression="sequence_length / context_parallel", detail=True)
 def local_sequence_length(sequence_length, context_parallel):
     return sequence_length / context_parallel
 
 
-@formula(account="memory", unit="B", meaning="one hidden-state tensor at one layer, as one accelerator holds it",
-         expression="micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element"
-                    " / (tensor_parallel if sequence_parallel else 1)",
-         source="lesson 000: 2 × 2,048 × 2,048 × 2 ≈ 16.8 MB")
-def hidden_state_bytes(micro_batch_size, local_sequence_length, hidden_size, activation_bytes_per_element,
-                       tensor_parallel, sequence_parallel):
-    """M_hidden = B_local × S × H × b (split by CP over S, by TP when sequence parallel)."""
-    return (micro_batch_size * local_sequence_length * hidden_size * activation_bytes_per_element
-            / where(sequence_parallel, tensor_parallel, 1))
+@formulas.formula(unit="B", meaning="one micro-batch's activation tensor at a layer boundary, whole",
+                  expression="micro_batch_size × local_sequence_length × hidden_size × activation_bytes_per_element",
+                  source="lesson 000: 2 × 2,048 × 2,048 × 2 ≈ 16.8 MB", detail=True)
+def layer_activation_bytes(micro_batch_size, local_sequence_length, hidden_size, activation_bytes_per_element):
+    """B_local × S × H × b (S split by CP): what a TP all-reduce carries and a pipeline stage hands on."""
+    return micro_batch_size * local_sequence_length * hidden_size * activation_bytes_per_element
 
 
-@formula(account="memory", unit="1",
-         meaning="extra activations the interleaved schedule keeps in flight on the first stage",
-         expression="1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages)"
-                    " if virtual_pipeline_stages > 1 else 1",
-         source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B)", detail=True)
+@formulas.formula(unit="B", meaning="one hidden-state tensor at one layer, as one accelerator holds it",
+                  expression="layer_activation_bytes / (tensor_parallel if sequence_parallel else 1)",
+                  source="lesson 000: 2 × 2,048 × 2,048 × 2 ≈ 16.8 MB")
+def hidden_state_bytes(layer_activation_bytes, tensor_parallel, sequence_parallel):
+    """M_hidden = B_local × S × H × b, split over the TP ranks when sequence parallel."""
+    return layer_activation_bytes / where(sequence_parallel, tensor_parallel, 1)
+
+
+@formulas.formula(unit="1",
+                  meaning="extra activations the interleaved schedule keeps in flight on the first stage",
+                  expression="1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages)"
+                             " if virtual_pipeline_stages > 1 else 1",
+                  source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B)", detail=True)
 def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages):
     interleaved = 1 + (pipeline_parallel - 1) / (pipeline_parallel * virtual_pipeline_stages)
     return where(virtual_pipeline_stages > 1, interleaved, 1.0)
 
 
-@formula(account="memory", unit="layers",
-         meaning="layers' worth of activations the busiest (first) pipeline stage holds at its peak",
-         expression="layers × pipeline_activation_factor",
-         source="Korthikanti et al. 2022 §4.2: 1F1B keeps p micro-batches of L/p layers on the first stage")
-def activation_layers_in_flight(layers, pipeline_activation_factor):
-    return layers * pipeline_activation_factor
+@formulas.formula(unit="layers",
+                  meaning="layers' worth of activations the busiest pipeline stage holds at its peak",
+                  expression="pipeline_activation_layers × pipeline_activation_factor",
+                  source="Korthikanti et al. 2022 §4.2: 1F1B keeps p micro-batches of L/p layers on the first stage")
+def activation_layers_in_flight(pipeline_activation_layers, pipeline_activation_factor):
+    return pipeline_activation_layers * pipeline_activation_factor
 
 
-@formula(account="memory", unit="B", meaning="activations retained for the backward pass",
-         expression="activation_layers_in_flight × saved_tensor_factor × hidden_state_bytes",
-         source="lesson 000: 16 × 8 × 16.8 MB ≈ 2.15 GB (the factor 8 is a placeholder)",
-         choice=("activations", "saved_tensor_factor"))
+@formulas.formula(unit="B", meaning="activations retained for the backward pass",
+                  expression="activation_layers_in_flight × saved_tensor_factor × hidden_state_bytes",
+                  source="lesson 000: 16 × 8 × 16.8 MB ≈ 2.15 GB (the factor 8 is a placeholder)",
+                  choice=("activations", "saved_tensor_factor"))
 def activation_bytes(activation_layers_in_flight, saved_tensor_factor, hidden_state_bytes):
     """M_act = L × k × M_hidden, k the saved-tensor factor (replace with a measured peak)."""
     return activation_layers_in_flight * saved_tensor_factor * hidden_state_bytes
 
 
-@formula(account="memory", unit="B", meaning="activations one transformer layer keeps for one micro-batch",
-         expression="2·s·b·h / (t if SP else 1) with full recompute; otherwise s·b·h·((34/t if SP else 10 + 24/t)"
-                    " + 5·a·s/(h·t) unless selective recompute), s = local_sequence_length, b = micro_batch_size,"
-                    " h = hidden_size, a = attention_heads, t = tensor_parallel (× activation_bytes_per_element / 2)",
-         source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP, no dropout-mask savings)")
+@formulas.formula(unit="B", meaning="activations one transformer layer keeps for one micro-batch",
+                  expression="2·s·b·h / (t if SP else 1) with full recompute; otherwise s·b·h·((34/t if SP else 10 + 24/t)"
+                             " + 5·a·s/(h·t) unless selective recompute), s = local_sequence_length, b = micro_batch_size,"
+                             " h = hidden_size, a = attention_heads, t = tensor_parallel (× activation_bytes_per_element / 2)",
+                  source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP, no dropout-mask savings)",
+                  prose=True)
 def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, attention_heads,
                                tensor_parallel, sequence_parallel, recompute, activation_bytes_per_element):
     """Korthikanti et al. 2022 per-layer activations (bytes):
@@ -210,47 +201,53 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
     s, b, h, a, t = local_sequence_length, micro_batch_size, hidden_size, attention_heads, tensor_parallel
     sbh = s * b * h
     linear = where(sequence_parallel, 34 / t, 10 + 24 / t)
-    scores = where(recompute >= 1, 0.0, 5 * a * s / (h * t))
+    scores = where(recompute >= Recompute.SELECTIVE, 0.0, 5 * a * s / (h * t))
     width = activation_bytes_per_element / 2
-    return width * where(recompute >= 2, 2 * sbh / where(sequence_parallel, t, 1), sbh * (linear + scores))
+    return width * where(recompute >= Recompute.FULL, 2 * sbh / where(sequence_parallel, t, 1), sbh * (linear + scores))
 
 
-@formula(account="memory", unit="B", meaning="activations retained for the backward pass",
-         expression="activation_layers_in_flight × activation_bytes_per_layer",
-         source="Korthikanti et al. 2022", choice=("activations", "korthikanti"))
+@formulas.formula(unit="B", meaning="activations retained for the backward pass",
+                  expression="activation_layers_in_flight × activation_bytes_per_layer",
+                  source="Korthikanti et al. 2022", choice=("activations", "korthikanti"))
 def activation_bytes(activation_layers_in_flight, activation_bytes_per_layer):  # noqa: F811
     return activation_layers_in_flight * activation_bytes_per_layer
 
 
-@formula(account="memory", unit="B", meaning="planned memory per accelerator, headroom included",
-         expression="(state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)",
-         source="lesson 000: (16 + 2.15 + 2) × 1.25 ≈ 25.2 GB")
+@formulas.formula(unit="B", meaning="planned memory per accelerator, headroom included",
+                  expression="(state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)",
+                  source="lesson 000: (16 + 2.15 + 2) × 1.25 ≈ 25.2 GB")
 def planned_device_bytes(state_bytes, activation_bytes, runtime_buffer_bytes, headroom):
     """M_planned = (M_state + M_act + M_buffers) × (1 + headroom)."""
     return (state_bytes + activation_bytes + runtime_buffer_bytes) * (1 + headroom)
 
 
-@formula(account="memory", unit="B", meaning="device memory left after the plan (negative: does not fit)",
-         expression="device_memory_bytes − planned_device_bytes")
+@formulas.formula(unit="B", meaning="the headroom part of the planned memory", detail=True,
+                  expression="planned_device_bytes × headroom / (1 + headroom)")
+def memory_headroom_bytes(planned_device_bytes, headroom):
+    return planned_device_bytes * headroom / (1 + headroom)
+
+
+@formulas.formula(unit="B", meaning="device memory left after the plan (negative: does not fit)",
+                  expression="device_memory_bytes − planned_device_bytes")
 def memory_spare_bytes(device_memory_bytes, planned_device_bytes):
     return device_memory_bytes - planned_device_bytes
 
 
-@formula(account="memory", unit="fraction", meaning="planned memory as a share of the device's memory",
-         expression="planned_device_bytes / device_memory_bytes", detail=True)
+@formulas.formula(unit="fraction", meaning="planned memory as a share of the device's memory",
+                  expression="planned_device_bytes / device_memory_bytes", detail=True)
 def memory_utilization(planned_device_bytes, device_memory_bytes):
     return planned_device_bytes / device_memory_bytes
 
 
-@formula(account="memory", unit="B", meaning="retained activations per sequence of the micro-batch",
-         expression="activation_bytes / micro_batch_size", detail=True)
+@formulas.formula(unit="B", meaning="retained activations per sequence of the micro-batch",
+                  expression="activation_bytes / micro_batch_size", detail=True)
 def activation_bytes_per_sequence(activation_bytes, micro_batch_size):
     return activation_bytes / micro_batch_size
 
 
-@formula(account="memory", unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
-         expression="⌊(device_memory_bytes / (1 + headroom) − state_bytes − runtime_buffer_bytes)"
-                    " / activation_bytes_per_sequence⌋")
+@formulas.formula(unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
+                  expression="⌊(device_memory_bytes / (1 + headroom) − state_bytes − runtime_buffer_bytes)"
+                             " / activation_bytes_per_sequence⌋")
 def max_micro_batch_size(device_memory_bytes, headroom, state_bytes, runtime_buffer_bytes,
                          activation_bytes_per_sequence):
     """The planned-memory equation solved for B_local, rounded down (0 when even the state does not fit)."""

@@ -179,12 +179,14 @@ def create_app() -> FastAPI:
     def explain_endpoint(request: ExplainRequest) -> dict:
         """The derivation chain of one quantity."""
         from botec.estimate import estimate
-        from botec.quantities import explain
+        from botec.graph.explain import explain
 
         _, contract = _load(request)
         result = estimate(contract)
         if request.quantity not in result.quantities:
-            raise ContractError(f"{request.quantity!r} is not a quantity of this contract", field="quantity")
+            reason = result.inputs.why_absent(request.quantity, result.quantities) \
+                if request.quantity in result.inputs.graph else "not a quantity of this contract"
+            raise ContractError(f"{request.quantity!r}: {reason}", field="quantity")
         return {"lines": [{"depth": d, "text": t} for d, t in explain(request.quantity, result.quantities,
                                                                        request.units)]}
 
@@ -209,15 +211,15 @@ def create_app() -> FastAPI:
     @app.post("/api/sweep")
     def sweep_endpoint(request: SweepRequest) -> dict:
         """A vectorized sweep (at most MAX_SWEEP configurations)."""
-        from botec.estimate import given_quantities
         from botec.explore.space import Space, evaluate_space, parse_axis
+        from botec.inputs import build_inputs
 
         _, contract = _load(request)
         if contract.workload.kind != "training":
             raise ContractError("sweeps run over training contracts", field="workload.kind")
-        base, _, _ = given_quantities(contract)
-        axes = [parse_axis(axis, base) for axis in request.axes]
-        space = Space(contract, axes)
+        inputs = build_inputs(contract)
+        axes = [parse_axis(axis, inputs) for axis in request.axes]
+        space = Space(inputs, axes)
         if space.size > MAX_SWEEP:
             raise ContractError(f"the sweep has {space.size:,} configurations, more than this server's cap of "
                                 f"{MAX_SWEEP:,}", field="axes")

@@ -15,15 +15,15 @@ all-gather and all-to-all (n−1)/n — so at a link bandwidth B a ring needs
 and a (double binary) tree all-reduce 2⌈log₂ n⌉·α + 2(n−1)/n · S / B: fewer latency steps, the
 same bytes. B is the bandwidth per rank per direction of the tier the group crosses; α the
 per-step latency of that tier. Every function is elementwise (floats or numpy arrays); n = 1
-costs nothing.
+costs nothing. The formulas of :mod:`botec.training.network` write each collective's time as its
+latency steps × α plus the bytes it sends (a quantity of its own) over B.
 """
 
 from __future__ import annotations
 
-from botec.quantities import ceil, log2, maximum, where
+from botec.graph.elementwise import ceil, log2, maximum, where
 
-__all__ = ["all_reduce_seconds", "reduce_scatter_seconds", "all_gather_seconds", "all_to_all_seconds",
-           "send_receive_seconds", "all_reduce_bytes_sent", "gather_bytes_sent"]
+__all__ = ["all_reduce_bytes_sent", "gather_bytes_sent", "all_reduce_latency_steps", "all_reduce_seconds"]
 
 
 def all_reduce_bytes_sent(message_bytes, ranks):
@@ -36,29 +36,14 @@ def gather_bytes_sent(message_bytes, ranks):
     return (ranks - 1) / ranks * message_bytes
 
 
-def all_reduce_seconds(message_bytes, ranks, bytes_per_s, latency_seconds, tree=0):
-    """Ring (tree=0) or tree (tree=1) all-reduce of ``message_bytes`` over ``ranks``."""
+def all_reduce_latency_steps(ranks, tree=0):
+    """Latency steps of an all-reduce: 2(n − 1) for a ring (tree=0), 2⌈log₂ n⌉ for a tree (tree=1)."""
     ring_steps = 2 * (ranks - 1)
     tree_steps = where(ranks > 1, 2 * ceil(log2(maximum(ranks, 1))), 0)
-    steps = where(tree, tree_steps, ring_steps)
-    return steps * latency_seconds + all_reduce_bytes_sent(message_bytes, ranks) / bytes_per_s
+    return where(tree, tree_steps, ring_steps)
 
 
-def reduce_scatter_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
-    """Ring reduce-scatter of a ``message_bytes`` buffer over ``ranks``."""
-    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
-
-
-def all_gather_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
-    """Ring all-gather producing a ``message_bytes`` buffer on each of ``ranks``."""
-    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
-
-
-def all_to_all_seconds(message_bytes, ranks, bytes_per_s, latency_seconds):
-    """All-to-all of a ``message_bytes`` buffer per rank (pairwise exchange)."""
-    return (ranks - 1) * latency_seconds + gather_bytes_sent(message_bytes, ranks) / bytes_per_s
-
-
-def send_receive_seconds(message_bytes, bytes_per_s, latency_seconds):
-    """One point-to-point transfer."""
-    return latency_seconds + message_bytes / bytes_per_s
+def all_reduce_seconds(message_bytes, ranks, bytes_per_s, latency_seconds, tree=0):
+    """Ring (tree=0) or tree (tree=1) all-reduce of ``message_bytes`` over ``ranks``."""
+    return (all_reduce_latency_steps(ranks, tree) * latency_seconds
+            + all_reduce_bytes_sent(message_bytes, ranks) / bytes_per_s)

@@ -1,0 +1,5 @@
+"""``python -m botec.cli``."""
+
+from botec.cli import main
+
+main()

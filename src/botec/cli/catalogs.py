@@ -1,0 +1,92 @@
+"""`botec schema`, `botec init`, `botec catalog`, `botec model`: what a contract can say and name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from botec.cli.common import Format, emit, app
+from botec.errors import UserError
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a workload contract, both kinds (for editors and validators)."""
+    import json
+
+    from botec.contract import contract_schema
+
+    typer.echo(json.dumps(contract_schema(), indent=2, ensure_ascii=False))
+
+
+@app.command()
+def init(
+    path: Path = typer.Argument(Path("botec.yaml"), help="Where to write the starter contract ('-' for stdout)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    serving: bool = typer.Option(False, "--serving", help="A serving contract (Llama 3.1-8B on H100s) instead."),
+) -> None:
+    """Write a commented starter contract to edit: training (the lesson's reference workload) or serving.
+
+    Example: `botec init my-job.yaml && botec estimate my-job.yaml`
+    """
+    from importlib import resources
+
+    from botec.estimate import REFERENCE_CONTRACT
+
+    name = "serve-llama3.1-8b-h100.yaml" if serving else REFERENCE_CONTRACT
+    text = resources.files("botec.contracts").joinpath(name).read_text(encoding="utf-8")
+    if str(path) == "-":
+        typer.echo(text, nl=False)
+        return
+    if path.exists() and not force:
+        raise UserError(f"{path}: already exists; choose another path or pass --force")
+    emit(text, path)
+    typer.echo(f"edit it, then run `botec estimate {path}`", err=True)
+
+
+@app.command()
+def catalog(format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown.")) -> None:
+    """List the accelerator catalog (dense peaks, memory, links, power, sources), node presets and optimizer presets."""
+    from botec.report import listings
+    from botec.report.tables import console
+
+    if format is Format.json:
+        typer.echo(listings.catalog_json())
+    elif format is Format.markdown:
+        typer.echo(listings.catalog_markdown())
+    else:
+        listings.catalog_text(console())
+
+
+@app.command()
+def model(
+    name: Optional[str] = typer.Argument(None, help="A catalog model (e.g. llama-3.1-8b) or a Hugging Face "
+                                                    "config.json (or the folder holding one)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+    list_: bool = typer.Option(False, "--list", help="List the model catalog."),
+) -> None:
+    """Print a model's shape and its parameters by part: embeddings, attention, MLP, experts, norms.
+
+    Example: `botec model mixtral-8x7b`, `botec model path/to/config.json`
+    """
+    from botec.architecture import model_catalog, read_hf_config
+    from botec.catalog import did_you_mean
+    from botec.report import listings
+    from botec.report.tables import console
+
+    models = model_catalog()
+    if list_ or name is None:
+        text = listings.model_list(format.value, console())
+        if text is not None:
+            typer.echo(text)
+        return
+    if name in models:
+        arch = models[name]
+    elif name.endswith(".json") or Path(name).is_dir():
+        arch = read_hf_config(name)
+    else:
+        raise UserError(f"unknown model {name!r}{did_you_mean(name, models)} (see `botec model --list`, or give "
+                        "a config.json path)")
+    typer.echo(listings.model_json(arch) if format is Format.json else "\n".join(listings.model_text(arch)))

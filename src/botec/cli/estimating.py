@@ -1,0 +1,126 @@
+"""`botec estimate`, `botec report`, `botec explain`: an estimate, as a report or as a derivation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from botec.cli.common import CONTRACT_HELP, SET_HELP, Format, Units, emit, load_estimate, numpy_needed, units_of, app
+from botec.errors import UserError
+
+
+@app.command()
+def estimate(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB = 10^9 B) or binary (GiB = 2^30 B)."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+    allow_misfit: bool = typer.Option(False, "--allow-misfit",
+                                      help="Report a plan that does not fit in memory instead of failing."),
+    details: bool = typer.Option(False, "--details", help="Text report: show the intermediate quantities too."),
+    uncertainty: bool = typer.Option(False, "--uncertainty", help="Sample the stated ranges: P10/P50/P90."),
+    samples: int = typer.Option(10_000, "--samples", min=1, help="Monte Carlo samples for --uncertainty."),
+    seed: int = typer.Option(0, "--seed", help="Seed for --uncertainty (the same seed, the same figures)."),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="With --uncertainty: the chance to finish by "
+                                                                     "this, e.g. '7 d'."),
+) -> None:
+    """Estimate a training job in four accounts (compute, memory, network, storage) plus cost, or a serving fleet.
+
+    Example: `botec estimate examples/llama2-70b-pretrain.yaml --set supply.count=2048 -f markdown`
+    """
+    from botec.estimate import check_fit
+
+    result = load_estimate(contract, set_)
+    if not allow_misfit:
+        check_fit(result)
+    system = units.value
+    if uncertainty:
+        numpy_needed()
+        from botec.explore.uncertainty import monte_carlo
+        from botec.report.explore import uncertainty_json, uncertainty_text
+        from botec.units import UnitError, parse_quantity
+
+        try:
+            deadline_seconds = parse_quantity(deadline, "seconds") if deadline else None
+        except UnitError as error:
+            raise UserError(f"--deadline: {error}") from None
+        mc = monte_carlo(result, samples, seed, deadline_seconds)
+        emit(uncertainty_json(mc) if format is Format.json else
+              "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output)
+        return
+    if format is Format.json:
+        from botec.report.json_report import render
+
+        emit(render(result), output)
+    elif format is Format.markdown:
+        from botec.report.markdown import render
+
+        emit(render(result, system), output)
+    else:
+        import io
+
+        from botec.report.tables import console
+        from botec.report.terminal import render
+
+        buffer = io.StringIO() if output is not None else None
+        render(result, console(buffer), system, details)
+        if buffer is not None:
+            emit(buffer.getvalue(), output)
+
+
+@app.command()
+def report(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="report.html (or .md for Markdown)."),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Write a report to paste or share: one self-contained HTML file with plots (works offline), or Markdown.
+
+    Example: `botec report examples/llama3.1-70b-pretrain.yaml -o review.html`
+    """
+    result = load_estimate(contract, set_)
+    if output.suffix.lower() in (".md", ".markdown"):
+        from botec.report.markdown import render as render_markdown
+
+        emit(render_markdown(result, units.value), output)
+        return
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise UserError("the HTML report draws with plotly: pip install 'botec[report]'") from None
+    from botec.report.html import render as render_html
+
+    emit(render_html(result, units.value), output)
+
+
+@app.command()
+def explain(
+    contract_or_quantity: str = typer.Argument(..., metavar="[CONTRACT] QUANTITY",
+                                               help="A contract file, then a quantity name (the contract may be "
+                                                    "left out: the reference workload)."),
+    quantity: Optional[str] = typer.Argument(None, hidden=True),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Print how one quantity is derived, with the values substituted, down to the assumptions.
+
+    Example: `botec explain examples/lesson-finetune-1b.yaml planned_device_bytes`
+    """
+    from botec.catalog import did_you_mean
+    from botec.graph.explain import explain as explain_chain
+
+    contract = Path(contract_or_quantity) if quantity is not None else None
+    name = quantity if quantity is not None else contract_or_quantity
+    result = load_estimate(contract, set_)
+    if name not in result.quantities:
+        if name in result.inputs.graph:
+            raise UserError(f"{name!r} is not resolved by this contract: "
+                            f"{result.inputs.why_absent(name, result.quantities)}")
+        hint = did_you_mean(name, result.quantities) or f" (known here: {', '.join(result.quantities)})"
+        raise UserError(f"{name!r} is not a quantity{hint}")
+    for depth, line in explain_chain(name, result.quantities, units.value):
+        typer.echo("  " * depth + line)

@@ -1,0 +1,176 @@
+"""`botec sweep`, `botec solve`, `botec search`, `botec sensitivity`: an estimate's inputs varied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from botec.cli.common import CONTRACT_HELP, Format, emit, load_estimate, load_inputs, numpy_needed, units_of, app
+from botec.errors import UserError
+
+
+@app.command()
+def sweep(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    axes: List[str] = typer.Option([], "--set", help="FIELD=VALUES: 4,8,16 or 1..8 or 0.2:0.5:4 (repeatable)."),
+    outputs: List[str] = typer.Option(["run_seconds", "planned_device_bytes", "step_seconds"], "--output",
+                                      help="Quantities to tabulate (repeatable)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown (csv: --csv)."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the table as CSV."),
+    cap: int = typer.Option(10_000_000, "--cap", help="Refuse spaces larger than this without --force."),
+    force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap."),
+) -> None:
+    """Evaluate the cross product of some fields through the same formulas, vectorized; feasible rows marked.
+
+    Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`
+    """
+    numpy_needed()
+    from botec.explore.space import Space, evaluate_space, parse_axis
+    from botec.report import explore as view
+    from botec.report.tables import console
+
+    inputs = load_inputs(contract)
+    if inputs.kind != "training":
+        raise UserError("sweeps run over training contracts (serving: vary the traffic with --set on estimate)")
+    if not axes:
+        raise UserError("--set: give at least one FIELD=VALUES to sweep")
+    parsed = [parse_axis(a, inputs) for a in axes]
+    space = Space(inputs, parsed)
+    if space.size > cap and not force:
+        raise UserError(f"--set: the space has {space.size:,} configurations, more than the cap of {cap:,}; "
+                        "narrow it or pass --force")
+    from botec.report.progress import space_progress
+
+    with space_progress() as progress:
+        columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(outputs + ["memory_spare_bytes"])),
+                                                progress=progress)
+    if counts.get("interrupted"):
+        typer.echo(f"interrupted: showing the first {len(valid):,} of {space.size:,} configurations", err=True)
+    fits = valid & (columns["memory_spare_bytes"] >= 0)
+    header = [a.path for a in parsed] + outputs + ["feasible"]
+    rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
+    if csv_path is not None:
+        emit(view.sweep_csv(header, rows), csv_path)
+    if format is Format.json:
+        typer.echo(view.sweep_json(header, rows, counts, int(fits.sum())))
+        return
+    table = view.sweep_text(header, rows, units_of(inputs), format.value)
+    if format is Format.markdown:
+        typer.echo(table)
+    else:
+        console().print(table)
+    for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN):
+        typer.echo(line, err=True)
+
+
+@app.command()
+def solve(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    minimize: Optional[str] = typer.Option(None, "--minimize", help="A field to make as small as possible."),
+    maximize: Optional[str] = typer.Option(None, "--maximize", help="A field to make as large as possible."),
+    subject_to: List[str] = typer.Option([], "--subject-to", help="'QUANTITY OP VALUE' (e.g. 'run_seconds <= 4 h') "
+                                                                   "or 'fits' (repeatable)."),
+    over: Optional[str] = typer.Option(None, "--over", help="The values to try, FIELD=1..64 (default: a wide range)."),
+    find: Optional[str] = typer.Option(None, "--find", help="An assumption to back-solve, e.g. "
+                                                           "assumptions.end_to_end_mfu."),
+    given: Optional[str] = typer.Option(None, "--given", help="The observed figure for --find, e.g. "
+                                                             "accelerator_hours=1.72M."),
+) -> None:
+    """Solve for a field under constraints, or back-solve an assumption from an observed figure.
+
+    Examples: `botec solve --minimize supply.count --subject-to "run_seconds <= 4 h"`;
+    `botec solve examples/llama2-70b-pretrain.yaml --find assumptions.end_to_end_mfu --given accelerator_hours=1.72M`
+    """
+    numpy_needed()
+    from botec.explore.solve import back_solve, best_accelerator, optimize
+    from botec.units import format_number, format_quantity
+
+    inputs = load_inputs(contract)
+    units = units_of(inputs)
+    if find is not None:
+        if given is None:
+            raise UserError("--find needs --given QUANTITY=VALUE")
+        value, reached = back_solve(inputs, find, given)
+        quantity = given.partition("=")[0].strip()
+        typer.echo(f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, units[quantity])}")
+        return
+    if (minimize is None) == (maximize is None):
+        raise UserError("give one of --minimize FIELD or --maximize FIELD (or --find with --given)")
+    variable, direction = minimize or maximize, "min" if minimize else "max"
+    if over is not None and over.partition("=")[0].strip() == "supply.accelerator":
+        keys = [k.strip() for k in over.partition("=")[2].split(",") if k.strip()]
+        rows = best_accelerator(inputs, variable, direction, subject_to, keys)
+        if rows[0][1] is None:
+            raise UserError("no accelerator meets the constraints: " + "; ".join(f"{key}: {why}" for key, _, why in rows))
+        typer.echo(f"best: {rows[0][0]} ({variable} = {format_quantity(rows[0][1], units[variable])})")
+        for key, value, why in rows:
+            typer.echo(f"  {key}: {format_quantity(value, units[variable]) if value is not None else why}")
+        return
+    solution = optimize(inputs, variable, direction, subject_to, over)
+    if solution.value is None:
+        raise UserError(f"no value of {variable} meets the constraints ({solution.evaluated:,} tried): "
+                        f"{solution.closest}")
+    typer.echo(f"{variable} = {format_number(solution.value)}  ({solution.feasible:,} of {solution.evaluated:,} "
+               "values tried meet the constraints)")
+    for name, value in solution.row.items():
+        if name in units:
+            typer.echo(f"  {name} = {format_quantity(value, units[name])}")
+
+
+@app.command()
+def search(
+    contract: Path = typer.Argument(..., help="A contract (its layout is the starting point)."),
+    top: int = typer.Option(10, "--top", min=1, help="How many layouts to show."),
+    objective: str = typer.Option("step_seconds", "--objective", help="Quantity to minimize (step_seconds, "
+                                                                      "training_cost_usd, ...)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+) -> None:
+    """Search TP × PP × CP × DP (EP) × ZeRO × micro-batch × recomputation × SP × interleaving for the fastest
+    layout that fits; for a serving contract, the accelerator and TP degree that meet the targets cheapest.
+
+    Example: `botec search examples/gpt3-175b-search.yaml --top 5`
+    """
+    import json
+
+    numpy_needed()
+    from botec.explore.search import as_overrides, search as run_search, search_serving
+    from botec.report import explore as view
+
+    inputs = load_inputs(contract)
+    if inputs.kind == "serving":
+        rows = search_serving(inputs, top)
+        if format is Format.json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not rows:
+            raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
+        typer.echo("\n".join(view.serving_search_text(rows)))
+        return
+    result = run_search(inputs, objective, top)
+    typer.echo(view.search_json(result) if format is Format.json
+               else "\n".join(view.search_text(result, contract, as_overrides)))
+
+
+@app.command()
+def sensitivity(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    output: str = typer.Option("run_seconds", "--output", help="The quantity whose swings to rank."),
+) -> None:
+    """Rank the ranged assumptions by how far each moves one output across its range (a tornado table).
+
+    Example: `botec sensitivity examples/lesson-finetune-1b.yaml --output planned_device_bytes`
+    """
+    from botec.explore.uncertainty import sensitivity as run_sensitivity
+    from botec.report.explore import sensitivity_text
+
+    result = load_estimate(contract, [])
+    if output not in result.quantities:
+        from botec.catalog import did_you_mean
+
+        raise UserError(f"--output: {output!r} is not a quantity of this contract{did_you_mean(output, result.quantities)}")
+    swings = run_sensitivity(result, output)
+    if not swings:
+        raise UserError("no assumption of this contract states a range (low/high)")
+    typer.echo("\n".join(sensitivity_text(output, result.value(output), result.quantities[output].unit, swings)))

@@ -1,0 +1,196 @@
+"""The workload contract: what the job is, what it runs on, how, and what is assumed.
+
+A contract has four sections (the application / system / execution split of Calculon, plus
+named assumptions), and two kinds, chosen by ``workload.kind``:
+
+- a training contract (:class:`TrainingContract`, :mod:`.training`): the model, the tokens, the
+  sequence length; the accelerators and their count, links and storage; the parallel layout,
+  batch, precision, optimizer, checkpoint and retention policy; efficiencies and placeholder
+  factors, and the thresholds of the findings;
+- a serving contract (:class:`ServingContract`, :mod:`.serving`): the model, its traffic and
+  latency targets; the accelerator (the count follows from the traffic) and candidates; one
+  replica's layout and formats; the roofline's efficiencies.
+
+Every number accepts units (``32 GB``, ``200 TFLOP/s``, ``1 h``, ``7B``) or a plain number in
+base units, and may be written as a mapping with an uncertainty range and a source note
+(:mod:`.stated`). :func:`load_contract` reads YAML or JSON and raises :class:`ContractError`
+with one line that names the field and what was expected.
+
+Contracts written for an earlier botec keep working: a field of the other kind that botec used
+to ignore in silence (``assumptions.headroom`` in a serving contract) is ignored with a one-line
+note (``contract.notes``) instead of refused.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
+
+from botec.contract.messages import KINDS, one_line, section_class
+from botec.contract.serving import ServingContract
+from botec.contract.stated import Stated
+from botec.contract.training import TrainingContract
+from botec.errors import ContractError, read_text_file
+
+__all__ = ["Contract", "ContractError", "ServingContract", "Stated", "TrainingContract", "SCHEMA_VERSION",
+           "apply_overrides", "contract_schema", "load_contract", "parse_contract", "read_contract_data"]
+
+SCHEMA_VERSION = 1  # the contract schema this botec reads; a contract may state the one it was written for
+
+
+def _kind(raw: Any) -> str:
+    if isinstance(raw, dict):
+        workload = raw.get("workload")
+        return workload.get("kind", "training") if isinstance(workload, dict) else "training"
+    return getattr(raw, "kind", "training")
+
+
+Contract = Annotated[Union[Annotated[TrainingContract, Tag("training")], Annotated[ServingContract, Tag("serving")]],
+                     Discriminator(_kind)]
+
+
+@lru_cache(maxsize=1)
+def _adapter() -> TypeAdapter:
+    return TypeAdapter(Contract)
+
+
+def contract_schema() -> dict:
+    """The JSON Schema of a contract (both kinds), for editors and validators."""
+    schema = _adapter().json_schema()
+    schema["title"] = "botec workload contract"
+    return schema
+
+
+def _is_default(section: type, name: str, raw: Any) -> bool:
+    """Whether ``raw`` states the default of field ``name`` of ``section``."""
+    default = section.model_fields[name].get_default(call_default_factory=True)
+    if isinstance(default, Stated):
+        value = raw.get("value") if isinstance(raw, dict) else raw
+        return isinstance(value, (int, float)) and float(value) == default.value
+    return raw == default
+
+
+# Fields of the other kind earlier botec refused, and refuses still (with a message of their own).
+_REFUSED_FOREIGN = {("supply", "count")}
+
+
+def _other_kind_fields(data: dict, kind: str) -> tuple[dict, list[str]]:
+    """Leave out the fields of the other kind of contract that earlier botec ignored, with a note each.
+
+    Strategy fields of the other kind are ignored only when they state that kind's default
+    (as before); any other value is refused by validation ("applies to serving contracts").
+    """
+    other = "serving" if kind == "training" else "training"
+    notes: list[str] = []
+    cleaned = dict(data)
+    for section_name in ("supply", "strategy", "assumptions"):
+        section = data.get(section_name)
+        mine, theirs = section_class(kind, (section_name,)), section_class(other, (section_name,))
+        if not isinstance(section, dict) or mine is None or theirs is None:
+            continue
+        kept = {}
+        for name, raw in section.items():
+            foreign = name not in mine.model_fields and name in theirs.model_fields and (section_name, name) not in \
+                _REFUSED_FOREIGN
+            if foreign and (section_name != "strategy" or _is_default(theirs, name, raw)):
+                notes.append(f"{section_name}.{name} applies to {other} contracts: ignored")
+                continue
+            kept[name] = raw
+        cleaned[section_name] = kept
+    return cleaned, notes
+
+
+def parse_contract(data: Any, origin: str | None = None) -> TrainingContract | ServingContract:
+    """Validate already-loaded data (a dict) as a contract of its kind; ``contract.notes`` says what was ignored."""
+    if not isinstance(data, dict):
+        raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
+                            origin=origin)
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise ContractError(f"written for contract schema {version}; this botec reads schema {SCHEMA_VERSION} "
+                            "(upgrade botec)", field="schema_version", origin=origin)
+    kind = _kind(data)
+    notes: list[str] = []
+    if kind in KINDS:
+        data, notes = _other_kind_fields(data, kind)
+    try:
+        contract = _adapter().validate_python(data)
+    except ValidationError as error:
+        problem = one_line(error)
+        raise ContractError(problem.detail, field=problem.field, origin=origin) from None
+    except ContractError as error:
+        raise ContractError(error.detail, field=error.field, origin=origin) from None
+    contract._notes = notes
+    return contract
+
+
+def read_contract_data(path: str | Path) -> dict:
+    """The raw mapping of a YAML or JSON contract file, or a :class:`ContractError` saying what is wrong."""
+    import yaml
+
+    path = Path(path)
+    origin = str(path)
+    text = read_text_file(path)
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            from botec.catalog import load_yaml_text
+
+            data = load_yaml_text(text)
+    except json.JSONDecodeError as error:
+        raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
+                            origin=origin) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ContractError(f"malformed YAML{where}: {problem}", origin=origin) from None
+    if not isinstance(data, dict):
+        raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
+                            origin=origin)
+    return data
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``section.field=value`` overrides (values read as YAML scalars) to a raw contract mapping."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(data)
+    for override in overrides:
+        path, sep, text = override.partition("=")
+        if not sep or not path.strip():
+            raise ContractError(f"expected FIELD=VALUE such as supply.count=8, got {override!r}", field="--set")
+        keys = path.strip().split(".")
+        target = data
+        for key in keys[:-1]:
+            node = target.get(key)
+            if node is None or isinstance(node, str):
+                node = {} if node is None else node
+                target[key] = node
+            if not isinstance(node, dict):
+                raise ContractError(f"{key!r} is not a section", field=path.strip())
+            target = node
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        target[keys[-1]] = value
+    return data
+
+
+def load_contract(path: str | Path, overrides: list[str] | None = None, origin: str | None = None) -> Contract:
+    """Read, override and validate a contract file; errors name ``origin`` (default: the path)."""
+    try:
+        data = read_contract_data(path)
+    except ContractError as error:
+        raise ContractError(error.detail, field=error.field, origin=origin or error.origin) from None
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return parse_contract(data, origin=origin or str(path))

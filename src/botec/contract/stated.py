@@ -1,0 +1,135 @@
+"""A stated number: a value in base units, with an optional range, source, provenance and distribution.
+
+Every number of a contract accepts units (``32 GB``, ``200 TFLOP/s``, ``1 h``, ``7B``) or a plain
+number in base units, and may be written as a mapping that states its uncertainty and origin::
+
+    single_accelerator_mfu: {value: 0.30, low: 0.20, high: 0.45, source: "short run on 1 GPU"}
+
+:func:`quantity` makes the pydantic type of such a field, with its dimension and bounds; its
+errors name what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+
+from botec.units import DIMENSIONS, UnitError, parse_quantity
+
+__all__ = ["Stated", "quantity", "default", "DISTRIBUTIONS", "STATED_PROVENANCES", "STATED_KEYS"]
+
+Distribution = Literal["triangular", "uniform", "normal", "lognormal"]
+StatedProvenance = Literal["assumed", "measured"]
+
+
+class Stated(BaseModel):
+    """A stated number in base units, with an optional uncertainty range and a source note."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    low: Optional[float] = None
+    high: Optional[float] = None
+    source: Optional[str] = None
+    provenance: StatedProvenance = "assumed"
+    distribution: Distribution = "triangular"
+
+    def scaled(self, factor: float) -> "Stated":
+        """The same statement in another unit: value and range times ``factor``, everything else kept."""
+        return self.model_copy(update={"value": self.value * factor,
+                                       "low": None if self.low is None else self.low * factor,
+                                       "high": None if self.high is None else self.high * factor})
+
+
+STATED_KEYS = tuple(Stated.model_fields)
+DISTRIBUTIONS = get_args(Distribution)
+STATED_PROVENANCES = get_args(StatedProvenance)
+
+
+def default(value: float, source: str) -> Stated:
+    """A default a contract need not state, with where it comes from."""
+    return Stated(value=value, source=f"default: {source}")
+
+
+def quantity(dimension: str, description: str, *, minimum: float | None = None,
+             exclusive_minimum: float | None = None, maximum: float | None = None, integer: bool = False):
+    """A contract field holding a :class:`Stated` number of ``dimension``, checked against its bounds."""
+    expected = DIMENSIONS[dimension][0]
+    bounds = []
+    if exclusive_minimum is not None:
+        bounds.append(f"greater than {exclusive_minimum:g}")
+    if minimum is not None:
+        bounds.append(f"at least {minimum:g}")
+    if maximum is not None:
+        bounds.append(f"at most {maximum:g}")
+    kind = "a whole number" if integer else "a number"
+    requirement = f"{kind} {' and '.join(bounds)}".strip()
+
+    def check(number: float, raw: object, what: str) -> float:
+        broken = ((integer and number != int(number))
+                  or (exclusive_minimum is not None and not number > exclusive_minimum)
+                  or (minimum is not None and number < minimum)
+                  or (maximum is not None and number > maximum))
+        if broken:
+            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+        return number
+
+    def parse(raw: object, what: str = "value") -> float:
+        try:
+            number = parse_quantity(raw, dimension)
+        except UnitError as error:
+            raise ValueError(str(error)) from None
+        return check(number, raw, what)
+
+    def validate(raw: Any) -> Stated:
+        if isinstance(raw, Stated):
+            return raw
+        if not isinstance(raw, dict):
+            return Stated(value=parse(raw))
+        unknown = set(raw) - set(STATED_KEYS)
+        if unknown:
+            raise ValueError(f"unknown key {sorted(unknown)[0]!r}; a ranged value has keys {', '.join(STATED_KEYS)}")
+        if "value" not in raw:
+            raise ValueError("a ranged value needs 'value' (and optionally low, high, source)")
+        value = parse(raw["value"])
+        low = parse(raw["low"], "low") if raw.get("low") is not None else None
+        high = parse(raw["high"], "high") if raw.get("high") is not None else None
+        if low is not None and low > value:
+            raise ValueError(f"low ({raw['low']!r}) must not exceed value ({raw['value']!r})")
+        if high is not None and high < value:
+            raise ValueError(f"high ({raw['high']!r}) must not be below value ({raw['value']!r})")
+        provenance = raw.get("provenance", "assumed")
+        if provenance not in STATED_PROVENANCES:
+            raise ValueError(f"provenance must be {' or '.join(map(repr, STATED_PROVENANCES))}, got {provenance!r}")
+        distribution = raw.get("distribution", "triangular")
+        if distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+        if distribution == "lognormal" and low is not None and low <= 0:
+            raise ValueError("a lognormal range needs a positive low")
+        source = raw.get("source")
+        return Stated(value=value, low=low, high=high, source=None if source is None else str(source),
+                      provenance=provenance, distribution=distribution)
+
+    schema = {
+        "description": f"{description}. {requirement[0].upper() + requirement[1:]}: {expected}; "
+                       f"or a mapping {{{', '.join(STATED_KEYS)}}}.",
+        "anyOf": [
+            {"type": "number"},
+            {"type": "string"},
+            {
+                "type": "object",
+                "properties": {
+                    "value": {"type": ["number", "string"]},
+                    "low": {"type": ["number", "string"]},
+                    "high": {"type": ["number", "string"]},
+                    "source": {"type": "string"},
+                    "provenance": {"enum": list(STATED_PROVENANCES)},
+                    "distribution": {"enum": list(DISTRIBUTIONS)},
+                },
+                "required": ["value"],
+                "additionalProperties": False,
+            },
+        ],
+    }
+    return Annotated[Stated, BeforeValidator(validate), WithJsonSchema(schema)]

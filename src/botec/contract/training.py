@@ -1,0 +1,222 @@
+"""A training contract: the job, what it runs on, the parallel layout and recipe, the assumptions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, model_validator
+
+from botec.contract.model import ModelField
+from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
+from botec.contract.stated import Stated, default, quantity
+from botec.contract.supply import TrainingSupply
+from botec.errors import ContractError
+from botec.layout import FSDP_ZERO_STAGE
+
+__all__ = ["TrainingWorkload", "TrainingStrategy", "TrainingAssumptions", "Thresholds", "TrainingContract",
+           "OptimizerState", "LESSON"]
+
+LESSON = "the lesson's planning value"
+
+
+class TrainingWorkload(Section):
+    """A training job; fixed when an estimate is compared with a measurement."""
+
+    kind: Literal["training"] = Field("training", description="training (this) or serving")
+    model: ModelField
+    tokens: quantity("count", "Training tokens processed across the run D, e.g. '1B' or '2T'", exclusive_minimum=0)
+    sequence_length: quantity("count", "Tokens per sequence S", minimum=1, integer=True)
+    token_bytes: quantity("bytes", "Bytes per stored token id in the prepared dataset", exclusive_minimum=0) = \
+        default(4, "four-byte token ids, as in lesson 000")
+
+
+class OptimizerState(Section):
+    """Bytes per parameter kept during training, for an optimizer that is not a preset."""
+
+    weights: quantity("bytes", "Bytes of working weights per parameter", minimum=0)
+    gradients: quantity("bytes", "Bytes of gradients per parameter", minimum=0)
+    master_weights: quantity("bytes", "Bytes of master weights per parameter", minimum=0)
+    optimizer_states: quantity("bytes", "Bytes of optimizer moments per parameter", minimum=0)
+
+
+def _optimizer(raw: Any) -> Any:
+    if isinstance(raw, str):
+        from botec.catalog import did_you_mean, optimizer_presets
+
+        presets = optimizer_presets()
+        if raw not in presets:
+            raise ValueError(f"unknown optimizer preset {raw!r}{did_you_mean(raw, presets)} "
+                             f"(presets: {', '.join(presets)}; or give weights, gradients, master_weights, "
+                             "optimizer_states in bytes per parameter)")
+    return raw
+
+
+class CheckpointPolicy(Section):
+    interval: quantity("seconds", "Wall time between checkpoint saves, e.g. '1 h'", exclusive_minimum=0) = \
+        default(3600, "one save per hour, as in lesson 000")
+    retained: quantity("count", "Checkpoints kept at once", minimum=0, integer=True) = \
+        default(3, "three retained checkpoints, as in lesson 000")
+
+
+class RetentionPolicy(Section):
+    dataset_copies: quantity("count", "Copies of the prepared dataset retained", minimum=0, integer=True) = \
+        default(2, "a prepared snapshot and a staging copy, as in lesson 000")
+    export_bytes_per_parameter: quantity("bytes", "Bytes per parameter of the exported model", minimum=0) = \
+        default(2, "a BF16 export, as in lesson 000")
+
+
+class TrainingStrategy(Section):
+    """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
+
+    data_parallel: Union[Literal["replicated"], PositiveInt] = Field(
+        "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
+    tensor_parallel: PositiveInt = Field(1, description="TP degree")
+    sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
+    pipeline_parallel: PositiveInt = Field(1, description="PP stages")
+    pipeline_schedule: Literal["1f1b", "interleaved"] = Field("1f1b", description="1F1B or interleaved 1F1B")
+    virtual_pipeline_stages: PositiveInt = Field(1, description="model chunks per stage (interleaved: > 1)")
+    pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
+        None, description="transformer layers of each pipeline stage, first to last (default: L/p each when p "
+                          "divides L, else the first and last stages one layer fewer: they hold the embedding "
+                          "and the LM head)")
+    context_parallel: PositiveInt = Field(1, description="CP degree: ranks splitting each sequence")
+    expert_parallel: PositiveInt = Field(1, description="EP degree (MoE), carved out of the DP ranks")
+    zero_stage: Literal[0, 1, 2, 3] = Field(
+        0, description="ZeRO stage over the data-parallel group: 0 none, 1 optimizer state, 2 + gradients, "
+                       "3 + weights (FSDP full shard)")
+    fsdp: Optional[Literal["no_shard", "shard_grad_op", "full_shard", "hybrid_shard"]] = Field(
+        None, description="PyTorch FSDP's name for the sharding: sets zero_stage (0, 2, 3, 3); hybrid_shard shards "
+                          "within a node and replicates across nodes")
+    sharding_group: Optional[PositiveInt] = Field(
+        None, description="ranks a ZeRO/FSDP shard group spans (default: all DP ranks; fewer = hybrid sharding)")
+    micro_batch_size: quantity("count", "Sequences per accelerator per micro-step B_local: what one forward "
+                               "and backward pass holds", minimum=1, integer=True)
+    gradient_accumulation_steps: Optional[quantity(
+        "count", "Micro-batches per optimizer step on each DP rank m (default: global batch / (micro-batch × DP), "
+                 "else 1)", minimum=1, integer=True)] = None
+    global_batch_size: Optional[quantity(
+        "count", "Sequences per optimizer step across all replicas (= micro-batch × accumulation × DP); sets the "
+                 "accumulation", minimum=1, integer=True)] = None
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="activation recomputation: none, selective (attention core) or full layers")
+    precision: Literal["bf16", "fp16", "fp8"] = Field(
+        "bf16", description="compute precision; selects the catalog's peak (fp16: with dynamic loss scaling)")
+    activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
+        default(2, "16-bit activations")
+    optimizer: Annotated[
+        Union[Annotated[str, Tag(BY_NAME)], Annotated[OptimizerState, Tag(INLINE)]],
+        Discriminator(by_name_or_inline),
+        BeforeValidator(_optimizer),
+        Field(description="an optimizer/precision preset (adam-mixed, adam-bf16, adam-fp32, sgd-momentum, "
+                          "adam-8bit) or bytes per parameter"),
+    ] = "adam-mixed"
+    checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrainingStrategy":
+        if self.fsdp is not None:
+            implied = FSDP_ZERO_STAGE[self.fsdp]
+            if "zero_stage" in self.model_fields_set and self.zero_stage != implied:
+                raise ContractError(f"fsdp: {self.fsdp} is ZeRO stage {implied}, but zero_stage is {self.zero_stage}",
+                                    field="strategy.zero_stage")
+            self.zero_stage = implied
+        if self.pipeline_schedule == "interleaved" and self.virtual_pipeline_stages < 2:
+            raise ContractError("the interleaved schedule needs virtual_pipeline_stages ≥ 2",
+                                field="strategy.virtual_pipeline_stages")
+        if self.pipeline_schedule == "1f1b" and self.virtual_pipeline_stages > 1:
+            raise ContractError("virtual_pipeline_stages > 1 needs pipeline_schedule: interleaved",
+                                field="strategy.virtual_pipeline_stages")
+        return self
+
+
+class Thresholds(Section):
+    """When a figure becomes a warning. Thresholds are assumptions too."""
+
+    collective_overlap_share: quantity(
+        "ratio", "Collective floor share of the step above which it must overlap with compute", minimum=0) = \
+        default(0.10, "a floor above 10 % of the step needs overlap")
+    checkpoint_pause_share: quantity(
+        "ratio", "Share of wall time spent writing checkpoints above which it is a problem", minimum=0) = \
+        default(0.02, "more than 2 % of wall time lost to checkpoint writes is worth fixing")
+    pipeline_bubble_share: quantity(
+        "ratio", "Share of the compute time lost to the pipeline bubble above which it is worth shrinking",
+        minimum=0) = default(0.10, "a bubble above 10 % of the compute time is worth more micro-batches")
+
+
+class TrainingAssumptions(Section):
+    """Efficiencies and placeholder factors: the numbers a short run should replace."""
+
+    single_accelerator_mfu: Optional[quantity(
+        "ratio", "Share of peak one accelerator sustains as useful model FLOPs", exclusive_minimum=0, maximum=1)] = None
+    scaling_efficiency: Optional[quantity(
+        "ratio", "Rate kept when spreading over N accelerators, relative to N single ones",
+        exclusive_minimum=0, maximum=1)] = None
+    end_to_end_mfu: Optional[quantity(
+        "ratio", "Measured model FLOPs utilization of the whole multi-accelerator job; replaces "
+        "single_accelerator_mfu × scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
+    saved_tensor_factor: quantity(
+        "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", exclusive_minimum=0) = \
+        default(8, LESSON + " (a placeholder to replace with a measured peak)")
+    runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
+        default(2e9, LESSON)
+    headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = default(0.25, LESSON)
+    step_time_model: Literal["efficiency", "components"] = Field(
+        "efficiency", description="efficiency: N × peak × MFU × scaling efficiency (the lesson); components: "
+                                  "compute + pipeline bubble + exposed communication")
+    activation_model: Literal["saved_tensor_factor", "korthikanti"] = Field(
+        "saved_tensor_factor", description="saved_tensor_factor: layers × factor × one hidden-state tensor (the "
+                                           "lesson); korthikanti: Korthikanti et al. 2022 per-layer formulas")
+    attention_flops: Literal["full", "causal", "none"] = Field(
+        "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
+    data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass",
+                                    minimum=0, maximum=1) = \
+        default(0.5, "half hidden by bucketed overlap with the backward pass; measure it")
+    model_parallel_overlap: quantity("ratio", "Share of TP, CP, EP and PP communication hidden behind compute",
+                                     minimum=0, maximum=1) = default(0.0, "on the critical path")
+    collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @model_validator(mode="after")
+    def _one_efficiency_model(self) -> "TrainingAssumptions":
+        if self.end_to_end_mfu is not None:
+            stated = [n for n in ("single_accelerator_mfu", "scaling_efficiency") if getattr(self, n) is not None]
+            if stated:
+                raise ContractError(
+                    f"state either end_to_end_mfu or {' and '.join(stated)}, not both: a measured end-to-end "
+                    "MFU already includes the scaling losses, so multiplying it by a scaling factor would count "
+                    "them twice", field="assumptions.end_to_end_mfu")
+        if self.step_time_model == "components":
+            for name in ("end_to_end_mfu", "scaling_efficiency"):
+                if getattr(self, name) is not None:
+                    raise ContractError(
+                        f"step_time_model components adds the communication time itself; {name} would count the "
+                        "distribution losses twice (state single_accelerator_mfu only)", field=f"assumptions.{name}")
+        return self
+
+    def efficiency(self) -> dict[str, Stated]:
+        """The efficiency model in force: end_to_end_mfu alone, or the (defaulted) pair."""
+        if self.step_time_model == "components":
+            return {"single_accelerator_mfu": self.single_accelerator_mfu or default(0.30, LESSON)}
+        if self.end_to_end_mfu is not None:
+            return {"end_to_end_mfu": self.end_to_end_mfu}
+        return {
+            "single_accelerator_mfu": self.single_accelerator_mfu or default(0.30, LESSON),
+            "scaling_efficiency": self.scaling_efficiency or default(0.80, LESSON),
+        }
+
+
+class TrainingContract(ContractBase):
+    """A workload contract for a training job: workload, supply, strategy and assumptions."""
+
+    name: Optional[str] = Field(None, description="a short name for the job")
+    description: Optional[str] = Field(None, description="what the job is for")
+    schema_version: Optional[PositiveInt] = Field(None, description="the contract schema version it was written for")
+    workload: TrainingWorkload
+    supply: TrainingSupply
+    strategy: TrainingStrategy
+    assumptions: TrainingAssumptions = Field(default_factory=TrainingAssumptions)
+
+    @property
+    def kind(self) -> str:
+        return "training"

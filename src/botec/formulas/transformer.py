@@ -1,0 +1,49 @@
+"""The model's shape, as both kinds of estimate read it, and the work of attention.
+
+For a bare parameter count (the lesson's way) the active and matmul parameters equal the count
+and there is no attention term; for an architecture they come from :mod:`botec.architecture`.
+
+Attention scores: one token attending one earlier token costs, per layer and head, 2·d_qk FLOPs
+for the score q·k and 2·d_v for the weighted value, forward. Over the layers:
+
+    attention_forward_flops_per_context_token = 2 · L · a · (d_qk + d_v)
+
+Training counts it over the sequence, forward and backward (× 3), prefill over the prompt, and a
+decode step over the context it reads; the convention (``attention_flops_factor``) says whether
+the full s × s score matrix is counted (PaLM App. B: 12·L·H·Q·T; nanoGPT) or its causal half
+(Megatron).
+"""
+
+from botec.graph import Formulas
+
+formulas = Formulas(account="workload")
+
+formulas.input("parameters", unit="parameters", meaning="model parameters (P)")
+formulas.input("active_parameters", unit="parameters",
+               meaning="parameters one token passes through (MoE: the experts it is routed to)")
+formulas.input("matmul_parameters", unit="parameters",
+               meaning="active parameters used in matrix multiplies (all but the embedding lookup)")
+formulas.input("expert_parameters", unit="parameters", meaning="parameters of the routed experts (0 for a dense model)")
+formulas.input("layers", unit="layers", meaning="transformer layers (L)")
+formulas.input("moe_layers", unit="layers", meaning="layers with a mixture-of-experts MLP")
+formulas.input("hidden_size", unit="1", meaning="hidden width of the model (H)")
+formulas.input("attention_heads", unit="1", meaning="attention heads (a)")
+formulas.input("kv_heads", unit="1", meaning="key/value heads (MHA: a; GQA: fewer; MQA: 1)")
+formulas.input("qk_head_dim", unit="1", meaning="width of one query/key head")
+formulas.input("v_head_dim", unit="1", meaning="width of one value head")
+formulas.input("experts_per_token", unit="1", meaning="routed experts each token visits (0 for a dense model)")
+formulas.input("attention_flops_factor", unit="1",
+               meaning="attention-score work counted: 1 all of it (PaLM), 0.5 the causal half (Megatron), 0 none")
+
+# Megatron's tensor parallelism all-reduces each layer's output twice in the forward pass: after the
+# attention block and after the MLP (Shoeybi et al. 2019, §3).
+TP_ALL_REDUCES_PER_LAYER_FORWARD = 2
+
+
+@formulas.formula(unit="FLOP", meaning="forward attention-score work of one token attending one context token, "
+                                       "all layers", detail=True,
+                  expression="2 × layers × attention_heads × (qk_head_dim + v_head_dim)",
+                  source="PaLM (Chowdhery et al. 2022) App. B: 12·L·H·Q·T is 6 × this × T, forward and backward")
+def attention_forward_flops_per_context_token(layers, attention_heads, qk_head_dim, v_head_dim):
+    """QKᵀ: 2·d_qk per head per layer; attention × V: 2·d_v."""
+    return 2 * layers * attention_heads * (qk_head_dim + v_head_dim)

@@ -1,0 +1,12 @@
+"""The quantity graph: the engine (:mod:`.engine`), the elementwise helpers formulas use
+(:mod:`.elementwise`) and the explanation of a derivation chain (:mod:`.explain`).
+
+The engine knows no formula; :mod:`botec.training` and :mod:`botec.serving` compose theirs into
+the ``TRAINING`` and ``SERVING`` graphs.
+"""
+
+from botec.graph.elementwise import ceil, floor, log2, maximum, minimum, where
+from botec.graph.engine import ACCOUNTS, PROVENANCES, Condition, Definition, Formulas, Given, Graph, Quantity
+
+__all__ = ["ACCOUNTS", "PROVENANCES", "Condition", "Definition", "Formulas", "Given", "Graph", "Quantity",
+           "ceil", "floor", "log2", "maximum", "minimum", "where"]

@@ -1,0 +1,80 @@
+"""Elementwise helpers for formulas: plain math on floats, numpy on arrays (numpy imported only then).
+
+A formula is written once and evaluates a single estimate (floats) and a sweep or a Monte Carlo
+(numpy arrays). Arithmetic operators already work on both; these helpers cover what Python's
+``math`` and ``min``/``max``/``if`` would otherwise write twice.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["ceil", "floor", "log2", "minimum", "maximum", "where", "is_scalar", "all_true"]
+
+
+def is_scalar(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) for v in values)
+
+
+def ceil(x):
+    """⌈x⌉, elementwise."""
+    if is_scalar(x):
+        return float(math.ceil(x)) if math.isfinite(x) else x  # inf/nan pass through to the finite check
+    import numpy as np
+
+    return np.ceil(x)
+
+
+def floor(x):
+    """⌊x⌋, elementwise."""
+    if is_scalar(x):
+        return float(math.floor(x)) if math.isfinite(x) else x
+    import numpy as np
+
+    return np.floor(x)
+
+
+def log2(x):
+    """log₂ x, elementwise."""
+    if is_scalar(x):
+        return math.log2(x)
+    import numpy as np
+
+    return np.log2(x)
+
+
+def minimum(a, b):
+    """min(a, b), elementwise."""
+    if is_scalar(a, b):
+        return min(a, b)
+    import numpy as np
+
+    return np.minimum(a, b)
+
+
+def maximum(a, b):
+    """max(a, b), elementwise."""
+    if is_scalar(a, b):
+        return max(a, b)
+    import numpy as np
+
+    return np.maximum(a, b)
+
+
+def where(condition, if_true, if_false):
+    """``if_true`` where ``condition`` holds, else ``if_false``, elementwise."""
+    if isinstance(condition, bool) or is_scalar(condition):
+        return if_true if condition else if_false
+    import numpy as np
+
+    return np.where(condition, if_true, if_false)
+
+
+def all_true(condition) -> bool:
+    """Whether a condition holds everywhere (a bool, or every element of an array)."""
+    if isinstance(condition, bool) or is_scalar(condition):
+        return bool(condition)
+    import numpy as np
+
+    return bool(np.all(condition))

@@ -1,0 +1,349 @@
+"""The quantity graph: every result is a named quantity that knows where it came from.
+
+A *formula* is a plain Python function whose parameter names are the quantities it reads and
+whose own name is the quantity it makes. A module collects its formulas and inputs in a
+:class:`Formulas` object::
+
+    formulas = Formulas(account="compute")
+
+    @formulas.formula(unit="FLOP", meaning="useful model work for the whole run",
+                      expression="model_flops_per_token × tokens", source="lesson 000, Compute")
+    def training_flops(model_flops_per_token, tokens):
+        return model_flops_per_token * tokens
+
+and a kind of estimate composes the modules it needs into a :class:`Graph` (``TRAINING`` in
+:mod:`botec.training`, ``SERVING`` in :mod:`botec.serving`). The engine knows no formula and
+imports none: a graph is built explicitly, not by import side effects.
+
+Each formula is only arithmetic (or the helpers of :mod:`botec.graph.elementwise`), so the same
+definition evaluates a single estimate on floats and a sweep or a Monte Carlo on numpy arrays.
+Inputs (the contract, the catalog, a measurement) are given by name; a given value wins over the
+formula of the same name, which is how a measured end-to-end MFU replaces the product of the two
+assumed factors.
+
+Absence is absence: an input that is not given is not invented. :meth:`Graph.evaluate` resolves
+what can be resolved and leaves out the rest; :meth:`Graph.blocking_inputs` names the absent
+inputs that keep a quantity out, so whatever needs it can say which contract field to state.
+A formula may declare when it is zero whatever its other inputs (``zero_when="tensor_parallel
+== 1"``: one rank has no tensor-parallel collectives and needs no link to run them).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from botec.graph.elementwise import all_true, is_scalar, where
+from botec.units import format_quantity
+
+__all__ = ["ACCOUNTS", "PROVENANCES", "Condition", "Definition", "Formulas", "Given", "Graph", "Quantity"]
+
+ACCOUNTS = ("workload", "compute", "memory", "network", "storage", "serving", "capacity", "cost", "findings")
+PROVENANCES = ("assumed", "catalog", "measured", "derived")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``name op value``: part of a formula's ``zero_when``."""
+
+    name: str
+    operator: str
+    value: float
+
+    _OPERATORS = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+    def holds(self, value: Any):
+        return self._OPERATORS[self.operator](value, self.value)
+
+    @property
+    def text(self) -> str:
+        shown = {"==": "=", "<=": "≤", ">=": "≥"}.get(self.operator, self.operator)
+        return f"{self.name} {shown} {self.value:g}"
+
+
+_CONDITION = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(==|<=|>=|<|>)\s*([0-9.]+)\s*$")
+
+
+def _conditions(text: str | None) -> tuple[Condition, ...]:
+    """``"zero_stage < 3 or sharding_degree == 1"`` -> its conditions (any one holding suffices)."""
+    if not text:
+        return ()
+    conditions = []
+    for part in text.split(" or "):
+        match = _CONDITION.match(part)
+        if not match:
+            raise ValueError(f"cannot read the condition {part!r} (expected NAME OP NUMBER)")
+        conditions.append(Condition(match[1], match[2], float(match[3])))
+    return tuple(conditions)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What a quantity is: its name, account, unit, meaning and (if derived) its formula."""
+
+    name: str
+    account: str
+    unit: str
+    meaning: str
+    expression: str | None = None  # None for inputs
+    inputs: tuple[str, ...] = ()
+    function: Callable[..., Any] | None = None
+    source: str | None = None  # where the formula comes from
+    choice: tuple[str, str] | None = None  # (choice, option) for one of several methods of one quantity
+    detail: bool = False  # an intermediate step: in explain, JSON and Markdown, not in the terminal summary
+    zero_when: tuple[Condition, ...] = ()  # any of these holding makes the quantity 0 without its other inputs
+    prose: bool = False  # the expression is words, not a checkable formula
+
+    @property
+    def is_input(self) -> bool:
+        return self.function is None
+
+
+@dataclass(frozen=True)
+class Given:
+    """A value handed to the graph from outside: the contract, the catalog or a measurement."""
+
+    value: Any
+    provenance: str = "assumed"
+    source: str | None = None
+    field: str | None = None  # the contract path it was read from, e.g. "supply.count"
+    low: float | None = None
+    high: float | None = None
+    distribution: str = "triangular"  # how Monte Carlo samples the range
+
+    def with_value(self, value: Any, provenance: str | None = None, source: str | None = None) -> "Given":
+        """The same input with another value (a swept or sampled one)."""
+        return Given(value, provenance or self.provenance, source if source is not None else self.source,
+                     self.field, self.low, self.high, self.distribution)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A resolved quantity: value in base units plus everything needed to explain it."""
+
+    definition: Definition
+    value: Any
+    provenance: str
+    source: str | None = None
+    field: str | None = None
+    low: float | None = None
+    high: float | None = None
+    inputs: tuple[str, ...] = ()
+    condition: str | None = None  # the zero_when condition that held, if the quantity is 0 by it
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def unit(self) -> str:
+        return self.definition.unit
+
+    @property
+    def account(self) -> str:
+        return self.definition.account
+
+    @property
+    def formula(self) -> str | None:
+        return self.definition.expression if self.provenance == "derived" else None
+
+    def formatted(self, system: str = "decimal") -> str:
+        return format_quantity(self.value, self.unit, system)
+
+
+class Formulas:
+    """The inputs and formulas one module defines, in the order it defines them."""
+
+    def __init__(self, account: str):
+        if account not in ACCOUNTS:
+            raise ValueError(f"unknown account {account!r}")
+        self.account = account
+        self.definitions: list[Definition] = []
+
+    def input(self, name: str, *, unit: str, meaning: str, account: str | None = None) -> None:
+        """Declare a quantity that only ever comes from outside the graph (contract, catalog, measurement)."""
+        self.definitions.append(Definition(name=name, account=account or self.account, unit=unit, meaning=meaning))
+
+    def formula(self, *, unit: str, meaning: str, expression: str, source: str | None = None,
+                choice: tuple[str, str] | None = None, detail: bool = False, account: str | None = None,
+                zero_when: str | None = None, prose: bool = False):
+        """Define the quantity the decorated function is named after.
+
+        ``choice=("step_time", "components")`` marks one of several methods for one quantity; a
+        graph uses the option its ``choices`` name (the first defined by default). ``zero_when``
+        names conditions on inputs under which the quantity is 0 and its other inputs are not read.
+        ``prose=True`` says the expression is words (it cannot be checked against the function).
+        """
+
+        def define(function: Callable[..., Any]) -> Callable[..., Any]:
+            code = function.__code__
+            self.definitions.append(Definition(
+                name=function.__name__, account=account or self.account, unit=unit, meaning=meaning,
+                expression=expression, inputs=tuple(code.co_varnames[: code.co_argcount]), function=function,
+                source=source, choice=choice, detail=detail, zero_when=_conditions(zero_when), prose=prose))
+            return function
+
+        return define
+
+
+class Graph:
+    """The formulas of one kind of estimate, composed from the modules that define them."""
+
+    def __init__(self, name: str, *parts: Formulas):
+        self.name = name
+        self._base: dict[str, Definition] = {}
+        self._variants: dict[str, dict[str, Definition]] = {}
+        self.choices: dict[str, list[str]] = {}  # choice -> its options, the first being the default
+        for part in parts:
+            for definition in part.definitions:
+                self._add(definition)
+        self._resolved: dict[frozenset, dict[str, Definition]] = {}
+
+    def _add(self, definition: Definition) -> None:
+        if definition.choice is not None:
+            choice, option = definition.choice
+            options = self.choices.setdefault(choice, [])
+            if option not in options:
+                options.append(option)
+            variants = self._variants.setdefault(definition.name, {})
+            if option in variants:
+                raise ValueError(f"quantity {definition.name!r} has two {choice}={option} methods in {self.name}")
+            variants[option] = definition
+            self._base.setdefault(definition.name, definition)
+            return
+        if definition.name in self._base:
+            raise ValueError(f"quantity {definition.name!r} is defined twice in the {self.name} graph")
+        self._base[definition.name] = definition
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._base
+
+    def definitions(self, choices: dict[str, str] | None = None) -> dict[str, Definition]:
+        """Every quantity, inputs and formulas, in definition order, with the chosen methods."""
+        key = frozenset((choices or {}).items())
+        if key in self._resolved:
+            return self._resolved[key]
+        for choice, option in (choices or {}).items():
+            if choice not in self.choices:
+                raise KeyError(f"unknown choice {choice!r} (choices: {', '.join(self.choices)})")
+            if option not in self.choices[choice]:
+                raise KeyError(f"unknown option {option!r} for {choice} (options: {', '.join(self.choices[choice])})")
+        resolved = dict(self._base)
+        for name, variants in self._variants.items():
+            option = (choices or {}).get(next(iter(variants.values())).choice[0])
+            if option in variants:
+                resolved[name] = variants[option]
+        self._resolved[key] = resolved
+        return resolved
+
+    def variants(self, name: str) -> dict[str, Definition]:
+        """The methods of a quantity that has several (empty when it has one)."""
+        return dict(self._variants.get(name, {}))
+
+    def evaluate(self, given: dict[str, Given], wanted: Iterable[str] | None = None,
+                 choices: dict[str, str] | None = None) -> dict[str, "Quantity"]:
+        """Resolve every quantity that can be computed from ``given`` (or only ``wanted`` and their inputs).
+
+        A given value wins over the formula of the same name. A formula whose inputs cannot all be
+        resolved is left out (see :meth:`blocking_inputs`). The result keeps the accounts' order,
+        then the definitions'.
+        """
+        registry = self.definitions(choices)
+        unknown = [name for name in given if name not in registry]
+        if unknown:
+            raise KeyError(f"values given for quantities the {self.name} graph does not declare: "
+                           f"{', '.join(sorted(unknown))}")
+        resolved: dict[str, Quantity] = {}
+        unresolvable: set[str] = set()
+
+        def resolve(name: str, path: tuple[str, ...] = ()) -> bool:
+            if name in resolved:
+                return True
+            if name in unresolvable:
+                return False
+            if name in path:
+                raise ValueError(f"circular definition: {' -> '.join(path + (name,))}")
+            definition = registry[name]
+            if name in given:
+                g = given[name]
+                resolved[name] = Quantity(definition, g.value, g.provenance, g.source, g.field, g.low, g.high)
+                return True
+            if definition.function is None:
+                unresolvable.add(name)
+                return False
+            zero_rows = None
+            if definition.zero_when:
+                held, zero_rows = _held(definition.zero_when, resolve, resolved, path + (name,))
+                if held is not None:
+                    resolved[name] = Quantity(definition, 0.0, "derived", definition.source,
+                                              inputs=(held.name,), condition=held.text)
+                    return True
+            if not all(resolve(i, path + (name,)) for i in definition.inputs):
+                unresolvable.add(name)
+                return False
+            value = definition.function(*(resolved[i].value for i in definition.inputs))
+            if zero_rows is not None:  # an array where the condition holds in some rows only: zero there
+                value = where(zero_rows, 0.0, value)
+            resolved[name] = Quantity(definition, value, "derived", definition.source, inputs=definition.inputs)
+            return True
+
+        for name in wanted if wanted is not None else registry:
+            resolve(name)
+        order = {name: (ACCOUNTS.index(d.account), i) for i, (name, d) in enumerate(registry.items())}
+        return {name: resolved[name] for name in sorted(resolved, key=order.__getitem__)}
+
+    def blocking_inputs(self, given: dict[str, Given], resolved: dict[str, "Quantity"], name: str,
+                        choices: dict[str, str] | None = None) -> list[str]:
+        """The absent inputs that keep ``name`` from being resolved (empty when it was)."""
+        registry = self.definitions(choices)
+        missing: list[str] = []
+        seen: set[str] = set()
+
+        def walk(current: str) -> None:
+            if current in seen or current in resolved or current in given:
+                return
+            seen.add(current)
+            definition = registry[current]
+            if definition.function is None:
+                missing.append(current)
+                return
+            for condition in definition.zero_when:
+                walk(condition.name)
+            for input_name in definition.inputs:
+                walk(input_name)
+
+        walk(name)
+        return missing
+
+    def depends_on(self, name: str, inputs: set[str], choices: dict[str, str] | None = None) -> bool:
+        """Whether ``name`` reads any of ``inputs``, directly or through other formulas."""
+        registry = self.definitions(choices)
+        seen: set[str] = set()
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current in inputs:
+                return True
+            if current in seen or current not in registry:
+                continue
+            seen.add(current)
+            stack.extend(registry[current].inputs)
+            stack.extend(condition.name for condition in registry[current].zero_when)
+        return False
+
+
+def _held(conditions: tuple[Condition, ...], resolve, resolved: dict, path: tuple):
+    """(the first condition that holds everywhere, or None; the rows of an array where any holds, or None)."""
+    rows = None
+    for condition in conditions:
+        if not resolve(condition.name, path):
+            continue
+        value = resolved[condition.name].value
+        holds = condition.holds(value)
+        if all_true(holds):
+            return condition, None
+        if not is_scalar(value):
+            rows = holds if rows is None else rows | holds
+    return None, rows

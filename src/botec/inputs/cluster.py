@@ -1,0 +1,215 @@
+"""The network tiers a contract states, and the link each parallel group of a layout crosses.
+
+Two tiers: inside a node (NVLink-class links) and across nodes (each accelerator's share of the
+NICs). Each tier comes from, in this order: ``supply.cluster.intra_node`` / ``inter_node``, the
+single ``supply.network`` (the lesson's way: one tier for every collective), a node preset
+(``supply.cluster.node``), or, inside a node only, the accelerator's catalog link. A tier none of
+these states is absent: nothing stands in for it.
+
+Accelerators per node: stated, or the preset's; with no cluster at all, every accelerator of the
+job shares one tier (a node of N).
+
+A group stays inside a node while the accelerators it spans (Megatron's rank order: TP, CP, DP ⊃
+EP, PP) fit in one, and crosses nodes otherwise. A group of one rank sends nothing: its
+collectives are zero (the formulas' ``zero_when``) and it needs no link. A group that needs an
+absent tier gets no link either; whatever needs its time then names the field to state
+(:class:`Missing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from botec.graph import Given
+from botec.inputs.missing import Missing
+from botec.inputs.stated import StatedInputs
+from botec.layout import GROUPS, Layout
+
+__all__ = ["Tier", "Tiers", "Missing", "Placement", "tiers_of", "place"]
+
+_TIER_FIELDS = {"intra": "supply.cluster.intra_node", "inter": "supply.cluster.inter_node"}
+
+
+@dataclass(frozen=True)
+class Tier:
+    bytes_per_s: Given
+    latency_seconds: Given
+    label: str  # what the link is, for the source text of the groups on it
+
+
+@dataclass(frozen=True)
+class Tiers:
+    accelerators_per_node: Given | None  # None: every accelerator of the job shares one tier
+    intra: Tier | None
+    inter: Tier | None
+
+    def tier(self, name: str) -> Tier | None:
+        return self.intra if name == "intra" else self.inter
+
+    def replaced(self, values: dict[str, Given]) -> "Tiers":
+        """The tiers with some of their inputs replaced (``{"intra_node_bytes_per_s": Given(…)}``)."""
+        def swap(tier: Tier | None, prefix: str) -> Tier | None:
+            if tier is None:
+                return None
+            bandwidth = values.get(f"{prefix}_node_bytes_per_s", tier.bytes_per_s)
+            latency = values.get(f"{prefix}_node_latency_seconds", tier.latency_seconds)
+            return Tier(bandwidth, latency, tier.label)
+
+        return Tiers(self.accelerators_per_node, swap(self.intra, "intra"), swap(self.inter, "inter"))
+
+    def given(self) -> dict[str, Given]:
+        given = {}
+        for name, tier in (("intra", self.intra), ("inter", self.inter)):
+            if tier is not None:
+                given[f"{name}_node_bytes_per_s"] = tier.bytes_per_s
+                given[f"{name}_node_latency_seconds"] = tier.latency_seconds
+        return given
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one group of a scalar layout runs: the accelerators it spans and the tier it crosses."""
+
+    group: str
+    carried: str
+    ranks: float
+    span: float
+    tier: str  # "intra" | "inter"
+
+    @property
+    def crosses_nodes(self) -> bool:
+        return self.tier == "inter"
+
+
+def tiers_of(supply, device, stated: StatedInputs) -> Tiers:
+    """The tiers a contract's supply states (a catalog ``device`` may give the intra-node link)."""
+    from botec.catalog import node_presets
+
+    cluster = supply.cluster
+    preset = node_presets()[cluster.node] if cluster is not None and cluster.node else None
+    if cluster is not None and cluster.accelerators_per_node:
+        per_node = Given(float(cluster.accelerators_per_node), "assumed", None, "supply.cluster.accelerators_per_node")
+    elif preset is not None:
+        per_node = Given(float(preset.accelerators_per_node), "catalog", f"{preset.name}: {preset.source} "
+                                                                          f"({preset.date})", "supply.cluster.node")
+    else:
+        per_node = None
+
+    def tier(name: str) -> Tier | None:
+        link = getattr(cluster, f"{name}_node", None) if cluster is not None else None
+        prefix = f"{name}_node"
+        if link is not None:
+            field = _TIER_FIELDS[name]
+            return Tier(stated.given(f"{prefix}_bytes_per_s", link.bandwidth, f"{field}.bandwidth"),
+                        stated.given(f"{prefix}_latency_seconds", link.latency, f"{field}.latency"), field)
+        if supply.network is not None:
+            return Tier(stated.given(f"{prefix}_bytes_per_s", supply.network.bandwidth, "supply.network.bandwidth"),
+                        stated.given(f"{prefix}_latency_seconds", supply.network.latency, "supply.network.latency"),
+                        "supply.network")
+        if preset is not None:
+            link_name = getattr(preset, f"{prefix}_link")
+            source = f"{link_name}; {preset.name}: {preset.source} ({preset.date})"
+            return Tier(Given(getattr(preset, f"{prefix}_bytes_per_s"), "catalog", source, "supply.cluster.node"),
+                        Given(getattr(preset, f"{prefix}_latency_seconds"), "catalog", source, "supply.cluster.node"),
+                        link_name)
+        if name == "intra" and device is not None and device.link_bandwidth_bytes_per_s is not None:
+            source = f"{device.link}; {device.source_of('link_bandwidth')}"
+            return Tier(Given(device.link_bandwidth_bytes_per_s, "catalog", source, "supply.accelerator"),
+                        Given(0.0, "assumed", "the catalog gives no latency: α = 0 (latency not modelled)", None),
+                        device.link or "the accelerator's link")
+        return None
+
+    return Tiers(per_node, tier("intra"), tier("inter"))
+
+
+def _needs_link(layout: Layout, group: str):
+    """Where a group's collectives move bytes (a group of one rank, or ZeRO below 3 for the shard group, moves none)."""
+    ranks = layout.degree(group)
+    if group == "shard":
+        return (ranks > 1) & (layout.zero_stage >= 3)
+    return ranks > 1
+
+
+def place(layout: Layout, tiers: Tiers, rows: int | None = None
+          ) -> tuple[dict[str, Given], dict[str, Placement], dict[str, Missing], dict[str, tuple[Any, Missing]]]:
+    """Each group's link as inputs of the graph: for a scalar layout, or row by row for an array one
+    (``rows``: its length).
+
+    Returns (given; the placement of each group, scalar layouts only; the link inputs left out
+    because the tier they need is absent, with the field that would state it; for array layouts,
+    the rows that need an absent tier, by link input).
+    """
+    given: dict[str, Given] = {"accelerators_per_node": _per_node_given(layout, tiers)} | tiers.given()
+    placement: dict[str, Placement] = {}
+    missing: dict[str, Missing] = {}
+    rows_missing: dict[str, tuple[Any, Missing]] = {}
+    per_node = layout.accelerators_per_node
+    for group, carried in GROUPS.items():
+        span, ranks = layout.span(group), layout.degree(group)
+        inside = span <= per_node
+        needs = _needs_link(layout, group)
+        names = (f"{group}_link_bytes_per_s", f"{group}_link_latency_seconds")
+        if rows is None:
+            tier_name = "intra" if inside else "inter"
+            placement[group] = Placement(group, carried, float(ranks), float(span), tier_name)
+            tier = tiers.tier(tier_name) if needs else (tiers.tier(tier_name) or tiers.intra or tiers.inter)
+            if tier is None:
+                if needs:
+                    missing[names[0]] = missing[names[1]] = _missing(tier_name, carried, span, per_node)
+                continue
+            note = (f"{carried} span {_n(span)} accelerators, {'inside a node' if inside else 'across nodes'} of "
+                    f"{_n(per_node)}" if needs else f"no {carried} (one rank)")
+            given[names[0]] = _noted(tier.bytes_per_s, f"{note}: {tier.label}")
+            given[names[1]] = _noted(tier.latency_seconds, f"{note}: {tier.label}")
+            continue
+        import numpy as np
+
+        needs, inside = np.broadcast_to(needs, (rows,)), np.broadcast_to(inside, (rows,))
+        known = [t for t in (tiers.intra, tiers.inter) if t is not None]
+        if not known:
+            continue  # no tier at all: only rows where the group has one rank can be evaluated, and they need none
+        for name, what in zip(names, ("bytes_per_s", "latency_seconds")):
+            # A row whose group needs an absent tier is left out where it matters (``unplaced``); any real
+            # tier's value stands in its array slot, multiplying nothing elsewhere.
+            fill = getattr(known[0], what).value
+            intra = getattr(tiers.intra, what).value if tiers.intra else fill
+            inter = getattr(tiers.inter, what).value if tiers.inter else fill
+            given[name] = Given(np.where(inside, intra, inter), "assumed", f"each row's tier for {carried}", None)
+        for tier_name, tier in (("intra", tiers.intra), ("inter", tiers.inter)):
+            unplaced = needs & (inside if tier_name == "intra" else ~inside)
+            if tier is None and unplaced.any():
+                problem = Missing(_field(tier_name), f"{carried} need the {tier_name}-node tier")
+                for name in names:
+                    earlier = rows_missing.get(name, (False, problem))[0]
+                    rows_missing[name] = (earlier | unplaced, problem)
+    return given, placement, missing, rows_missing
+
+
+def _per_node_given(layout: Layout, tiers: Tiers) -> Given:
+    if tiers.accelerators_per_node is not None:
+        return tiers.accelerators_per_node
+    return Given(layout.accelerators_per_node, "assumed", "no cluster stated: all accelerators share one network tier",
+                 "supply.count" if layout.kind == "training" else None)
+
+
+def _field(tier_name: str) -> str:
+    return f"{_TIER_FIELDS[tier_name]}.bandwidth"
+
+
+def _missing(tier_name: str, carried: str, span, per_node) -> Missing:
+    if tier_name == "inter":
+        return Missing(_field("inter"), f"{carried} span {_n(span)} accelerators across nodes of {_n(per_node)} "
+                                        "(or name a node preset in supply.cluster.node)")
+    return Missing(_field("intra"), f"{carried} run over {_n(span)} accelerators inside a node, and no link is "
+                                    "stated (supply.network.bandwidth, a node preset, or a catalog accelerator's "
+                                    "link would do)")
+
+
+def _noted(given: Given, note: str) -> Given:
+    source = f"{note}; {given.source}" if given.source and given.source not in note else note
+    return Given(given.value, given.provenance, source, given.field, given.low, given.high, given.distribution)
+
+
+def _n(value) -> str:
+    return f"{float(value):,.0f}" if float(value) == int(value) else f"{float(value):g}"

@@ -1,0 +1,65 @@
+"""The accelerator's figures (catalog or inline) and the facility's power, PUE and price, as inputs."""
+
+from __future__ import annotations
+
+from botec.errors import ContractError
+from botec.graph import Given
+from botec.inputs.stated import StatedInputs
+
+__all__ = ["accelerator_given", "facility_given"]
+
+
+def accelerator_given(supply, device, precision: str, precision_field: str, stated: StatedInputs,
+                      bandwidth_needed_for: str | None = None) -> tuple[str, dict[str, Given]]:
+    """(label, inputs): the device's peak at ``precision``, its memory and memory bandwidth.
+
+    ``bandwidth_needed_for``: why the memory bandwidth is required (serving), or None when optional.
+    """
+    if device is not None:
+        if precision not in device.peak_flops_per_s:
+            raise ContractError(f"{device.key} has no published {precision} peak (it has: "
+                                f"{', '.join(device.peak_flops_per_s)})", field=precision_field)
+        given = {
+            "peak_flops_per_s": Given(device.peak_flops_per_s[precision], "catalog",
+                                      f"{precision} dense; {device.source_of('peak_flops_per_s')}", "supply.accelerator"),
+            "device_memory_bytes": Given(device.memory_bytes, "catalog", device.source_of("memory"),
+                                         "supply.accelerator"),
+        }
+        if device.memory_bandwidth_bytes_per_s is not None:
+            given["memory_bandwidth_bytes_per_s"] = Given(device.memory_bandwidth_bytes_per_s, "catalog",
+                                                          device.source_of("memory_bandwidth"), "supply.accelerator")
+        return f"{device.name} ({device.key})", given
+    accelerator = supply.accelerator
+    given = {
+        "peak_flops_per_s": stated.given("peak_flops_per_s", accelerator.peak_flops_per_s,
+                                         "supply.accelerator.peak_flops_per_s"),
+        "device_memory_bytes": stated.given("device_memory_bytes", accelerator.memory, "supply.accelerator.memory"),
+    }
+    if accelerator.memory_bandwidth is not None:
+        given["memory_bandwidth_bytes_per_s"] = stated.given("memory_bandwidth_bytes_per_s",
+                                                             accelerator.memory_bandwidth,
+                                                             "supply.accelerator.memory_bandwidth")
+    elif bandwidth_needed_for:
+        raise ContractError(f"{bandwidth_needed_for}: state the device's memory bandwidth",
+                            field="supply.accelerator.memory_bandwidth")
+    return accelerator.name, given
+
+
+def facility_given(supply, device, stated: StatedInputs) -> dict[str, Given]:
+    """Power (the device's TDP unless stated), PUE and price: the inputs of cost and energy."""
+    given: dict[str, Given] = {}
+    if supply.power_per_accelerator is not None:
+        given |= stated.optional("accelerator_power_watts", supply.power_per_accelerator,
+                                 "supply.power_per_accelerator", "")
+    elif device is not None and device.tdp_watts is not None:
+        given["accelerator_power_watts"] = Given(device.tdp_watts, "catalog", f"TDP; {device.source_of('tdp')}",
+                                                 "supply.accelerator")
+    else:
+        inline = supply.accelerator.tdp if device is None else None
+        given |= stated.optional("accelerator_power_watts", inline,
+                                 "supply.accelerator.tdp" if device is None else "supply.power_per_accelerator",
+                                 "energy needs the power each accelerator draws")
+    given |= stated.optional("pue", supply.pue, "supply.pue", "energy needs the facility's PUE (1 or more)")
+    given |= stated.optional("price_per_accelerator_hour", supply.price_per_accelerator_hour,
+                             "supply.price_per_accelerator_hour", "cost needs a price per accelerator-hour")
+    return given

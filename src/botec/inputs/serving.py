@@ -1,0 +1,144 @@
+"""The inputs of a serving estimate: the model's shape, one replica's layout, the traffic and targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from botec.contract.serving import ServingContract
+from botec.errors import ContractError
+from botec.graph import Given
+from botec.graph.elementwise import minimum
+from botec.inputs import Inputs, Varied
+from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.inputs.facility import accelerator_given, facility_given
+from botec.inputs.model import model_facts, model_given, resolve_architecture
+from botec.inputs.stated import StatedInputs
+from botec.layout import Layout
+
+__all__ = ["build", "derive", "WEIGHT_BYTES", "KV_BYTES"]
+
+# Bytes per element of each format; weight-only INT8/INT4 also keep one 16-bit scale per quantization group.
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+SCALE_BYTES = 2.0
+
+
+def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
+    """Everything but the replica's layout-derived inputs, which :func:`derive` adds."""
+    from botec.catalog import accelerators
+    from botec.serving import SERVING
+
+    workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
+        contract.assumptions
+    arch = resolve_architecture(workload.model, base_dir)
+    traffic = workload.traffic
+    prompt, output = int(traffic.prompt_tokens.value), int(traffic.output_tokens.value)
+    context = prompt + output
+    if arch.max_sequence_length and context > arch.max_sequence_length:
+        raise ContractError(f"prompt {prompt:,} + output {output:,} = {context:,} tokens exceeds "
+                            f"{arch.name}'s {arch.max_sequence_length:,}-token context",
+                            field="workload.traffic.prompt_tokens")
+    stated = StatedInputs()
+    fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
+
+    precision = strategy.weight_precision
+    weight_bytes, weight_source = WEIGHT_BYTES[precision], f"{precision} weights"
+    if precision in ("int8", "int4"):
+        weight_bytes += SCALE_BYTES / strategy.quantization_group_size
+        weight_source += f" + a 2-byte scale per {strategy.quantization_group_size} weights (weight-only quantization)"
+    if arch.sliding_window:
+        window, window_source = arch.sliding_window, f"sliding window of {arch.sliding_window:,}"
+    elif arch.max_sequence_length:
+        window, window_source = arch.max_sequence_length, f"the model's {arch.max_sequence_length:,}-token context"
+    else:
+        window, window_source = context, "the request's context (the model states no limit)"
+    fixed |= {
+        "weight_bytes_per_parameter": Given(weight_bytes, "assumed", weight_source, "strategy.weight_precision"),
+        "activation_bytes_per_element": stated.given("activation_bytes_per_element",
+                                                     strategy.activation_bytes_per_element,
+                                                     "strategy.activation_bytes_per_element"),
+        "kv_elements_per_token_per_layer": Given(float(arch.kv_elements_per_token_per_layer), "derived",
+                                                 "MLA: kv_lora_rank + qk_rope_head_dim" if arch.mla
+                                                 else "2 × KV heads × head dim", "workload.model"),
+        "kv_bytes_per_element": Given(KV_BYTES[strategy.kv_cache_precision], "assumed",
+                                      f"{strategy.kv_cache_precision} KV cache", "strategy.kv_cache_precision"),
+        "prompt_tokens": stated.given("prompt_tokens", traffic.prompt_tokens, "workload.traffic.prompt_tokens"),
+        "output_tokens": stated.given("output_tokens", traffic.output_tokens, "workload.traffic.output_tokens"),
+        "attention_window_tokens": Given(float(window), "assumed", window_source, "workload.model"),
+        "requests_per_s": stated.given("requests_per_s", traffic.per_second, traffic.rate_field),
+        "memory_fraction": stated.given("memory_fraction", strategy.memory_fraction, "strategy.memory_fraction"),
+        "max_batch_size": stated.given("max_batch_size", strategy.max_batch_size, "strategy.max_batch_size"),
+        "activation_reserve_bytes": stated.given("activation_reserve_bytes", assumptions.activation_reserve,
+                                                 "assumptions.activation_reserve"),
+        "prefill_mfu": stated.given("prefill_mfu", assumptions.prefill_mfu, "assumptions.prefill_mfu"),
+        "decode_mfu": stated.given("decode_mfu", assumptions.decode_mfu, "assumptions.decode_mfu"),
+        "decode_bandwidth_efficiency": stated.given("decode_bandwidth_efficiency",
+                                                    assumptions.decode_bandwidth_efficiency,
+                                                    "assumptions.decode_bandwidth_efficiency"),
+    }
+    choices = {}
+    for target, name, choice in (("time_to_first_token", "time_to_first_token_target_seconds", "ttft_target"),
+                                 ("time_per_output_token", "time_per_output_token_target_seconds", "tpot_target")):
+        value = getattr(workload.latency, target)
+        fixed |= stated.optional(name, value, f"workload.latency.{target}", "no target is stated")
+        choices[choice] = "stated" if value is not None else "none"
+
+    device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
+    compute_precision = "fp8" if precision == "fp8" else "bf16"
+    if device is not None and compute_precision not in device.peak_flops_per_s:
+        raise ContractError(f"{device.key} has no FP8 tensor cores: FP8 weights would run as BF16; use bf16, int8 or "
+                            "int4 (weight-only) or an accelerator with FP8", field="strategy.weight_precision")
+    label, accelerator = accelerator_given(supply, device, compute_precision, "strategy.weight_precision", stated,
+                                           bandwidth_needed_for="serving reads the weights every decode step")
+    fixed |= accelerator | facility_given(supply, device, stated)
+    if supply.api_price is not None:
+        api = supply.api_price
+        for name, value, key in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
+                                 ("api_price_per_million_output_tokens", api.output_per_million,
+                                  "output_per_million")):
+            if value.source is None and api.source:
+                value = value.model_copy(update={"source": api.source})
+            fixed[name] = stated.given(name, value, f"supply.api_price.{key}")
+    spec = {"strategy.tensor_parallel": strategy.tensor_parallel, "strategy.pipeline_parallel":
+            strategy.pipeline_parallel, "strategy.expert_parallel": strategy.expert_parallel}
+    return Inputs(kind="serving", contract=contract, base_dir=base_dir, architecture=arch,
+                  model=model_facts(workload.model, arch), graph=SERVING, choices=choices, accelerator_label=label,
+                  formats_label=f"{precision} weights, {strategy.kv_cache_precision} KV cache", spec=spec, spec_given={},
+                  fixed=fixed, tiers=tiers_of(supply, device, stated),
+                  stated_fields={k: tuple(v) for k, v in stated.fields.items()}, absent=stated.absent, derive=derive)
+
+
+def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
+    stages = inputs.contract.strategy.pipeline_stage_layers
+    tp, pp = spec["strategy.tensor_parallel"], spec["strategy.pipeline_parallel"]
+    replica = tp * pp
+    return Layout.of("serving", inputs.model, accelerators=replica,
+                     accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else replica,
+                     tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=spec["strategy.expert_parallel"],
+                     stage_layers=tuple(stages) if stages else None)
+
+
+def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
+    """One replica's layout (checked when scalar, masked when arrays) and the inputs that follow from it."""
+    layout = _layout(inputs, spec, tiers)
+    if rows is None:
+        layout.check()
+        valid = True
+    else:
+        valid = layout.mask(rows)
+    arch = inputs.architecture
+    split = 1.0 if arch.mla else minimum(layout.tensor_parallel, float(arch.kv_heads))
+    given = dict(fixed) | {
+        "tensor_parallel": Given(layout.tensor_parallel, "assumed", None, "strategy.tensor_parallel"),
+        "pipeline_parallel": Given(layout.pipeline_parallel, "assumed", None, "strategy.pipeline_parallel"),
+        "expert_parallel": Given(layout.expert_parallel, "assumed", None, "strategy.expert_parallel"),
+        "expert_tensor_parallel": Given(layout.expert_tensor_parallel, "derived",
+                                        "experts split over the EP ranks, each TP / EP ways", "strategy.expert_parallel"),
+        "pipeline_stage_layers": Given(layout.pipeline_stage_layers, "derived", "the fullest stage",
+                                       "strategy.pipeline_parallel"),
+        "kv_tensor_split": Given(split, "assumed", "MLA's latent is shared by all heads: not split by TP" if arch.mla
+                                 else "min(TP, KV heads): heads are replicated beyond that", "strategy.tensor_parallel"),
+    }
+    links, placement, missing, unplaced = place(layout, tiers, rows)
+    return Varied(given | links, layout, valid, unplaced, missing, placement)

@@ -1,0 +1,237 @@
+"""The inputs of a training estimate: the model, the layout, the cluster, the recipe, the assumptions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from botec.contract.training import TrainingContract
+from botec.errors import ContractError
+from botec.graph import Given
+from botec.inputs import Inputs, Varied
+from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.inputs.facility import accelerator_given, facility_given
+from botec.inputs.model import model_facts, model_given, resolve_architecture
+from botec.inputs.stated import StatedInputs
+from botec.layout import Layout, Recompute
+
+__all__ = ["build", "derive"]
+
+_SPEC_STATED = ("supply.count", "strategy.micro_batch_size", "strategy.gradient_accumulation_steps",
+                "strategy.global_batch_size")
+
+
+def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
+    """Everything but the layout-derived inputs, which :func:`derive` adds (for the contract, or varied)."""
+    from botec.catalog import accelerators, optimizer_presets
+    from botec.training import TRAINING
+
+    workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
+        contract.assumptions
+    arch = resolve_architecture(workload.model, base_dir)
+    if assumptions.activation_model == "korthikanti" and arch is None:
+        raise ContractError("the Korthikanti formulas need the attention heads: give the model as a catalog name, "
+                            "a config.json or an architecture (or use saved_tensor_factor)",
+                            field="assumptions.activation_model")
+    stated = StatedInputs()
+    fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
+    fixed |= {
+        "tokens": stated.given("tokens", workload.tokens, "workload.tokens"),
+        "sequence_length": stated.given("sequence_length", workload.sequence_length, "workload.sequence_length"),
+        "token_bytes": stated.given("token_bytes", workload.token_bytes, "workload.token_bytes"),
+        "activation_bytes_per_element": stated.given("activation_bytes_per_element",
+                                                     strategy.activation_bytes_per_element,
+                                                     "strategy.activation_bytes_per_element"),
+        "checkpoint_interval_seconds": stated.given("checkpoint_interval_seconds", strategy.checkpoint.interval,
+                                                    "strategy.checkpoint.interval"),
+        "retained_checkpoints": stated.given("retained_checkpoints", strategy.checkpoint.retained,
+                                             "strategy.checkpoint.retained"),
+        "dataset_copies": stated.given("dataset_copies", strategy.retention.dataset_copies,
+                                       "strategy.retention.dataset_copies"),
+        "export_bytes_per_parameter": stated.given("export_bytes_per_parameter",
+                                                   strategy.retention.export_bytes_per_parameter,
+                                                   "strategy.retention.export_bytes_per_parameter"),
+        "saved_tensor_factor": stated.given("saved_tensor_factor", assumptions.saved_tensor_factor,
+                                            "assumptions.saved_tensor_factor"),
+        "runtime_buffer_bytes": stated.given("runtime_buffer_bytes", assumptions.runtime_buffer,
+                                             "assumptions.runtime_buffer"),
+        "headroom": stated.given("headroom", assumptions.headroom, "assumptions.headroom"),
+        "data_parallel_overlap": stated.given("data_parallel_overlap", assumptions.data_parallel_overlap,
+                                              "assumptions.data_parallel_overlap"),
+        "model_parallel_overlap": stated.given("model_parallel_overlap", assumptions.model_parallel_overlap,
+                                               "assumptions.model_parallel_overlap"),
+        "collective_algorithm_tree": Given(float(assumptions.collective_algorithm == "tree"), "assumed",
+                                           assumptions.collective_algorithm, "assumptions.collective_algorithm"),
+    }
+    thresholds = assumptions.thresholds
+    for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share"):
+        fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
+                                                  f"assumptions.thresholds.{name}")
+    for name, value in assumptions.efficiency().items():
+        fixed[name] = stated.given(name, value, f"assumptions.{name}")
+
+    # The optimizer: a preset from the catalog, or bytes per parameter stated in the contract.
+    components = ("weight", "gradient", "master_weight", "optimizer_state")
+    if isinstance(strategy.optimizer, str):
+        preset = optimizer_presets()[strategy.optimizer]
+        formats = f"{preset.key}: {preset.description}"
+        for part in components:
+            name = f"{part}_bytes_per_parameter"
+            fixed[name] = Given(getattr(preset, name), "catalog", f"preset {preset.key}", "strategy.optimizer")
+    else:
+        formats = "custom optimizer state"
+        for part, key in zip(components, ("weights", "gradients", "master_weights", "optimizer_states")):
+            fixed[f"{part}_bytes_per_parameter"] = stated.given(f"{part}_bytes_per_parameter",
+                                                                getattr(strategy.optimizer, key),
+                                                                f"strategy.optimizer.{key}")
+    if strategy.precision == "fp16":
+        formats += "; FP16 with dynamic loss scaling"
+
+    device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
+    label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
+    fixed |= accelerator
+    fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
+                             "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
+                                                               "write bandwidth")
+    fixed |= facility_given(supply, device, stated)
+    tiers = tiers_of(supply, device, stated)
+
+    spec_given = {"supply.count": stated.given("accelerators", supply.count, "supply.count"),
+                  "strategy.micro_batch_size": stated.given("micro_batch_size", strategy.micro_batch_size,
+                                                            "strategy.micro_batch_size")}
+    for key in ("gradient_accumulation_steps", "global_batch_size"):
+        value = getattr(strategy, key)
+        if value is not None:
+            spec_given[f"strategy.{key}"] = stated.given(key, value, f"strategy.{key}")
+    spec = {
+        "supply.count": supply.count.value,
+        "strategy.tensor_parallel": strategy.tensor_parallel,
+        "strategy.pipeline_parallel": strategy.pipeline_parallel,
+        "strategy.virtual_pipeline_stages": strategy.virtual_pipeline_stages,
+        "strategy.context_parallel": strategy.context_parallel,
+        "strategy.expert_parallel": strategy.expert_parallel,
+        "strategy.sequence_parallel": float(strategy.sequence_parallel),
+        "strategy.zero_stage": strategy.zero_stage,
+        "strategy.recompute": float(Recompute.named(strategy.recompute)),
+        "strategy.micro_batch_size": strategy.micro_batch_size.value,
+        "strategy.gradient_accumulation_steps": _value(strategy.gradient_accumulation_steps),
+        "strategy.global_batch_size": _value(strategy.global_batch_size),
+        "strategy.sharding_group": strategy.sharding_group,
+        "strategy.data_parallel": None if strategy.data_parallel == "replicated" else strategy.data_parallel,
+    }
+    for path in spec:
+        stated.fields.pop(path, None)  # layout numbers are varied through the layout, not replaced as inputs
+    return Inputs(kind="training", contract=contract, base_dir=base_dir, architecture=arch,
+                  model=model_facts(workload.model, arch, int(workload.sequence_length.value)), graph=TRAINING,
+                  choices={"step_time": assumptions.step_time_model, "activations": assumptions.activation_model},
+                  accelerator_label=label, formats_label=formats, spec=spec, spec_given=spec_given, fixed=fixed,
+                  tiers=tiers, stated_fields={k: tuple(v) for k, v in stated.fields.items()},
+                  absent=stated.absent, derive=derive)
+
+
+def _value(stated) -> float | None:
+    return None if stated is None else stated.value
+
+
+def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
+    strategy = inputs.contract.strategy
+    count = spec["supply.count"]
+    return Layout.of(
+        "training", inputs.model, accelerators=count,
+        accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else count,
+        tensor_parallel=spec["strategy.tensor_parallel"], pipeline_parallel=spec["strategy.pipeline_parallel"],
+        virtual_pipeline_stages=spec["strategy.virtual_pipeline_stages"],
+        context_parallel=spec["strategy.context_parallel"], expert_parallel=spec["strategy.expert_parallel"],
+        sequence_parallel=spec["strategy.sequence_parallel"], zero_stage=spec["strategy.zero_stage"],
+        sharding_group=spec["strategy.sharding_group"], hybrid_shard=strategy.fsdp == "hybrid_shard",
+        recompute=spec["strategy.recompute"], micro_batch_size=spec["strategy.micro_batch_size"],
+        gradient_accumulation_steps=spec["strategy.gradient_accumulation_steps"],
+        global_batch_size=spec["strategy.global_batch_size"], data_parallel_stated=spec["strategy.data_parallel"],
+        stage_layers=tuple(strategy.pipeline_stage_layers) if strategy.pipeline_stage_layers else None)
+
+
+def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: bool) -> dict[str, Given]:
+    """The layout's degrees and what follows from them, as inputs (numbers or arrays)."""
+    strategy = inputs.contract.strategy
+
+    def stated(path: str, value, default_source: str | None = None) -> Given:
+        template = inputs.spec_given.get(path)
+        if template is not None:
+            return template.with_value(value)
+        return Given(value, "assumed", default_source, path)
+
+    def derived(value, source: str, path: str) -> Given:
+        return Given(value, "derived", source if scalar else None, path)
+
+    if spec["strategy.global_batch_size"] is not None:
+        accumulation = derived(layout.accumulation_steps, f"global_batch_size {_n(spec['strategy.global_batch_size'])}"
+                               " / (micro-batch × DP)" if scalar else "", "strategy.gradient_accumulation_steps")
+    else:
+        accumulation = stated("strategy.gradient_accumulation_steps", layout.accumulation_steps,
+                              "default: no gradient accumulation")
+    if spec["strategy.sharding_group"] is not None:
+        sharding = Given(layout.sharding_degree, "assumed", None, "strategy.sharding_group")
+    else:
+        sharding = derived(layout.sharding_degree, "hybrid shard: the DP ranks of one node" if layout.hybrid_shard
+                           else "all data-parallel ranks", "strategy.sharding_group")
+    if strategy.pipeline_stage_layers:
+        split = f"strategy.pipeline_stage_layers: {layout.split_text()}" if scalar else ""
+    elif scalar and layout.model.layers % int(layout.pipeline_parallel):
+        split = f"the default split {layout.split_text()} (first and last stages hold the embedding and the head)"
+    else:
+        split = f"{layout.model.layers} layers / {_n(layout.pipeline_parallel)} stages" if scalar else ""
+    recompute = Recompute(int(layout.recompute)).label if scalar else None
+    return {
+        "accelerators": stated("supply.count", layout.accelerators),
+        "micro_batch_size": stated("strategy.micro_batch_size", layout.micro_batch_size),
+        "tensor_parallel": Given(layout.tensor_parallel, "assumed", None, "strategy.tensor_parallel"),
+        "pipeline_parallel": Given(layout.pipeline_parallel, "assumed", None, "strategy.pipeline_parallel"),
+        "virtual_pipeline_stages": Given(layout.virtual_pipeline_stages, "assumed", None,
+                                         "strategy.virtual_pipeline_stages"),
+        "context_parallel": Given(layout.context_parallel, "assumed", None, "strategy.context_parallel"),
+        "expert_parallel": Given(layout.expert_parallel, "assumed", None, "strategy.expert_parallel"),
+        "sequence_parallel": Given(layout.sequence_parallel, "assumed", None, "strategy.sequence_parallel"),
+        "recompute": Given(layout.recompute, "assumed", recompute, "strategy.recompute"),
+        "zero_stage": Given(layout.zero_stage, "assumed", f"fsdp {strategy.fsdp}" if strategy.fsdp else None,
+                            "strategy.zero_stage"),
+        "data_parallel_degree": derived(layout.data_parallel, "accelerators / (TP × PP × CP)",
+                                        "strategy.data_parallel"),
+        "gradient_accumulation_steps": accumulation,
+        "sharding_degree": sharding,
+        "replica_groups": derived(layout.replica_groups, "data-parallel ranks / sharding group",
+                                  "strategy.sharding_group"),
+        "expert_tensor_parallel": Given(layout.expert_tensor_parallel, "assumed",
+                                        "Megatron's default: expert tensor parallelism = TP", "strategy.tensor_parallel"),
+        "expert_data_parallel_degree": derived(layout.expert_data_parallel, "data-parallel ranks / EP",
+                                               "strategy.expert_parallel"),
+        "pipeline_stage_layers": derived(layout.pipeline_stage_layers, f"the fullest stage; {split}",
+                                         "strategy.pipeline_parallel"),
+        "pipeline_activation_layers": derived(layout.pipeline_activation_layers,
+                                              f"1F1B: max over stages i of (p − i) × their layers; {split}",
+                                              "strategy.pipeline_parallel"),
+    }
+
+
+def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
+    """The layout of ``spec`` (checked when scalar, masked when arrays) and every input that follows from it."""
+    layout = _layout(inputs, spec, tiers)
+    if rows is None:
+        layout.check()
+        valid = True
+    else:
+        valid = layout.mask(rows)
+    import contextlib
+
+    quiet = contextlib.nullcontext()
+    if rows is not None:
+        import numpy as np
+
+        quiet = np.errstate(divide="ignore", invalid="ignore")
+    with quiet:
+        given = dict(fixed) | _layout_given(inputs, layout, spec, rows is None)
+        links, placement, missing, unplaced = place(layout, tiers, rows)
+    return Varied(given | links, layout, valid, unplaced, missing, placement)
+
+
+def _n(value) -> str:
+    return f"{float(value):,.0f}" if float(value) == int(value) else f"{float(value):g}"

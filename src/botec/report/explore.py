@@ -1,0 +1,138 @@
+"""How the exploring commands show their results: sweeps, the layout search, solvers, uncertainty and
+sensitivity, as text, Markdown or JSON. The commands compute; these functions only render."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from botec.units import format_number, format_quantity
+
+__all__ = ["sweep_rows", "sweep_csv", "sweep_json", "sweep_text", "search_text", "search_json", "serving_search_text",
+           "uncertainty_text", "uncertainty_json", "sensitivity_text", "SWEEP_ROWS_SHOWN"]
+
+SWEEP_ROWS_SHOWN = 200
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def sweep_rows(axes: list[str], outputs: list[str], columns: dict, valid, fits) -> list[list]:
+    """One row per configuration: the axes' values, the outputs, and True/False (fits) or None (invalid)."""
+    return [[float(columns[a][i]) for a in axes] + [float(columns[o][i]) for o in outputs]
+            + [bool(fits[i]) if valid[i] else None] for i in range(len(valid))]
+
+
+def sweep_csv(header: list[str], rows: list[list]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows([["" if isinstance(v, float) and not math.isfinite(v) else v for v in row] for row in rows])
+    return buffer.getvalue()
+
+
+def sweep_json(header: list[str], rows: list[list], counts: dict, feasible: int) -> str:
+    return json.dumps({"counts": counts | {"feasible": feasible}, "columns": header,
+                       "rows": [[v if v is None or isinstance(v, bool) or _finite(v) else None for v in row]
+                                for row in rows]}, indent=1)
+
+
+def sweep_text(header: list[str], rows: list[list], units: dict[str, str], format: str, system: str = "decimal"):
+    """The first rows of a sweep as Markdown lines, or a rich table (``format`` text)."""
+
+    def cell(name: str, value) -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "—"
+        return format_quantity(float(value), units[name], system) if name in units else format_number(float(value))
+
+    lines = [[cell(n, v) for n, v in zip(header[:-1], row[:-1])]
+             + ["invalid layout" if row[-1] is None else ("yes" if row[-1] else "no")] for row in rows[:SWEEP_ROWS_SHOWN]]
+    if format == "markdown":
+        from botec.report.tables import markdown_table
+
+        return "\n".join(markdown_table(header, lines))
+    from botec.report.tables import rich_table
+
+    table = rich_table()
+    for column in header:
+        table.add_column(column.split(".")[-1], justify="right")
+    for line in lines:
+        table.add_row(*line)
+    return table
+
+
+def sweep_summary(counts: dict, feasible: int, shown_all: bool) -> list[str]:
+    lines = [f"{counts['candidates']:,} configurations, {counts['evaluated']:,} valid layouts, {feasible:,} fit"
+             + ("" if shown_all else f" (first {SWEEP_ROWS_SHOWN} shown; --csv for all)")]
+    lines += [f"{rows:,} left out: {reason}" for reason, rows in counts.get("unplaced", {}).items()]
+    return lines
+
+
+def search_json(result) -> str:
+    return json.dumps({"candidates": result.candidates, "evaluated": result.evaluated, "feasible": result.feasible,
+                       "seconds": result.seconds, "candidates_per_second": result.per_second, "best": result.best},
+                      indent=2)
+
+
+def search_text(result, contract_path, overrides) -> list[str]:
+    lines = [f"{result.candidates:,} candidate layouts, {result.evaluated:,} valid after the layout rules, "
+             f"{result.feasible:,} fit; {result.seconds:.3g} s ({result.per_second:,.0f} candidates/s)"]
+    for rank, entry in enumerate(result.best, 1):
+        layout, figures = entry["layout"], entry["figures"]
+        sequence_parallel = " + SP" if layout["strategy.sequence_parallel"] else ""
+        chunks = layout["strategy.virtual_pipeline_stages"]
+        interleaved = f" (v {chunks})" if chunks > 1 else ""
+        lines.append(
+            f"{rank}. TP {layout['strategy.tensor_parallel']}{sequence_parallel} × CP "
+            f"{layout['strategy.context_parallel']} × PP {layout['strategy.pipeline_parallel']}{interleaved}, EP "
+            f"{layout['strategy.expert_parallel']}, ZeRO-{layout['strategy.zero_stage']}, micro-batch "
+            f"{layout['strategy.micro_batch_size']}, recompute {layout['strategy.recompute']}: step "
+            f"{format_quantity(figures['step_seconds'], 's')}, run {format_quantity(figures['run_seconds'], 's')}, "
+            f"MFU {figures['end_to_end_mfu']:.3g}, {format_quantity(figures['planned_device_bytes'], 'B')} planned")
+        lines.append(f"   botec estimate {contract_path} " + " ".join(f"--set {o}" for o in overrides(layout)))
+    return lines
+
+
+def serving_search_text(rows: list[dict]) -> list[str]:
+    lines = []
+    for rank, row in enumerate(rows, 1):
+        cost = (format_quantity(row["cost_per_day_usd"], "USD") + " per day" if row["cost_per_day_usd"] is not None
+                else "no price")
+        lines.append(f"{rank}. {row['accelerator']} TP {row['tensor_parallel']}: "
+                     f"{format_quantity(row['replicas'], 'replicas')}, "
+                     f"{format_quantity(row['accelerators'], 'accelerators')}, batch {row['batch']:.0f}, TPOT "
+                     f"{format_quantity(row['tpot_seconds'], 's')}, TTFT {format_quantity(row['ttft_seconds'], 's')}, "
+                     f"{cost}")
+    return lines
+
+
+def uncertainty_json(mc) -> str:
+    return json.dumps({"samples": mc.samples, "seed": mc.seed, "varied": mc.varied,
+                       "probability_fits": mc.probability_fits, "probability_deadline": mc.probability_deadline,
+                       "percentiles": {k: {"p10": a, "p50": b, "p90": c} for k, (a, b, c) in mc.percentiles.items()}},
+                      indent=2)
+
+
+def uncertainty_text(mc, units: dict[str, str], deadline: str | None, system: str) -> list[str]:
+    lines = [f"{mc.samples:,} samples (seed {mc.seed}) of {', '.join(mc.varied) or 'no ranged assumption'}:"]
+    for name, (p10, p50, p90) in mc.percentiles.items():
+        unit = units[name]
+        lines.append(f"  {name}: P10 {format_quantity(p10, unit, system)}, P50 {format_quantity(p50, unit, system)}, "
+                     f"P90 {format_quantity(p90, unit, system)}")
+    if mc.probability_fits is not None:
+        lines.append(f"chance it fits in memory: {mc.probability_fits:.1%}")
+    if mc.probability_deadline is not None:
+        lines.append(f"chance the run finishes within {deadline}: {mc.probability_deadline:.1%}")
+    return lines
+
+
+def sensitivity_text(output: str, value: float, unit: str, swings) -> list[str]:
+    lines = [f"{output} = {format_quantity(value, unit)}; each assumption from its low to its high end:"]
+    for s in swings:
+        lines.append(f"  {s.input} {format_quantity(s.low, s.unit)} → {format_quantity(s.high, s.unit)}: "
+                     f"{format_quantity(s.output_at_low, unit)} → {format_quantity(s.output_at_high, unit)} "
+                     f"(swing {format_quantity(s.swing, unit)})")
+    return lines

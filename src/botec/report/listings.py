@@ -1,0 +1,155 @@
+"""How `botec catalog` and `botec model` show the shipped catalogs and a model's parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from botec.report.tables import markdown_table, rich_table
+from botec.units import format_number, format_quantity
+
+__all__ = ["catalog_json", "catalog_markdown", "catalog_text", "model_list", "model_text", "model_json",
+           "attention_kind"]
+
+_HEADER = ["key", "name", "BF16 TFLOP/s", "FP16 TFLOP/s", "FP8 TFLOP/s", "memory GB", "memory GB/s", "link GB/s",
+           "TDP W", "source"]
+
+
+def _fmt(value, scale: float = 1.0) -> str:
+    return "—" if value is None else format_number(value / scale)
+
+
+def catalog_json() -> str:
+    from botec.catalog import accelerators, catalog_revised, node_presets, optimizer_presets
+
+    return json.dumps({
+        "revised": catalog_revised(),
+        "accelerators": [dataclasses.asdict(d) for d in accelerators().values()],
+        "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": p.state_bytes_per_parameter}
+                       for p in optimizer_presets().values()],
+        "nodes": [dataclasses.asdict(n) for n in node_presets().values()],
+    }, indent=2, ensure_ascii=False)
+
+
+def _accelerator_rows() -> list[list[str]]:
+    from botec.catalog import accelerators
+
+    return [[d.key, d.name, _fmt(d.peak_flops_per_s.get("bf16"), 1e12), _fmt(d.peak_flops_per_s.get("fp16"), 1e12),
+             _fmt(d.peak_flops_per_s.get("fp8"), 1e12), _fmt(d.memory_bytes, 1e9),
+             _fmt(d.memory_bandwidth_bytes_per_s, 1e9), _fmt(d.link_bandwidth_bytes_per_s, 1e9), _fmt(d.tdp_watts),
+             f"{d.source} ({d.date})"] for d in accelerators().values()]
+
+
+def catalog_markdown() -> str:
+    return "\n".join(markdown_table(_HEADER, _accelerator_rows()))
+
+
+def catalog_text(console) -> None:
+    from botec.catalog import catalog_revised, node_presets, optimizer_presets
+
+    wide = console.width >= 160
+    shown = _HEADER if wide else [c for c in _HEADER if c not in ("name", "source")]
+    table = rich_table(f"Accelerators (dense peaks; decimal units; link bandwidth per direction; catalog revised "
+                       f"{catalog_revised()})")
+    for column in shown:
+        label = column if column in ("key", "name", "source") else column.replace(" ", "\n", 1)
+        table.add_column(label, justify="left" if column in ("key", "name", "source") else "right",
+                         no_wrap=column not in ("name", "source"), overflow="fold")
+    for row in _accelerator_rows():
+        table.add_row(*(cell for column, cell in zip(_HEADER, row) if column in shown))
+    console.print(table)
+    console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`.", style="dim")
+    table = rich_table("Node presets (supply.cluster.node; bandwidth per accelerator per direction)")
+    for column in ("node", "accelerator", "per node", "intra GB/s", "intra α", "inter GB/s", "inter α"):
+        table.add_column(column, no_wrap=column in ("node", "accelerator"),
+                         justify="left" if column in ("node", "accelerator") else "right")
+    for node in node_presets().values():
+        table.add_row(node.key, node.accelerator, str(node.accelerators_per_node),
+                      _fmt(node.intra_node_bytes_per_s, 1e9), format_quantity(node.intra_node_latency_seconds, "s"),
+                      _fmt(node.inter_node_bytes_per_s, 1e9), format_quantity(node.inter_node_latency_seconds, "s"))
+    console.print(table)
+    table = rich_table("Optimizer presets (bytes per parameter)")
+    for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):
+        table.add_column(column, overflow="fold", no_wrap=column == "preset")
+    for p in optimizer_presets().values():
+        table.add_row(p.key, *(f"{v:g}" for v in (p.weight_bytes_per_parameter, p.gradient_bytes_per_parameter,
+                                                    p.master_weight_bytes_per_parameter,
+                                                    p.optimizer_state_bytes_per_parameter,
+                                                    p.state_bytes_per_parameter)), p.description)
+    console.print(table)
+
+
+def model_list(format: str, console) -> str | None:
+    """The model catalog: a JSON text, or a table printed on ``console``."""
+    from botec.architecture import breakdown, model_catalog
+
+    def billions(count):
+        return f"{format_number(count / 1e9)}B"
+
+    rows = [(key, a.name, billions(breakdown(a).total), billions(breakdown(a).active),
+             billions(a.published_parameters) if a.published_parameters else "—")
+            for key, a in model_catalog().items()]
+    if format == "json":
+        return json.dumps([dict(zip(("key", "name", "parameters", "active", "published"), r)) for r in rows], indent=2)
+    table = rich_table("Model catalog (parameters counted from the architecture)")
+    for column in ("key", "name", "parameters", "active per token", "published"):
+        table.add_column(column, justify="left" if column in ("key", "name") else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    return None
+
+
+def attention_kind(arch) -> str:
+    if arch.mla:
+        return f"MLA, KV latent {arch.mla.kv_lora_rank}"
+    if arch.kv_heads == arch.attention_heads:
+        return "MHA"
+    return "MQA" if arch.kv_heads == 1 else "GQA"
+
+
+def _parts(arch, parts) -> list[tuple[str, int]]:
+    return [
+        ("embeddings (token + position)", parts.embeddings),
+        ("LM head" + (" (tied to the embeddings)" if arch.tied_embeddings else ""), parts.lm_head),
+        (f"attention ({arch.layers} layers × {parts.parts['attention_per_layer']:,})", parts.attention),
+        (f"dense MLP ({parts.parts['dense_layers']} layers × {parts.parts['dense_mlp_per_layer']:,})", parts.mlp),
+        ("routed experts" + (f" ({parts.parts['moe_layers']} layers × {arch.moe.experts} × "
+                             f"{parts.parts['expert']:,})" if arch.moe else ""), parts.experts),
+        ("shared experts", parts.shared_experts),
+        ("routers", parts.routers),
+        ("norms", parts.norms),
+    ]
+
+
+def model_json(arch) -> str:
+    from botec.architecture import as_dict, breakdown
+
+    parts = breakdown(arch)
+    return json.dumps({"architecture": as_dict(arch), "parameters": dict(_parts(arch, parts)), "total": parts.total,
+                       "active_per_token": parts.active, "matmul_active_per_token": parts.matmul_active,
+                       "multi_token_prediction": parts.mtp}, indent=2, default=str)
+
+
+def model_text(arch) -> list[str]:
+    from botec.architecture import breakdown
+
+    parts = breakdown(arch)
+    head_dim = arch.qk_head_dim if not arch.mla else f"{arch.qk_head_dim} (q·k) / {arch.v_head_dim} (v)"
+    shape = (f"{arch.layers} layers, hidden {arch.hidden_size:,}, {arch.attention_heads} heads ({attention_kind(arch)}, "
+             f"{arch.kv_heads} KV heads, head dim {head_dim}), FFN {arch.ffn_size:,} ({arch.mlp}), vocabulary "
+             f"{arch.vocab_size:,}")
+    if arch.moe:
+        shape += (f"; MoE: {arch.moe.experts} experts of FFN {arch.moe.expert_ffn_size:,}, {arch.moe.experts_per_token}"
+                  f" per token, {arch.moe.shared_experts} shared, in {arch.moe_layers} of {arch.layers} layers")
+    lines = [f"{arch.name} ({arch.family})", shape] + ([f"source: {arch.source}"] if arch.source else [])
+    listed = _parts(arch, parts)
+    width = max(len(label) for label, _ in listed)
+    lines += [f"  {label:<{width}}  {value:>18,}" for label, value in listed if value]
+    lines.append(f"  {'total':<{width}}  {parts.total:>18,}  ({format_number(parts.total / 1e9)}B)")
+    lines.append(f"  {'active per token':<{width}}  {parts.active:>18,}  ({format_number(parts.active / 1e9)}B)")
+    if parts.mtp:
+        lines.append(f"  {'multi-token prediction (not in total)':<{width}}  {parts.mtp:>18,}")
+    if arch.published_parameters:
+        lines.append(f"published: {format_number(arch.published_parameters / 1e9)}B")
+    return lines

@@ -1,0 +1,68 @@
+"""How `botec measure` and `botec calibrate` show what was measured and what it pins down."""
+
+from __future__ import annotations
+
+import json
+
+from botec.units import format_quantity
+
+__all__ = ["measurement_lines", "calibration_json", "calibration_lines", "fake_lines"]
+
+
+def measurement_lines(measured) -> list[str]:
+    summary, median = measured.summary, measured.summary.median
+    lines = [f"measured {measured.workload.model.name} on {measured.environment.world_size} × "
+             f"{measured.environment.device_name}",
+             f"  step {format_quantity(median['step_seconds'], 's')} (p90 "
+             f"{format_quantity(summary.p90['step_seconds'], 's')}): input wait "
+             f"{format_quantity(median['input_wait_seconds'], 's')}, forward+backward "
+             f"{format_quantity(median['forward_backward_seconds'], 's')}, sync "
+             f"{format_quantity(median['sync_seconds'], 's')}, optimizer {format_quantity(median['optimizer_seconds'], 's')}"]
+    mfu = f", MFU {summary.mfu:.3g}" if summary.mfu is not None else ""
+    lines.append(f"  {summary.tokens_per_s:,.0f} tokens/s, {format_quantity(summary.achieved_flops_per_s, 'FLOP/s')}"
+                 f"{mfu}")
+    if measured.memory:
+        m = measured.memory
+        lines.append(f"  peak memory {format_quantity(m.peak_bytes, 'B')}: parameters "
+                     f"{format_quantity(m.parameters_bytes, 'B')}, optimizer {format_quantity(m.optimizer_bytes, 'B')}, "
+                     f"activations {format_quantity(m.activations_bytes, 'B')} (saved-tensor factor "
+                     f"{m.saved_tensor_factor:.3g})")
+    if measured.checkpoint:
+        lines.append(f"  checkpoint {format_quantity(measured.checkpoint.bytes, 'B')} in "
+                     f"{format_quantity(measured.checkpoint.seconds, 's')}")
+    return lines
+
+
+def fake_lines(name: str, micro: int, sequence: int, factor: dict, contract_factor: float,
+               categories: dict | None, error: str | None) -> list[str]:
+    lines = [f"{name}, micro-batch {micro} × {sequence:,} tokens, BF16, on fake tensors (nothing allocated):",
+             f"  one layer keeps {format_quantity(factor['activation_bytes_per_layer'], 'B')} for the backward pass = "
+             f"{factor['saved_tensor_factor']:.3g} hidden-state tensors of "
+             f"{format_quantity(factor['hidden_state_bytes'], 'B')} (the lesson's placeholder: 8; this contract: "
+             f"{contract_factor:g})"]
+    if error is not None:
+        lines.append(f"  (step memory not available: {error})")
+    elif categories:
+        lines.append("  a training step's peak by category: " + ", ".join(
+            f"{key.lower()} {format_quantity(value, 'B')}" for key, value in categories.items() if value))
+    return lines
+
+
+def calibration_json(calibration) -> str:
+    return json.dumps({
+        "comparisons": [{"name": c.name, "unit": c.unit, "estimated": c.estimated, "measured": c.measured,
+                         "ratio": c.ratio} for c in calibration.comparisons],
+        "assumptions": {k: {"value": v, "source": n} for k, (v, n) in calibration.assumptions.items()},
+        "diagnosis": calibration.diagnosis, "notes": calibration.notes}, indent=2)
+
+
+def calibration_lines(calibration, contract, measurement_file) -> list[str]:
+    lines = [f"estimate ({contract}) beside measurement ({measurement_file}):"]
+    lines += [f"  {c.name}: estimated {format_quantity(c.estimated, c.unit)}, measured "
+              f"{format_quantity(c.measured, c.unit)} (× {c.ratio:.3g})" for c in calibration.comparisons]
+    lines.append("assumptions the measurement pins down:")
+    lines += [f"  {path} = {value:.4g}  [{note}]" for path, (value, note) in calibration.assumptions.items()]
+    lines += [f"  note: {note}" for note in calibration.notes]
+    lines.append("diagnosis:")
+    lines += [f"  {line}" for line in calibration.diagnosis]
+    return lines
