@@ -38,18 +38,41 @@ def test_mixtral_total_and_active(source):
 
 @pytest.mark.parametrize("source", ["catalog", "config"])
 def test_deepseek_v3_total_active_and_mtp(source):
+    """By hand, from config.json (h 7,168; 128 heads; MLA q-rank 1,536, kv-rank 512, nope 128 + rope 64, v 128;
+    3 dense layers of FFN 18,432 and 58 MoE layers of 256 routed + 1 shared experts of FFN 2,048, 8 routed per token;
+    vocabulary 129,280, untied):
+
+    attention per layer = q (7,168·1,536 + 1,536 + 1,536·128·192) + kv (7,168·576 + 512 + 512·128·256)
+                          + out (128·128·7,168) = 48,760,320 + 20,906,496 + 117,440,512 = 187,107,328
+    norms per layer     = 2 · 7,168 = 14,336
+    dense MLP           = 3 · 7,168 · 18,432 = 396,361,728;   one expert = 3 · 7,168 · 2,048 = 44,040,192
+    MoE layer           = 257 experts + router 7,168·256 + its bias 256 (e_score_correction_bias, noaux_tc)
+                        = 11,318,329,344 + 1,835,008 + 256
+    total = 61 · (187,107,328 + 14,336) + 3 · 396,361,728 + 58 · 11,320,164,608 + 2 · 129,280·7,168 + 7,168
+          = 671,026,419,200
+    active: the MoE layers count 8 + 1 experts instead of 257: total − 58 · 248 · 44,040,192 = 37,552,297,472.
+    """
     arch = model_catalog()["deepseek-v3"] if source == "catalog" else read_hf_config(HF / "deepseek-v3")
     parts = breakdown(arch)
     assert parts.total == pytest.approx(671e9, rel=0.01)             # DeepSeek-V3 report: 671B
-    # Hand-derived with MLA and 3 dense + 58 MoE layers (8 of 256 routed + 1 shared expert active):
-    assert parts.total == 671_026_404_352
-    assert parts.active == 37_552_282_624
+    assert parts.total == 61 * (187_107_328 + 14_336) + 3 * 396_361_728 + 58 * 11_320_164_608 \
+        + 2 * 129_280 * 7_168 + 7_168 == 671_026_419_200
+    assert parts.active == 671_026_419_200 - 58 * 248 * 44_040_192 == 37_552_297_472
     # The report's "37B activated": 37.55B counts the embedding rows whole (1.5 % above 37B); the
     # active parameters used in matmuls (without the input-embedding lookup) are 36.63B.
     assert parts.active == pytest.approx(37e9, rel=0.016)
     assert parts.matmul_active == pytest.approx(37e9, rel=0.011)
-    # the multi-token-prediction module is reported apart: 11.6B of its own (+ shared embeddings and head)
-    assert parts.mtp == 11_610_067_968
+    # the multi-token-prediction module is reported apart: one MoE layer, a 2h → h projection and three norms
+    layer = 187_107_328 + 14_336 + 11_320_164_608
+    assert parts.mtp == layer + 2 * 7_168 * 7_168 + 3 * 7_168 == 11_610_068_224
+
+
+def test_bloom_matches_its_published_count():
+    """BLOOM's README: 176,247,271,424 = 70 × (12h² + 13h) + V·h + 2h (final norm) + 2h (embedding norm),
+    h = 14,336, V = 250,880 (tied, ALiBi: no position parameters)."""
+    h = 14_336
+    assert breakdown(model_catalog()["bloom-176b"]).total == 70 * (12 * h * h + 13 * h) + 250_880 * h + 4 * h \
+        == 176_247_271_424
 
 
 def test_gpt2_small_and_pythia():

@@ -51,3 +51,65 @@ def test_fsdp_example_reads_the_config_and_shards(cli):
     assert q["state_bytes"] == pytest.approx(6_738_415_616 * 16 / 8)
     # accumulation 64 / (4 × 8) = 2 micro-batches, each gathering the weights twice
     assert q["parameter_gather_bytes_sent_per_step"] == pytest.approx(2 * 2 * 7 / 8 * 6_738_415_616 * 2)
+
+
+# --- every shipped example through every command ---------------------------------------------------
+
+_KEY = {"training": "run_seconds", "serving": "time_per_output_token_seconds"}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_command_runs_on_every_example(cli, tmp_path, name):
+    """estimate (and --uncertainty), explain, report (Markdown, HTML), sweep, search, solve and sensitivity on each
+    example, from another working directory than the contract's (a config.json path is relative to the contract)."""
+    import os
+
+    import yaml
+
+    path = EXAMPLES / name
+    kind = yaml.safe_load(path.read_text())["workload"].get("kind", "training")
+    key = _KEY[kind]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, out, err = cli("estimate", str(path), "-f", "json")
+        assert code == 0, err
+        value = {q["name"]: q["value"] for q in json.loads(out)["quantities"]}[key]
+        for args in (["estimate", str(path), "--uncertainty", "--samples", "200"],
+                     ["explain", str(path), key],
+                     ["report", str(path), "-o", str(tmp_path / "r.md")],
+                     ["report", str(path), "-o", str(tmp_path / "r.html")],
+                     ["search", str(path), "--top", "2"]):
+            code, out, err = cli(*args)
+            assert code == 0, (args, err)
+        if kind == "training":
+            for args in (["sweep", str(path), "--set", "strategy.micro_batch_size=1,2"],
+                         ["solve", str(path), "--maximize", "strategy.micro_batch_size", "--subject-to", "fits",
+                          "--over", "strategy.micro_batch_size=1..8"]):
+                code, out, err = cli(*args)
+                assert code == 0, (args, err)
+        else:
+            code, out, err = cli("solve", str(path), "--find", "assumptions.decode_bandwidth_efficiency", "--given",
+                                 f"{key}={value * 1.1}")
+            assert code == 0, err
+        code, out, err = cli("sensitivity", str(path), "--output", key)
+        assert code == 0 or "no assumption of this contract states a range" in err, err
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_example_through_the_web_api(name):
+    fastapi = pytest.importorskip("fastapi")  # noqa: F841
+    from fastapi.testclient import TestClient
+
+    from botec.web.app import app
+
+    text = (EXAMPLES / name).read_text()
+    response = TestClient(app).post("/api/estimate", json={"contract": text})
+    if "config:" in text:   # the web app reads no files on a request's behalf
+        assert response.status_code == 422
+        assert response.json()["error"]["field"] == "workload.model.config"
+    else:
+        assert response.status_code == 200, response.text
+        assert response.json()["fits"] is True

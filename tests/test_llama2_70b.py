@@ -1,4 +1,10 @@
-"""Lesson 004's worked example: Llama 2-70B on 2T tokens on A100-80GB."""
+"""Lesson 004's worked example: Llama 2-70B on 2T tokens on A100-80GB.
+
+These reproduce the lesson's arithmetic; they do not validate botec against the published run. The
+example's end-to-end MFU (0.435) is itself implied by Meta's reported 1,720,320 GPU-hours, so "about
+1.7 million GPU-hours" follows from 6·N·D at that MFU by construction. Validation against published
+runs is `botec validate`'s job.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +17,15 @@ from conftest import LLAMA
 HOURS_PER_YEAR = 365.25 * 24
 
 
-def test_about_1_7_million_gpu_hours():
+def test_reproduces_the_lessons_1_7_million_gpu_hours():
     result = estimate_file(LLAMA)
-    # 8.4e23 FLOP / (312e12 FLOP/s × 0.435) / 3600 = 1.719e6 h; Meta reports 1,720,320 (Llama 2 paper, Table 2)
+    # 6 × 70e9 × 2e12 = 8.4e23 FLOP / (312e12 FLOP/s × 0.435) / 3600 = 1.719e6 h (Meta reports 1,720,320)
     assert result.value("training_flops") == pytest.approx(8.4e23)
-    assert result.value("accelerator_hours") == pytest.approx(1.72e6, rel=0.01)
+    assert result.value("accelerator_hours") == pytest.approx(8.4e23 / (312e12 * 0.435) / 3600)
     assert result.quantities["end_to_end_mfu"].source.startswith("implied by Llama 2 paper")
 
 
-def test_about_195_years_on_one_gpu():
+def test_reproduces_the_lessons_195_years_on_one_gpu():
     # One GPU cannot hold the state, so the estimate is for compute only: the run time does not
     # depend on memory, and the report refuses such a plan (see test_cli_errors).
     result = estimate_file(LLAMA, ["supply.count=1"])
@@ -28,7 +34,7 @@ def test_about_195_years_on_one_gpu():
     assert not result.fits
 
 
-def test_about_a_week_on_10000_gpus():
+def test_reproduces_the_lessons_week_on_10000_gpus():
     result = estimate_file(LLAMA, ["supply.count=10000"])
     days = result.value("run_seconds") / 86400
     assert 6.5 <= days <= 7.5            # 7.16 days

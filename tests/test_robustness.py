@@ -51,3 +51,49 @@ def test_any_value_anywhere_is_an_estimate_or_a_one_line_error(capsys, tmp_path_
         assert len([line for line in err.splitlines() if line.strip()]) == 1, err
     else:
         assert "NaN" not in out and "Infinity" not in out
+
+
+def _sections(node, prefix=()):
+    """Every key path of a contract, sections included (deleting a whole section is a mutation too)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from _sections(value, prefix + (key,))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(CONTRACTS + [EXAMPLES / "llama2-70b-pretrain.yaml", EXAMPLES / "mixtral-8x7b-finetune.yaml"]),
+       st.data(), st.lists(st.one_of(st.just(None), values), min_size=1, max_size=3),
+       st.sampled_from(["estimate", "sweep", "search"]))
+def test_deleted_and_combined_changes_are_an_estimate_or_a_one_line_error(capsys, tmp_path_factory, contract, data,
+                                                                        changes, command):
+    """Keys deleted (None below) or several fields changed at once, then estimated, swept or searched: the review
+    found an internal error (KeyError) that replacing one leaf at a time could not reach."""
+    document = yaml.safe_load(contract.read_text())
+    mutated = copy.deepcopy(document)
+    for change in changes:
+        paths = list(_sections(mutated))
+        if not paths:
+            break
+        path = data.draw(st.sampled_from(paths))
+        target = mutated
+        for key in path[:-1]:
+            target = target[key]
+        if change is None:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = change
+    folder = tmp_path_factory.mktemp("fuzz")
+    file = folder / "contract.yaml"
+    file.write_text(yaml.safe_dump(mutated, allow_unicode=True))
+    args = {"estimate": ["estimate", str(file), "-f", "json"],
+            "sweep": ["sweep", str(file), "--set", "supply.count=1,8,64", "-f", "json"],
+            "search": ["search", str(file), "--top", "1", "-f", "json"]}[command]
+    code, out, err = run_cli(args, capsys)
+    assert code in (0, 2), (command, mutated, err)
+    assert "Traceback" not in err and "internal error" not in err, (command, mutated, err)
+    if code == 2:
+        assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+    else:
+        assert "NaN" not in out and "Infinity" not in out

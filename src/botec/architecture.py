@@ -13,7 +13,8 @@ f FFN size, V vocabulary):
   the two bottleneck norms;
 - MLP: 3·h·f when gated (SwiGLU), 2·h·f when plain, plus biases;
 - MoE: E routed experts and S shared experts of size f_e, a router h·E; k_e experts per token;
-- norms: two per layer (h each for RMSNorm, 2h for LayerNorm), one final;
+- norms: two per layer (h each for RMSNorm, 2h for LayerNorm), one final (and one after the
+  embeddings, BLOOM);
 - embeddings V·h (+ learned positions), an LM head V·h unless tied.
 
 Checked against published counts: Llama-2-7B 6,738,415,616 and Llama-3.1-8B 8,030,261,248
@@ -41,6 +42,7 @@ class MoE:
     shared_experts: int = 0     # S, always active
     first_dense_layers: int = 0  # leading layers with a dense MLP (DeepSeek: 3)
     layer_frequency: int = 1     # every n-th layer after those is MoE
+    router_bias: bool = False    # a bias per expert in the router (DeepSeek-V3's e_score_correction_bias)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Architecture:
     norm: str = "rmsnorm"              # rmsnorm | layernorm
     attention_bias: str = "none"       # none | qkv | all
     mlp_bias: bool = False
+    embedding_norm: bool = False       # a norm right after the token embeddings (BLOOM)
     max_sequence_length: int | None = None
     sliding_window: int | None = None  # every layer attends to at most this many tokens (Mistral 7B v0.1: 4,096)
     moe: MoE | None = None
@@ -186,21 +189,21 @@ def breakdown(arch: Architecture) -> ParameterBreakdown:
     dense_mlp = _mlp_parameters(arch, arch.ffn_size)
     moe_layers = arch.moe_layers
     dense_layers = arch.layers - moe_layers
-    experts = shared = routers = active_experts = 0
+    experts = shared = routers = active_experts = router = 0
     per_expert = 0
     if arch.moe:
         per_expert = _mlp_parameters(arch, arch.moe.expert_ffn_size)
         experts = moe_layers * arch.moe.experts * per_expert
         shared = moe_layers * arch.moe.shared_experts * per_expert
-        routers = moe_layers * h * arch.moe.experts
+        router = (h + arch.moe.router_bias) * arch.moe.experts   # the gate's matrix, and its bias per expert
+        routers = moe_layers * router
         active_experts = moe_layers * arch.moe.experts_per_token * per_expert
     mtp = 0
     if arch.mtp_layers:
         # DeepSeek-V3 MTP module: a full (MoE) layer, a 2h -> h projection, two input norms and a final
         # norm; it shares the embeddings and the head with the main model.
         layer = attention_per_layer + norms_per_layer
-        layer += (arch.moe.experts + arch.moe.shared_experts) * per_expert + h * arch.moe.experts if arch.moe \
-            else dense_mlp
+        layer += (arch.moe.experts + arch.moe.shared_experts) * per_expert + router if arch.moe else dense_mlp
         mtp = arch.mtp_layers * (layer + 2 * h * h + 3 * _norm_parameters(arch, h))
     return ParameterBreakdown(
         embeddings=embeddings,
@@ -210,7 +213,7 @@ def breakdown(arch: Architecture) -> ParameterBreakdown:
         experts=experts,
         shared_experts=shared,
         routers=routers,
-        norms=arch.layers * norms_per_layer + _norm_parameters(arch, h),
+        norms=arch.layers * norms_per_layer + _norm_parameters(arch, h) * (1 + arch.embedding_norm),
         active_experts=active_experts,
         mtp=mtp,
         parts={"token_embeddings": token_embeddings, "attention_per_layer": attention_per_layer,
@@ -282,7 +285,7 @@ def from_hf_config(config: dict, origin: str = "config.json", name: str | None =
     moe = MoE(experts=get("n_routed_experts"), experts_per_token=get("num_experts_per_tok"),
               expert_ffn_size=get("moe_intermediate_size"), shared_experts=config.get("n_shared_experts") or 0,
               first_dense_layers=config.get("first_k_dense_replace", 0),
-              layer_frequency=config.get("moe_layer_freq", 1))
+              layer_frequency=config.get("moe_layer_freq", 1), router_bias=config.get("topk_method") == "noaux_tc")
     mla = MLA(q_lora_rank=config.get("q_lora_rank"), kv_lora_rank=get("kv_lora_rank"),
               qk_nope_head_dim=get("qk_nope_head_dim"), qk_rope_head_dim=get("qk_rope_head_dim"),
               v_head_dim=get("v_head_dim"))

@@ -23,6 +23,7 @@ class MoESpec(_Section):
     shared_experts: NonNegativeInt = Field(0, description="always-active shared experts")
     first_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
     layer_frequency: PositiveInt = Field(1, description="every n-th layer after those is MoE")
+    router_bias: bool = Field(False, description="a bias per expert in the router (DeepSeek-V3)")
 
     @model_validator(mode="after")
     def _top_k(self) -> "MoESpec":
@@ -70,6 +71,7 @@ class ModelSpec(_Section):
     tied_embeddings: bool = False
     position_embeddings: NonNegativeInt = Field(0, description="learned absolute positions (0 for RoPE)")
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    embedding_norm: bool = Field(False, description="a norm right after the token embeddings (BLOOM)")
     attention_bias: Literal["none", "qkv", "all"] = "none"
     mlp_bias: bool = False
     moe: Optional[MoESpec] = None

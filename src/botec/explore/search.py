@@ -55,7 +55,7 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
     started = time.perf_counter()
     space = Space(inputs, axes or default_axes(inputs))
     wanted = [objective, "memory_spare_bytes", "planned_device_bytes", "step_seconds", "run_seconds",
-              "end_to_end_mfu", "accelerator_hours", "pipeline_bubble_seconds", "exposed_communication_seconds"]
+              "end_to_end_mfu", "accelerator_hours"]
     wanted = list(dict.fromkeys(wanted))
     columns, valid, counts = evaluate_space(space, wanted=wanted, progress=progress)
     if not valid.size:

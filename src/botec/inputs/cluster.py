@@ -166,6 +166,13 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
         import numpy as np
 
         needs, inside = np.broadcast_to(needs, (rows,)), np.broadcast_to(inside, (rows,))
+        for tier_name, tier in (("intra", tiers.intra), ("inter", tiers.inter)):
+            unplaced = needs & (inside if tier_name == "intra" else ~inside)
+            if tier is None and unplaced.any():
+                problem = Missing(_field(tier_name), f"{carried} need the {tier_name}-node tier")
+                for name in names:
+                    earlier = rows_missing.get(name, (False, problem))[0]
+                    rows_missing[name] = (earlier | unplaced, problem)
         known = [t for t in (tiers.intra, tiers.inter) if t is not None]
         if not known:
             continue  # no tier at all: only rows where the group has one rank can be evaluated, and they need none
@@ -176,13 +183,6 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
             intra = getattr(tiers.intra, what).value if tiers.intra else fill
             inter = getattr(tiers.inter, what).value if tiers.inter else fill
             given[name] = Given(np.where(inside, intra, inter), "assumed", f"each row's tier for {carried}", None)
-        for tier_name, tier in (("intra", tiers.intra), ("inter", tiers.inter)):
-            unplaced = needs & (inside if tier_name == "intra" else ~inside)
-            if tier is None and unplaced.any():
-                problem = Missing(_field(tier_name), f"{carried} need the {tier_name}-node tier")
-                for name in names:
-                    earlier = rows_missing.get(name, (False, problem))[0]
-                    rows_missing[name] = (earlier | unplaced, problem)
     return given, placement, missing, rows_missing
 
 

@@ -47,7 +47,8 @@ def resolve_architecture(model: ModelSpec, base_dir: Path | None = None) -> Arch
             hidden_size=int(model.hidden_size.value), attention_heads=model.attention_heads,
             kv_heads=model.kv_heads or model.attention_heads, head_dim=model.head_dim, ffn_size=model.ffn_size,
             vocab_size=model.vocab_size, mlp=model.mlp, tied_embeddings=model.tied_embeddings,
-            position_embeddings=model.position_embeddings, norm=model.norm, attention_bias=model.attention_bias,
+            position_embeddings=model.position_embeddings, norm=model.norm, embedding_norm=model.embedding_norm,
+            attention_bias=model.attention_bias,
             mlp_bias=model.mlp_bias, moe=MoE(**model.moe.model_dump()) if model.moe else None,
             mla=MLA(**model.mla.model_dump()) if model.mla else None, mtp_layers=model.mtp_layers,
             source="workload.model")
