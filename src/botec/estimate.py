@@ -80,8 +80,7 @@ def _require(inputs: Inputs, quantities: dict[str, Quantity], required: tuple[st
     for name in required:
         if name in quantities:
             continue
-        blocking = inputs.graph.blocking_inputs(inputs.given, quantities, name, inputs.choices)
-        known = [inputs.missing[b] for b in blocking if b in inputs.missing]
+        known, _ = inputs.absence(name, quantities)
         if known:
             raise ContractError(f"needed for {name}: {known[0].reason}", field=known[0].field)
         raise ContractError(inputs.why_absent(name, quantities), field=name)

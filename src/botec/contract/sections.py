@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr
 
 __all__ = ["Section", "ContractBase", "BY_NAME", "INLINE", "by_name_or_inline"]
 
@@ -16,6 +18,10 @@ class ContractBase(Section):
 
     model_config = ConfigDict(extra="forbid", title="botec workload contract")
     _notes: list = PrivateAttr(default_factory=list)
+
+    name: Optional[str] = Field(None, description="a short name for the job")
+    description: Optional[str] = Field(None, description="what the job is for")
+    schema_version: Optional[PositiveInt] = Field(None, description="the contract schema version it was written for")
 
     @property
     def notes(self) -> list[str]:

@@ -110,9 +110,6 @@ class ServingAssumptions(Section):
 class ServingContract(ContractBase):
     """A workload contract for a serving fleet: workload, supply, strategy and assumptions."""
 
-    name: Optional[str] = Field(None, description="a short name for the fleet")
-    description: Optional[str] = Field(None, description="what it serves")
-    schema_version: Optional[PositiveInt] = Field(None, description="the contract schema version it was written for")
     workload: ServingWorkload
     supply: ServingSupply
     strategy: ServingStrategy = Field(default_factory=ServingStrategy)

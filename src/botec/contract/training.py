@@ -209,9 +209,6 @@ class TrainingAssumptions(Section):
 class TrainingContract(ContractBase):
     """A workload contract for a training job: workload, supply, strategy and assumptions."""
 
-    name: Optional[str] = Field(None, description="a short name for the job")
-    description: Optional[str] = Field(None, description="what the job is for")
-    schema_version: Optional[PositiveInt] = Field(None, description="the contract schema version it was written for")
     workload: TrainingWorkload
     supply: TrainingSupply
     strategy: TrainingStrategy

@@ -24,7 +24,7 @@ from botec.inputs.cluster import Placement, Tiers
 from botec.inputs.missing import Missing
 from botec.layout import Layout, ModelFacts
 
-__all__ = ["Inputs", "Varied", "Missing", "Placement", "build_inputs"]
+__all__ = ["Inputs", "Varied", "Missing", "Placement", "build_inputs", "checked"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +78,19 @@ class Inputs:
         """Inputs not stated, by name, with the field that would state each."""
         return self.absent | self.base.missing
 
+    def absence(self, name: str, resolved: dict, given: dict | None = None) -> tuple[list[Missing], list[str]]:
+        """Why quantity ``name`` is not among ``resolved``: the missing inputs the contract could state (with their
+        fields), and every absent input it blocks on."""
+        blocking = self.graph.blocking_inputs(given or self.given, resolved, name, self.choices)
+        return [self.missing[b] for b in blocking if b in self.missing], blocking
+
     def needed_fields(self, name: str, resolved: dict) -> list[str]:
         """The contract fields that would let quantity ``name`` be resolved (empty when it is, or unknown)."""
-        blocking = self.graph.blocking_inputs(self.given, resolved, name, self.choices)
-        return sorted({self.missing[b].field for b in blocking if b in self.missing})
+        return sorted({missing.field for missing in self.absence(name, resolved)[0]})
 
     def why_absent(self, name: str, resolved: dict, given: dict | None = None) -> str:
         """Why quantity ``name`` is not among ``resolved``: the field to state, in one line."""
-        blocking = self.graph.blocking_inputs(given or self.given, resolved, name, self.choices)
-        known = [self.missing[b] for b in blocking if b in self.missing]
+        known, blocking = self.absence(name, resolved, given)
         if known:
             return f"{name} needs {known[0].field}: {known[0].reason}"
         return f"{name} needs {', '.join(blocking) or 'inputs'}, which the contract does not state"
@@ -151,6 +155,14 @@ class Inputs:
         updates = {section: getattr(self.contract, section).model_copy(update=values)
                    for section, values in contract_changes.items()}
         return build_inputs(self.contract.model_copy(update=updates), self.base_dir)
+
+
+def checked(layout: Layout, rows: int | None):
+    """A scalar layout checked (its first broken rule raised), or an array layout's mask of valid rows."""
+    if rows is None:
+        layout.check()
+        return True
+    return layout.mask(rows)
 
 
 def build_inputs(contract, base_dir: Path | None = None) -> Inputs:

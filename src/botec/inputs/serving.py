@@ -9,7 +9,7 @@ from botec.contract.serving import ServingContract
 from botec.errors import ContractError
 from botec.graph import Given
 from botec.graph.elementwise import minimum
-from botec.inputs import Inputs, Varied
+from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
@@ -122,11 +122,7 @@ def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
 def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
     """One replica's layout (checked when scalar, masked when arrays) and the inputs that follow from it."""
     layout = _layout(inputs, spec, tiers)
-    if rows is None:
-        layout.check()
-        valid = True
-    else:
-        valid = layout.mask(rows)
+    valid = checked(layout, rows)
     arch = inputs.architecture
     split = 1.0 if arch.mla else minimum(layout.tensor_parallel, float(arch.kv_heads))
     given = dict(fixed) | {

@@ -8,7 +8,7 @@ from typing import Any
 from botec.contract.training import TrainingContract
 from botec.errors import ContractError
 from botec.graph import Given
-from botec.inputs import Inputs, Varied
+from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
@@ -179,7 +179,10 @@ def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: 
     elif scalar and layout.model.layers % int(layout.pipeline_parallel):
         split = f"the default split {layout.split_text()} (first and last stages hold the embedding and the head)"
     else:
-        split = f"{layout.model.layers} layers / {_n(layout.pipeline_parallel)} stages" if scalar else ""
+        split = ""
+        if scalar:
+            stages = _n(layout.pipeline_parallel)
+            split = f"{layout.model.layers} layers on {stages} stage{'s' if stages != '1' else ''}"
     recompute = Recompute(int(layout.recompute)).label if scalar else None
     return {
         "accelerators": stated("supply.count", layout.accelerators),
@@ -215,11 +218,7 @@ def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: 
 def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
     """The layout of ``spec`` (checked when scalar, masked when arrays) and every input that follows from it."""
     layout = _layout(inputs, spec, tiers)
-    if rows is None:
-        layout.check()
-        valid = True
-    else:
-        valid = layout.mask(rows)
+    valid = checked(layout, rows)
     import contextlib
 
     quiet = contextlib.nullcontext()
