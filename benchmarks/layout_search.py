@@ -26,8 +26,10 @@ def main() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
     from botec.contract import load_contract
     from botec.explore.search import search
+    from botec.inputs import build_inputs
 
-    contract = load_contract(Path(__file__).resolve().parents[1] / "examples" / "gpt3-175b-search.yaml")
+    path = Path(__file__).resolve().parents[1] / "examples" / "gpt3-175b-search.yaml"
+    contract = build_inputs(load_contract(path), path.parent)
     search(contract, top=1)  # warm up imports and caches
     times, result = [], None
     for _ in range(args.repeat):

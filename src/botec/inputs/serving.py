@@ -14,7 +14,7 @@ from botec.inputs.cluster import Tiers, place, tiers_of
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stated import StatedInputs
-from botec.layout import Layout
+from botec.layout import Layout, layout_of
 
 __all__ = ["build", "derive", "WEIGHT_BYTES", "KV_BYTES"]
 
@@ -113,7 +113,7 @@ def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
     stages = inputs.contract.strategy.pipeline_stage_layers
     tp, pp = spec["strategy.tensor_parallel"], spec["strategy.pipeline_parallel"]
     replica = tp * pp
-    return Layout.of("serving", inputs.model, accelerators=replica,
+    return layout_of("serving", inputs.model, accelerators=replica,
                      accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else replica,
                      tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=spec["strategy.expert_parallel"],
                      stage_layers=tuple(stages) if stages else None)

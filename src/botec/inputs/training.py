@@ -13,7 +13,7 @@ from botec.inputs.cluster import Tiers, place, tiers_of
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stated import StatedInputs
-from botec.layout import Layout, Recompute
+from botec.layout import Layout, Recompute, layout_of
 
 __all__ = ["build", "derive"]
 
@@ -136,7 +136,7 @@ def _value(stated) -> float | None:
 def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
     strategy = inputs.contract.strategy
     count = spec["supply.count"]
-    return Layout.of(
+    return layout_of(
         "training", inputs.model, accelerators=count,
         accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else count,
         tensor_parallel=spec["strategy.tensor_parallel"], pipeline_parallel=spec["strategy.pipeline_parallel"],

@@ -31,9 +31,9 @@ the most micro-batches in flight, so the activations peak at max over stages i o
 
 from botec.layout.dims import (FSDP_ZERO_STAGE, GROUPS, Layout, ModelFacts, PipelineSchedule, Recompute, Rule,
                                number_text)
-from botec.layout.rules import SEARCH_BOUNDS, SERVING_RULES, TRAINING_RULES, SearchBounds, candidates
+from botec.layout.rules import SEARCH_BOUNDS, SERVING_RULES, TRAINING_RULES, SearchBounds, candidates, layout_of
 from botec.layout.stages import default_stage_layers, layers_in_flight
 
 __all__ = ["FSDP_ZERO_STAGE", "GROUPS", "Layout", "ModelFacts", "PipelineSchedule", "Recompute", "Rule",
            "SEARCH_BOUNDS", "SERVING_RULES", "TRAINING_RULES", "SearchBounds", "candidates", "default_stage_layers",
-           "layers_in_flight", "number_text"]
+           "layers_in_flight", "layout_of", "number_text"]

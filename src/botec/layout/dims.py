@@ -265,11 +265,6 @@ class Layout:
         """The same layout with some fields replaced (numbers or arrays)."""
         return replace(self, **changes)
 
-    @classmethod
-    def of(cls, kind: str, model: ModelFacts, **fields) -> "Layout":
-        """A layout with the rules of its kind (:mod:`botec.layout.rules`)."""
-        from botec.layout.rules import SERVING_RULES, TRAINING_RULES
 
-        return cls(kind=kind, model=model, rules=TRAINING_RULES if kind == "training" else SERVING_RULES, **fields)
 
 

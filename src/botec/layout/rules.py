@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from botec.graph.elementwise import floor
 from botec.layout.dims import Layout, ModelFacts, Recompute, Rule, number_text
 
-__all__ = ["TRAINING_RULES", "SERVING_RULES", "SearchBounds", "SEARCH_BOUNDS", "candidates"]
+__all__ = ["TRAINING_RULES", "SERVING_RULES", "SearchBounds", "SEARCH_BOUNDS", "candidates", "layout_of"]
 
 
 def _divides(divisor, number):
@@ -154,6 +154,11 @@ def _serving_rules() -> tuple[Rule, ...]:
 
 TRAINING_RULES = _training_rules()
 SERVING_RULES = _serving_rules()
+
+
+def layout_of(kind: str, model: ModelFacts, **fields) -> Layout:
+    """A layout of ``kind`` (training: a job; serving: one replica) with that kind's rules."""
+    return Layout(kind=kind, model=model, rules=TRAINING_RULES if kind == "training" else SERVING_RULES, **fields)
 
 
 @dataclass(frozen=True)
