@@ -297,8 +297,9 @@ def test_model_named_two_ways(cli, tmp_path):
 
 
 def test_korthikanti_needs_an_architecture(cli):
-    code, out, err = cli("estimate", "--set", "assumptions.activation_model=korthikanti")
-    assert_one_line_error(code, out, err, "assumptions.activation_model", "need the attention heads")
+    code, out, err = cli("estimate", "--set", "assumptions.activation_model=korthikanti", "--set",
+                         "assumptions.attention_kernel=eager")
+    assert_one_line_error(code, out, err, "assumptions.attention_kernel", "need the attention heads")
 
 
 def test_components_model_refuses_a_scaling_factor(cli):
@@ -322,7 +323,8 @@ def test_several_nodes_need_an_inter_node_bandwidth(cli, tmp_path):
 def test_an_unstated_tier_is_named_where_the_lesson_method_only_compares(cli, tmp_path):
     """The efficiency model's step needs no link: the estimate runs, and the network finding names the field."""
     code, out, err = layout_error(cli, tmp_path, "supply.cluster={accelerators_per_node: 8, intra_node: "
-                                                 "{bandwidth: 450 GB/s}}", "strategy.zero_stage=1", options=("-f", "json"))
+                                                 "{bandwidth: 450 GB/s}}", "strategy.zero_stage=1",
+                                  "assumptions.step_time_model=efficiency", options=("-f", "json"))
     import json
 
     assert code == 0, err

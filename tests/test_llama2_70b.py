@@ -48,10 +48,13 @@ def test_zero3_shards_the_state_and_triples_the_traffic():
     assert result.value("state_bytes") == pytest.approx(70e9 * 16 / n)
     # reduce-scatter of gradients + two all-gathers of weights: 3 (N−1)/N × 140 GB
     assert result.value("collective_bytes_sent_per_step") == pytest.approx(3 * (n - 1) / n * 140e9)
-    # at 25 GB/s (200 Gb/s) that is a 16.8 s floor against a 12.7 s step: a failing network finding
-    assert result.value("collective_floor_seconds") == pytest.approx(3 * (n - 1) / n * 140e9 / 25e9)
+    # 8 ranks of the shard group in each DGX A100 share its 8 NICs of 25 GB/s (200 Gb/s); NVLink (230 GB/s
+    # achieved) carries the other 7/8 at 8/7 × 230 GB/s: min(200, 262.9) = 200 GB/s per rank (audit row 17),
+    # a 2.1 s floor beside a 12.7 s step, not the 16.8 s of one NIC carrying everything
+    assert result.value("shard_link_bytes_per_s") == pytest.approx(min(8 * 25e9, 8 / 7 * 230e9))
+    assert result.value("collective_floor_seconds") == pytest.approx(3 * (n - 1) / n * 140e9 / 200e9)
     network = [f for f in result.findings if f.account == "network"][0]
-    assert network.level == "fail"
+    assert network.level != "fail"
 
 
 def test_cost_and_energy():

@@ -34,6 +34,8 @@ strategy:
   optimizer: adam-fp32
   checkpoint: {interval: 10 min}
 assumptions:
+  step_time_model: efficiency
+  activation_model: saved_tensor_factor
   single_accelerator_mfu: 0.3
   scaling_efficiency: 0.9
 """

@@ -142,7 +142,7 @@ def test_explain_substitutes_shared_units_and_folds_numbers(lesson):
     assert lines["ring_bytes_sent_per_step"] == ("ring_bytes_sent_per_step = gradient_sync_bytes_sent_per_step "
                                                  "= 3 GB")
     assert lines["gradient_all_reduce_bytes_sent_per_step"].endswith(
-        "= 2 × 3 / 4 × 2 GB = 3 GB")
+        "= 1 × 2 × 3 / 4 × 2 GB = 3 GB")
     assert lines["gradient_all_reduce_ranks"].endswith("= 4  [as zero_stage = 0]")
     assert lines["gradient_bytes"].endswith("= 1 × 10⁹ × 2 B/parameter = 2 GB")
     assert lines["data_parallel_degree"].startswith("data_parallel_degree = 4 accelerators  [derived, "

@@ -50,7 +50,8 @@ def test_mla_latent_is_not_split_by_tp_but_gqa_heads_are():
     # beyond the 8 KV heads, TP replicates them: TP 16 (two nodes) still splits the KV 8 ways
     wide = run(serving("llama-2-70b", strategy={"tensor_parallel": 16}, supply={"cluster": {"node": "dgx-h100"}}))
     assert wide.value("kv_bytes_per_token_per_device") == 327_680 / 8
-    assert wide.value("tp_link_bytes_per_s") == pytest.approx(50e9)      # the TP group crosses nodes
+    # the TP group crosses nodes, 8 of its ranks in each: their 8 NICs (46 GB/s achieved) or 8/7 of NVLink's 370
+    assert wide.value("tp_link_bytes_per_s") == pytest.approx(min(8 * 46e9, 8 / 7 * 370e9))
 
 
 def test_the_lessons_7b_weights_are_about_14_gb():
@@ -82,7 +83,7 @@ def test_memory_bound_decode_with_tensor_parallelism_by_hand():
     weights = result.value("weight_memory_bytes")
     assert weights == pytest.approx((68_976_648_192 * 2) / 4)        # every matrix split 4 ways
     kv = 327_680 / 4 * (1024 + 128)
-    alpha, link = 3.4e-6, 300e9                                       # dgx-a100 NVLink tier
+    alpha, link = 3.4e-6, 230e9                                       # dgx-a100 NVLink tier, achieved (nccl-tests)
     all_reduces = 2 * 80 * (2 * 3 * alpha + 2 * 3 / 4 * 16 * 8192 * 2 / link)
     assert result.value("time_per_output_token_seconds") == pytest.approx((weights + 16 * kv) / bandwidth
                                                                           + all_reduces)

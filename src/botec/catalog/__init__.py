@@ -1,20 +1,41 @@
-"""Catalogs shipped as data: accelerators (``hardware.yaml``) and optimizer presets (``optimizers.yaml``).
+"""Catalogs shipped as data: accelerators (``hardware.yaml``), node presets (``nodes.yaml``) and optimizer
+presets (``optimizers.yaml``).
 
 Every accelerator figure carries a source and a date: the device-level ``source``/``date``
-unless the figure has its own entry under ``figure_sources``.
+unless the figure has its own entry under ``figure_sources``; a price range carries its own.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
 from botec.units import parse_quantity
 
-__all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "accelerators", "node_presets", "optimizer_presets",
-           "did_you_mean", "catalog_revised"]
+__all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", "FAMILIES", "accelerators",
+           "node_presets", "optimizer_presets", "did_you_mean", "catalog_revised"]
+
+FAMILIES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "tpu-v4", "tpu-v5e", "tpu-v5p")
+"""Architecture generations an accelerator's ``family`` may name (efficiency curves are keyed by them)."""
+
+
+class CatalogError(ValueError):
+    """A shipped catalog entry that does not load: names the file, the entry and the key."""
+
+
+@dataclass(frozen=True)
+class PriceRange:
+    """Published prices per accelerator-hour in USD: the cheapest, a typical and the dearest list price found."""
+
+    low: float
+    typical: float
+    high: float
+    source: str
+    date: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -24,7 +45,8 @@ class CatalogAccelerator:
     key: str
     name: str
     vendor: str
-    peak_flops_per_s: dict[str, float]  # by precision: bf16, fp8, ...
+    family: str  # architecture generation, one of FAMILIES
+    peak_flops_per_s: dict[str, float]  # by precision: bf16, fp16, fp8, fp4 (FLOP/s), int8 (OP/s)
     memory_bytes: float
     memory_bandwidth_bytes_per_s: float | None
     link: str | None
@@ -35,6 +57,7 @@ class CatalogAccelerator:
     url: str | None = None
     notes: str | None = None
     figure_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    price_per_hour: PriceRange | None = None
 
     def source_of(self, figure: str) -> str:
         """'source (date)' for one figure: its own entry in figure_sources, else the device's."""
@@ -80,6 +103,35 @@ def _optional(entry: dict, key: str, dimension: str) -> float | None:
     return None if value is None else parse_quantity(value, dimension)
 
 
+_OPS = re.compile(r"(?<![A-Za-z])([kMGTPE]?)OP(S|/s)(?![A-Za-z])")
+
+
+def _peak(value) -> float:
+    """A peak rate: FLOP/s, or integer OP/s (``"624 TOP/s"``, ``"4.5 POPS"``), one operation counted as one FLOP."""
+    return parse_quantity(_OPS.sub(r"\1FLOP\2", value) if isinstance(value, str) else value, "flop_rate")
+
+
+def _price_range(key: str, entry: dict | None) -> PriceRange | None:
+    if entry is None:
+        return None
+    missing = [k for k in ("low", "typical", "high", "source", "date") if not entry.get(k)]
+    if missing:
+        raise CatalogError(f"hardware.yaml: {key}.price_per_hour lacks {', '.join(missing)}")
+    low, typical, high = (parse_quantity(entry[k], "usd_per_hour") for k in ("low", "typical", "high"))
+    if not low <= typical <= high:
+        raise CatalogError(f"hardware.yaml: {key}.price_per_hour must have low <= typical <= high "
+                           f"(got {low:g}, {typical:g}, {high:g} USD/h)")
+    return PriceRange(low=low, typical=typical, high=high, source=" ".join(str(entry["source"]).split()),
+                      date=str(entry["date"]), url=entry.get("url"))
+
+
+def _family(key: str, entry: dict) -> str:
+    family = entry.get("family")
+    if family not in FAMILIES:
+        raise CatalogError(f"hardware.yaml: {key}.family must be one of {', '.join(FAMILIES)} (got {family!r})")
+    return family
+
+
 @lru_cache(maxsize=None)
 def accelerators() -> dict[str, CatalogAccelerator]:
     """The accelerator catalog, keyed by the name a contract uses (``h100-sxm``)."""
@@ -90,7 +142,8 @@ def accelerators() -> dict[str, CatalogAccelerator]:
             key=key,
             name=entry["name"],
             vendor=entry["vendor"],
-            peak_flops_per_s={p: parse_quantity(v, "flop_rate") for p, v in entry["peak_flops_per_s"].items()},
+            family=_family(key, entry),
+            peak_flops_per_s={p: _peak(v) for p, v in entry["peak_flops_per_s"].items()},
             memory_bytes=parse_quantity(entry["memory"], "bytes"),
             memory_bandwidth_bytes_per_s=_optional(entry, "memory_bandwidth", "byte_rate"),
             link=entry.get("link"),
@@ -101,6 +154,7 @@ def accelerators() -> dict[str, CatalogAccelerator]:
             url=entry.get("url"),
             notes=entry.get("notes"),
             figure_sources=entry.get("figure_sources") or {},
+            price_per_hour=_price_range(key, entry.get("price_per_hour")),
         )
     return catalog
 
@@ -163,6 +217,27 @@ class NodePreset:
     source: str
     date: str
     notes: str | None = None
+    nics_per_node: int | None = None          # scale-out NICs of the compute fabric
+    nic_bytes_per_s: float | None = None      # per NIC, per direction
+    nvlink_domain: int | None = None          # accelerators sharing one NVLink/NVSwitch (or ICI) domain
+    intra_node_achieved_bytes_per_s: float | None = None   # a published measurement, per accelerator per direction
+    intra_node_achieved_source: str | None = None
+    inter_node_achieved_bytes_per_s: float | None = None
+    inter_node_achieved_source: str | None = None
+
+
+def _achieved(key: str, tier: str, link: dict) -> tuple[float | None, str | None]:
+    value, source = link.get("achieved_bandwidth"), link.get("achieved_source")
+    if value is None:
+        return None, None
+    if not source:
+        raise CatalogError(f"nodes.yaml: {key}.{tier}.achieved_bandwidth needs an achieved_source")
+    return parse_quantity(value, "byte_rate"), " ".join(str(source).split())
+
+
+def _optional_int(entry: dict, key: str) -> int | None:
+    value = entry.get(key)
+    return None if value is None else int(value)
 
 
 @lru_cache(maxsize=None)
@@ -172,6 +247,8 @@ def node_presets() -> dict[str, NodePreset]:
     presets = {}
     for key, entry in data["nodes"].items():
         intra, inter = entry["intra_node"], entry["inter_node"]
+        intra_achieved, intra_achieved_source = _achieved(key, "intra_node", intra)
+        inter_achieved, inter_achieved_source = _achieved(key, "inter_node", inter)
         presets[key] = NodePreset(
             key=key, name=entry["name"], accelerator=entry["accelerator"],
             accelerators_per_node=int(entry["accelerators_per_node"]),
@@ -181,6 +258,11 @@ def node_presets() -> dict[str, NodePreset]:
             inter_node_bytes_per_s=parse_quantity(inter["bandwidth"], "byte_rate"),
             inter_node_latency_seconds=parse_quantity(inter.get("latency", 0), "seconds"),
             inter_node_link=inter.get("link", ""),
-            source=entry["source"], date=str(entry["date"]), notes=entry.get("notes"),
+            source=" ".join(str(entry["source"]).split()), date=str(entry["date"]), notes=entry.get("notes"),
+            nics_per_node=_optional_int(entry, "nics_per_node"),
+            nic_bytes_per_s=_optional(entry, "nic_bandwidth", "byte_rate"),
+            nvlink_domain=_optional_int(entry, "nvlink_domain"),
+            intra_node_achieved_bytes_per_s=intra_achieved, intra_node_achieved_source=intra_achieved_source,
+            inter_node_achieved_bytes_per_s=inter_achieved, inter_node_achieved_source=inter_achieved_source,
         )
     return presets

@@ -14,7 +14,9 @@ from botec.errors import UserError
 @app.command()
 def measure(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
-    output: Path = typer.Option(Path("measurement.json"), "--output", "-o", help="Where to write the measurement."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
+                                          help="Where to write the measurement (default measurement.json; with "
+                                               "--efficiency-curve, efficiency-curve.yaml)."),
     steps: int = typer.Option(10, "--steps", min=1, help="Measured steps (after the warm-up)."),
     warmup: int = typer.Option(2, "--warmup", min=0, help="Warm-up steps, not recorded."),
     input_delay: float = typer.Option(0.0, "--input-delay", min=0.0,
@@ -22,10 +24,20 @@ def measure(
     max_parameters: str = typer.Option("30M", "--max-parameters",
                                        help="Larger models are measured as a proportionally scaled-down proxy."),
     peak_flops: Optional[str] = typer.Option(None, "--peak-flops",
-                                             help="The device's rated peak (e.g. '2 TFLOP/s') for MFU; default: the "
-                                                  "contract's accelerator on CUDA, unknown on CPU."),
+                                             help="The device's rated peak (e.g. '2 TFLOP/s') for MFU (and the "
+                                                  "--efficiency-curve denominator); default: the contract's "
+                                                  "accelerator on CUDA, unknown on CPU."),
     fake: bool = typer.Option(False, "--fake", help="Measure the full-size model's memory on fake tensors, no run."),
     no_checkpoint: bool = typer.Option(False, "--no-checkpoint", help="Skip the checkpoint save."),
+    efficiency_curve: bool = typer.Option(False, "--efficiency-curve",
+                                          help="Instead of a run: time the model's GEMMs and memory-bound ops on "
+                                               "this device and write its efficiency curves (YAML)."),
+    budget_seconds: float = typer.Option(20.0, "--budget-seconds", min=0.1,
+                                         help="--efficiency-curve: time to spend; larger shapes are skipped."),
+    memory_bandwidth: Optional[str] = typer.Option(None, "--memory-bandwidth",
+                                                   help="--efficiency-curve: the device's memory bandwidth (e.g. "
+                                                        "'4.8 TB/s'); default: the catalog's on a matching CUDA "
+                                                        "device, else the best measured."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
     """Train the contract's model for a few steps and record what happened (needs `botec[measure]`).
@@ -33,6 +45,9 @@ def measure(
     Records input wait, forward+backward, gradient synchronization, optimizer and step time, tokens/s,
     achieved FLOP/s and MFU, peak memory by category and a checkpoint save. Under `torchrun
     --nproc_per_node=2 -m botec.cli measure ...` it measures data parallelism (gloo on CPU, NCCL on GPUs).
+
+    With --efficiency-curve it times instead the GEMMs the model's layers run and memory-bound ops, and writes
+    the device's efficiency curves: `botec measure job.yaml --efficiency-curve -o curve.yaml`.
 
     Example: `botec measure examples/lesson-finetune-1b.yaml --steps 5 -o run.json`
     """
@@ -50,8 +65,26 @@ def measure(
     try:
         limit = parse_quantity(max_parameters, "count")
         peak = parse_quantity(peak_flops, "flop_rate") if peak_flops else None
+        bandwidth = parse_quantity(memory_bandwidth, "byte_rate") if memory_bandwidth else None
     except UnitError as error:
-        raise UserError(f"--max-parameters/--peak-flops: {error}") from None
+        raise UserError(f"--max-parameters/--peak-flops/--memory-bandwidth: {error}") from None
+    if efficiency_curve:
+        if fake:
+            raise UserError("--fake and --efficiency-curve are two modes: give one")
+        from botec.measure import gemm_curve
+
+        output = output or Path("efficiency-curve.yaml")
+        try:
+            lines = gemm_curve.command(result, arch, output, budget_seconds, peak, bandwidth)
+        except KeyboardInterrupt:
+            typer.echo(f"botec: interrupted: no curve written ({output} untouched)", err=True)
+            raise typer.Exit(code=130) from None
+        typer.echo("\n".join(lines))
+        typer.echo(f"wrote {output}", err=True)
+        return
+    if memory_bandwidth:
+        raise UserError("--memory-bandwidth goes with --efficiency-curve")
+    output = output or Path("measurement.json")
     if fake:
         typer.echo("\n".join(command.fake(result, arch)))
         return
@@ -76,26 +109,44 @@ def measure(
 @app.command()
 def calibrate(
     contract: Path = typer.Argument(..., help="The contract that describes the measured run."),
-    measurement_file: Path = typer.Argument(..., metavar="MEASUREMENT", help="A file written by `botec measure`."),
+    measurement_file: Path = typer.Argument(..., metavar="MEASUREMENT",
+                                            help="A file written by `botec measure`, or a Megatron-LM or torchtitan "
+                                                 "training log (detected from the file)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the calibrated contract here."),
     allow_workload_change: bool = typer.Option(False, "--allow-workload-change",
                                                help="Calibrate even though the measured workload differs."),
+    log_format: Optional[str] = typer.Option(None, "--log-format", metavar="megatron|torchtitan|botec",
+                                             help="Read MEASUREMENT as this (default: detected from the file)."),
+    warmup: int = typer.Option(2, "--warmup", min=0,
+                               help="Training logs: the logged iterations dropped as warm-up (besides any slower "
+                                    "than 2× the median of the rest)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
 ) -> None:
     """Put the estimate beside a measurement, back-solve the assumptions it pins down, name the one that failed.
 
-    Example: `botec calibrate job.yaml run.json -o job.calibrated.yaml`
+    The measurement is a `botec measure` file or a training log: Megatron-LM (` iteration N/ M | ... |
+    elapsed time per iteration (ms): T | ...`) or torchtitan (`step: N  loss: L  memory: M GiB(P%)  tps: T
+    ...`). A log is compared on what it gives: step time, tokens/s, FLOP/s per accelerator (each side's FLOP
+    count stated) and peak memory; the workload is the contract's, checked against what the log states.
+
+    Examples: `botec calibrate job.yaml run.json -o job.calibrated.yaml`;
+    `botec calibrate examples/gpt3-175b-search.yaml examples/logs/megatron-gpt3-175b.log`
     """
     from botec.measure.calibrate import calibrate as run_calibration
     from botec.measure.calibrate import calibrated_contract
-    from botec.measure.measurement import read
+    from botec.measure.logs import LogMeasurement, read_measurement
     from botec.report.measurement import calibration_json, calibration_lines
 
-    measured = read(measurement_file)
+    if log_format is not None and log_format not in ("botec", "megatron", "torchtitan"):
+        raise UserError(f"--log-format: expected megatron, torchtitan or botec, not {log_format!r}")
+    measured = read_measurement(measurement_file, log_format, warmup)
     result = load_estimate(contract, [])
     if result.kind != "training":
-        raise UserError("botec calibrate compares training contracts with `botec measure` runs")
-    source = f"{measurement_file.name} ({measured.created[:10]})"
+        raise UserError("botec calibrate compares training contracts with `botec measure` runs and training logs")
+    if isinstance(measured, LogMeasurement):
+        source = f"{measurement_file.name} ({measured.tool} log{', ' + measured.date if measured.date else ''})"
+    else:
+        source = f"{measurement_file.name} ({measured.created[:10]})"
     calibration = run_calibration(result, measured, source, allow_workload_change)
     typer.echo(calibration_json(calibration) if format is Format.json
                else "\n".join(calibration_lines(calibration, contract, measurement_file)))

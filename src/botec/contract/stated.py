@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from botec.units import DIMENSIONS, UnitError, parse_quantity
 
-__all__ = ["Stated", "quantity", "default", "DISTRIBUTIONS", "STATED_PROVENANCES", "STATED_KEYS"]
+__all__ = ["Stated", "quantity", "default", "default_range", "DISTRIBUTIONS", "STATED_PROVENANCES", "STATED_KEYS"]
 
 Distribution = Literal["triangular", "uniform", "normal", "lognormal"]
 StatedProvenance = Literal["assumed", "measured"]
@@ -50,6 +50,11 @@ STATED_PROVENANCES = get_args(StatedProvenance)
 def default(value: float, source: str) -> Stated:
     """A default a contract need not state, with where it comes from."""
     return Stated(value=value, source=f"default: {source}")
+
+
+def default_range(value: float, low: float, high: float, source: str) -> Stated:
+    """A default with the range ``--uncertainty`` and ``sensitivity`` vary, and where it comes from."""
+    return Stated(value=value, low=low, high=high, source=f"default: {source}")
 
 
 def quantity(dimension: str, description: str, *, minimum: float | None = None,

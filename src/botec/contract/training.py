@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, mo
 
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
-from botec.contract.stated import Stated, default, quantity
+from botec.contract.stated import Stated, default, default_range, quantity
 from botec.contract.supply import TrainingSupply
 from botec.errors import ContractError
 from botec.layout import FSDP_ZERO_STAGE
@@ -144,33 +144,73 @@ class Thresholds(Section):
         minimum=0) = default(0.10, "a bubble above 10 % of the compute time is worth more micro-batches")
 
 
-class TrainingAssumptions(Section):
-    """Efficiencies and placeholder factors: the numbers a short run should replace."""
+# The default single-accelerator MFU of the flat compute model, when the contract states none.
+FLAT_MFU = default_range(0.40, 0.30, 0.55, "published MFU of large runs: GPT-3 21.3 %, Gopher 32.5 %, MT-NLG 30.2 %, "
+                                           "PaLM 46.2 % (Chowdhery et al. 2022, Table 3); Llama 3 405B 38-43 % "
+                                           "(Llama Team 2024, Table 4); one accelerator alone sustains more")
 
+
+class TrainingAssumptions(Section):
+    """The methods, efficiencies and placeholder factors: the numbers a short run should replace."""
+
+    step_time_model: Optional[Literal["efficiency", "components"]] = Field(
+        None, description="components (the default): each step's compute, optimizer, pipeline bubble and exposed "
+                          "communication; efficiency: N × peak × MFU × scaling efficiency (the lesson's method; "
+                          "implied when end_to_end_mfu or scaling_efficiency is stated)")
+    compute_model: Optional[Literal["op_level", "flat"]] = Field(
+        None, description="op_level (the default when the architecture is known): every op of a layer on its "
+                          "roofline with the accelerator family's efficiency curve; flat: one stated utilization "
+                          "(single_accelerator_mfu or single_accelerator_hfu; implied when one is stated)")
+    activation_model: Optional[Literal["saved_tensor_factor", "korthikanti"]] = Field(
+        None, description="korthikanti (the default): Korthikanti et al. 2022 per-layer formulas; "
+                          "saved_tensor_factor: layers × factor × one hidden-state tensor (the lesson's method)")
+    attention_kernel: Literal["flash", "eager"] = Field(
+        "flash", description="flash (the default of current stacks: FlashAttention, cuDNN/TE fused attention, SDPA): "
+                             "no s × s scores kept, the causal half computed; eager: the full scores materialized "
+                             "(Megatron-LM before 2023)")
     single_accelerator_mfu: Optional[quantity(
-        "ratio", "Share of peak one accelerator sustains as useful model FLOPs", exclusive_minimum=0, maximum=1)] = None
+        "ratio", "Model-FLOPs utilization of one accelerator (MFU): model FLOPs over its peak",
+        exclusive_minimum=0, maximum=1)] = None
+    single_accelerator_hfu: Optional[quantity(
+        "ratio", "Hardware-FLOPs utilization of one accelerator (HFU): executed FLOPs, recomputation included, over its "
+                 "peak (what Megatron-LM's TFLOP/s per GPU measures)", exclusive_minimum=0, maximum=1)] = None
     scaling_efficiency: Optional[quantity(
         "ratio", "Rate kept when spreading over N accelerators, relative to N single ones",
         exclusive_minimum=0, maximum=1)] = None
     end_to_end_mfu: Optional[quantity(
         "ratio", "Measured model FLOPs utilization of the whole multi-accelerator job; replaces "
         "single_accelerator_mfu × scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
+    matmul_efficiency: Optional[quantity(
+        "ratio", "Share of the dense peak a large GEMM sustains (default: the accelerator family's curve in the "
+                 "catalog)", exclusive_minimum=0, maximum=1)] = None
+    kernel_overhead: Optional[quantity(
+        "seconds", "Fixed time of every kernel: launch and last partial wave (default: the family's curve)",
+        minimum=0)] = None
+    memory_bandwidth_efficiency: Optional[quantity(
+        "ratio", "Share of the memory bandwidth memory-bound ops sustain (default: the family's curve)",
+        exclusive_minimum=0, maximum=1)] = None
+    attention_efficiency: Optional[quantity(
+        "ratio", "Share of the 16-bit peak a fused attention kernel sustains (default: the family's curve)",
+        exclusive_minimum=0, maximum=1)] = None
+    efficiency_curve: Optional[str] = Field(
+        None, description="a curve file written by `botec measure --efficiency-curve` on this contract's "
+                          "accelerator (a path relative to the contract): measured figures in place of the catalog's")
+    expert_load_imbalance: quantity(
+        "ratio", "Tokens the busiest expert receives over the mean (MoE)", minimum=1) = default_range(
+        1.0, 1.0, 1.25, "balanced routing; the range covers the capacity factors of 1.0-1.25 of Switch Transformer "
+                        "(Fedus et al. 2021)")
     saved_tensor_factor: quantity(
         "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", exclusive_minimum=0) = \
         default(8, LESSON + " (a placeholder to replace with a measured peak)")
     runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
         default(2e9, LESSON)
-    headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = default(0.25, LESSON)
-    step_time_model: Literal["efficiency", "components"] = Field(
-        "efficiency", description="efficiency: N × peak × MFU × scaling efficiency (the lesson); components: "
-                                  "compute + pipeline bubble + exposed communication")
-    activation_model: Literal["saved_tensor_factor", "korthikanti"] = Field(
-        "saved_tensor_factor", description="saved_tensor_factor: layers × factor × one hidden-state tensor (the "
-                                           "lesson); korthikanti: Korthikanti et al. 2022 per-layer formulas")
+    headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = default_range(
+        0.10, 0.05, 0.25, "assumed margin for allocator fragmentation and transient peaks beyond the runtime buffer; "
+                          "the lesson's conservative 0.25 is the top of the range (state it to plan with it)")
     attention_flops: Literal["full", "causal", "none"] = Field(
         "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
-    data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass",
-                                    minimum=0, maximum=1) = \
+    data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass "
+                                    "(at most the backward it can overlap)", minimum=0, maximum=1) = \
         default(0.5, "half hidden by bucketed overlap with the backward pass; measure it")
     model_parallel_overlap: quantity("ratio", "Share of TP, CP, EP and PP communication hidden behind compute",
                                      minimum=0, maximum=1) = default(0.0, "on the critical path")
@@ -186,18 +226,62 @@ class TrainingAssumptions(Section):
                     f"state either end_to_end_mfu or {' and '.join(stated)}, not both: a measured end-to-end "
                     "MFU already includes the scaling losses, so multiplying it by a scaling factor would count "
                     "them twice", field="assumptions.end_to_end_mfu")
-        if self.step_time_model == "components":
+        if self.single_accelerator_mfu is not None and self.single_accelerator_hfu is not None:
+            raise ContractError("state single_accelerator_mfu or single_accelerator_hfu, not both: one divides the "
+                                "model's FLOPs, the other the executed ones", field="assumptions.single_accelerator_hfu")
+        if self.step_time == "components":
             for name in ("end_to_end_mfu", "scaling_efficiency"):
                 if getattr(self, name) is not None:
                     raise ContractError(
                         f"step_time_model components adds the communication time itself; {name} would count the "
                         "distribution losses twice (state single_accelerator_mfu only)", field=f"assumptions.{name}")
+        elif self.single_accelerator_hfu is not None:
+            raise ContractError("the efficiency method multiplies model FLOPs: state single_accelerator_mfu",
+                                field="assumptions.single_accelerator_hfu")
+        if self.compute_model == "op_level":
+            for name in ("single_accelerator_mfu", "single_accelerator_hfu"):
+                if getattr(self, name) is not None:
+                    raise ContractError(f"compute_model op_level derives the compute from the ops; {name} applies to "
+                                        "compute_model: flat", field=f"assumptions.{name}")
+        if self.compute_model == "flat" or self.step_time == "efficiency":
+            for name in ("matmul_efficiency", "kernel_overhead", "memory_bandwidth_efficiency", "attention_efficiency",
+                         "efficiency_curve"):
+                if getattr(self, name) is not None:
+                    raise ContractError(f"{name} is a figure of the op-level compute model (compute_model: "
+                                        "op_level, step_time_model: components)", field=f"assumptions.{name}")
         return self
 
-    def efficiency(self) -> dict[str, Stated]:
-        """The efficiency model in force: end_to_end_mfu alone, or the (defaulted) pair."""
-        if self.step_time_model == "components":
-            return {"single_accelerator_mfu": self.single_accelerator_mfu or default(0.30, LESSON)}
+    @property
+    def step_time(self) -> str:
+        """The step-time method in force: stated, implied by an end-to-end efficiency, or components."""
+        if self.step_time_model is not None:
+            return self.step_time_model
+        if self.end_to_end_mfu is not None or self.scaling_efficiency is not None:
+            return "efficiency"
+        return "components"
+
+    def compute(self, architecture_known: bool) -> str:
+        """The compute method of the components model: op_level, model_flops (MFU) or hardware_flops (HFU)."""
+        if self.single_accelerator_hfu is not None:
+            return "hardware_flops"
+        if self.compute_model == "flat" or self.single_accelerator_mfu is not None or not architecture_known:
+            return "model_flops"
+        return "op_level"
+
+    @property
+    def activations(self) -> str:
+        return self.activation_model or "korthikanti"
+
+    def efficiency(self, architecture_known: bool = True) -> dict[str, Stated]:
+        """The utilization inputs in force: end_to_end_mfu alone, the lesson's (defaulted) pair, or the flat
+        component model's MFU or HFU (none for the op-level model)."""
+        if self.step_time == "components":
+            compute = self.compute(architecture_known)
+            if compute == "hardware_flops":
+                return {"single_accelerator_hfu": self.single_accelerator_hfu}
+            if compute == "model_flops":
+                return {"single_accelerator_mfu": self.single_accelerator_mfu or FLAT_MFU}
+            return {}
         if self.end_to_end_mfu is not None:
             return {"end_to_end_mfu": self.end_to_end_mfu}
         return {

@@ -42,6 +42,11 @@ def draw(generator, distribution: str, low: float, value: float, high: float, sa
     return generator.triangular(low, value, high, samples)
 
 
+def _read(result: Estimate) -> set[str]:
+    """The inputs the estimate's formulas read (those a zero_when condition spared are not read)."""
+    return {name for quantity in result.quantities.values() for name in quantity.inputs}
+
+
 def _ends(given) -> tuple[float, float]:
     low = given.low if given.low is not None else given.value
     high = given.high if given.high is not None else given.value
@@ -64,7 +69,7 @@ def monte_carlo(result: Estimate, samples: int = 10_000, seed: int = 0, deadline
     inputs = result.inputs
     generator = np.random.default_rng(seed)
     changes, varied = {}, []
-    for field, given in inputs.ranged().items():
+    for field, given in inputs.ranged(_read(result)).items():
         low, high = _ends(given)
         if high > low:
             changes[field] = draw(generator, given.distribution, low, float(given.value), high, samples)
@@ -110,7 +115,7 @@ def sensitivity(result: Estimate, output: str) -> list[Swing]:
     inputs = result.inputs
     registry = inputs.graph.definitions(inputs.choices)
     swings = []
-    for field, given in inputs.ranged().items():
+    for field, given in inputs.ranged(_read(result)).items():
         low, high = _ends(given)
         values = [inputs.graph.evaluate(inputs.vary({field: x}).given, wanted=[output],
                                         choices=inputs.choices)[output].value for x in (low, high)]

@@ -47,3 +47,41 @@ TP_ALL_REDUCES_PER_LAYER_FORWARD = 2
 def attention_forward_flops_per_context_token(layers, attention_heads, qk_head_dim, v_head_dim):
     """QKᵀ: 2·d_qk per head per layer; attention × V: 2·d_v."""
     return 2 * layers * attention_heads * (qk_head_dim + v_head_dim)
+
+
+# The shapes the op-level step model (:mod:`botec.training.ops`) and the activation formulas read:
+# per-layer matrix sizes, widths of what a layer keeps for its backward pass, and the output layer.
+# A bare parameter count has no shape: those models get a GPT layer's widths (MHA, 4h plain MLP),
+# stated as such, or leave the op-level inputs absent.
+formulas.input("ffn_size", unit="1", detail=True, meaning="width of a dense MLP's hidden layer (f)")
+formulas.input("vocab_size", unit="1", detail=True, meaning="vocabulary size (V)")
+formulas.input("mlp_gated", unit="1", detail=True, meaning="1 when the MLP is gated (SwiGLU: three matrices), 0 when plain")
+formulas.input("experts", unit="1", detail=True, meaning="routed experts per MoE layer (E; 0 for a dense model)")
+formulas.input("shared_experts", unit="1", detail=True, meaning="shared experts every token passes through, per MoE layer")
+formulas.input("expert_ffn_size", unit="1", detail=True, meaning="width of one expert's hidden layer (f_e)")
+formulas.input("embedding_parameters", unit="parameters", detail=True,
+               meaning="input embeddings (tokens and learned positions): on the first pipeline stage")
+formulas.input("lm_head_parameters", unit="parameters", detail=True,
+               meaning="the LM head's own matrix (0 when tied to the embeddings): on the last pipeline stage")
+formulas.input("attention_projection_parameters_per_layer", unit="parameters", detail=True,
+               meaning="weights of one layer's Q, K, V projections (MLA: with its low-rank bottlenecks)")
+formulas.input("attention_output_parameters_per_layer", unit="parameters", detail=True,
+               meaning="weights of one layer's attention output projection (a·d_v·h)")
+formulas.input("mlp_up_parameters_per_layer", unit="parameters", detail=True,
+               meaning="weights of one dense layer's up (and gate) projections")
+formulas.input("mlp_down_parameters_per_layer", unit="parameters", detail=True,
+               meaning="weights of one dense layer's down projection")
+formulas.input("expert_up_parameters", unit="parameters", detail=True, meaning="weights of one expert's up (and gate) projections")
+formulas.input("expert_down_parameters", unit="parameters", detail=True, meaning="weights of one expert's down projection")
+formulas.input("attention_activation_width", unit="1", detail=True,
+               meaning="elements per token one layer keeps of Q, K, V and the attention output: "
+                       "a·d_qk + k·d_qk + k·d_v + a·d_v (4h for multi-head attention)")
+formulas.input("mlp_activation_width", unit="1", detail=True,
+               meaning="elements per token one layer's MLP keeps inside the TP region, averaged over the layers: "
+                       "2f plain, 3f gated, k_e·(h + 3f_e) + S·3f_e for an MoE layer")
+formulas.input("mtp_layers", unit="layers", detail=True, meaning="multi-token-prediction modules (DeepSeek-V3: 1)")
+formulas.input("mtp_matmul_parameters", unit="parameters", detail=True,
+               meaning="active matmul parameters of the multi-token-prediction modules, their LM head included")
+formulas.input("lm_head_matmul_parameters", unit="parameters", detail=True,
+               meaning="the output layer's matmul parameters (V·h, tied or not): the one matmul full recomputation "
+                       "does not repeat")

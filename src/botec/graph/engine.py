@@ -162,9 +162,13 @@ class Formulas:
         self.account = account
         self.definitions: list[Definition] = []
 
-    def input(self, name: str, *, unit: str, meaning: str, account: str | None = None) -> None:
-        """Declare a quantity that only ever comes from outside the graph (contract, catalog, measurement)."""
-        self.definitions.append(Definition(name=name, account=account or self.account, unit=unit, meaning=meaning))
+    def input(self, name: str, *, unit: str, meaning: str, account: str | None = None, detail: bool = False) -> None:
+        """Declare a quantity that only ever comes from outside the graph (contract, catalog, measurement).
+
+        ``detail=True``: a fact the report's summary need not list (a shape the model's name already says).
+        """
+        self.definitions.append(Definition(name=name, account=account or self.account, unit=unit, meaning=meaning,
+                                           detail=detail))
 
     def formula(self, *, unit: str, meaning: str, expression: str, source: str | None = None,
                 choice: tuple[str, str] | None = None, detail: bool = False, account: str | None = None,

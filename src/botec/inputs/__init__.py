@@ -103,12 +103,18 @@ class Inputs:
         """The contract fields :meth:`vary` accepts: layout numbers and every stated number."""
         return list(self.spec) + [path for path in self.stated_fields if path not in self.spec]
 
-    def ranged(self) -> dict[str, Given]:
-        """The stated numbers with a range (low/high), by contract field; layout counts are swept, not sampled."""
+    def ranged(self, read: set[str] | None = None) -> dict[str, Given]:
+        """The stated numbers with a range (low/high), by contract field; layout counts are swept, not sampled.
+
+        ``read``: the inputs an estimate's formulas read; a ranged number none of them reads (a placeholder of
+        a method not in force, an MoE figure of a dense model) is left out.
+        """
         found = {}
         for path, names in self.stated_fields.items():
             given = self._stated_given(names[0])
-            if given is not None and (given.low is not None or given.high is not None):
+            if given is None or (given.low is None and given.high is None):
+                continue
+            if read is None or any(name in read for name in names):
                 found[path] = given
         return found
 

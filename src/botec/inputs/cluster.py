@@ -110,7 +110,14 @@ def tiers_of(supply, device, stated: StatedInputs) -> Tiers:
         if preset is not None:
             link_name = getattr(preset, f"{prefix}_link")
             source = f"{link_name}; {preset.name}: {preset.source} ({preset.date})"
-            return Tier(Given(getattr(preset, f"{prefix}_bytes_per_s"), "catalog", source, "supply.cluster.node"),
+            nominal = getattr(preset, f"{prefix}_bytes_per_s")
+            achieved = getattr(preset, f"{prefix}_achieved_bytes_per_s", None)
+            bandwidth = Given(nominal, "catalog", f"nominal; {source}", "supply.cluster.node")
+            if achieved is not None:  # what collectives really reach, where a measurement is published
+                measured_by = getattr(preset, f"{prefix}_achieved_source")
+                bandwidth = Given(achieved, "catalog", f"achieved (nominal {_n_rate(nominal)}): {measured_by}; "
+                                                       f"{link_name}", "supply.cluster.node")
+            return Tier(bandwidth,
                         Given(getattr(preset, f"{prefix}_latency_seconds"), "catalog", source, "supply.cluster.node"),
                         link_name)
         if name == "intra" and device is not None and device.link_bandwidth_bytes_per_s is not None:
@@ -124,11 +131,38 @@ def tiers_of(supply, device, stated: StatedInputs) -> Tiers:
 
 
 def _needs_link(layout: Layout, group: str):
-    """Where a group's collectives move bytes (a group of one rank, or ZeRO below 3 for the shard group, moves none)."""
+    """Where a group's collectives move bytes (a group of one rank, or no ZeRO for the shard group, moves none)."""
     ranks = layout.degree(group)
     if group == "shard":
-        return (ranks > 1) & (layout.zero_stage >= 3)
+        return (ranks > 1) & (layout.zero_stage >= 1)
     return ranks > 1
+
+
+def ranks_per_node(layout: Layout, group: str):
+    """Ranks of one of the group's collectives inside one node: ⌊accelerators per node / stride⌋, between 1 and
+    the group's ranks (the stride: how far apart its ranks sit in Megatron's order TP, CP, DP, PP)."""
+    import numpy as np
+
+    ranks = layout.degree(group)
+    stride = layout.span(group) / ranks
+    inside = np.floor(np.asarray(layout.accelerators_per_node, dtype=float) / stride)
+    value = np.clip(inside, 1, ranks)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def _across_nodes(group: str, layout: Layout, tiers: Tiers):
+    """The bandwidth a group's collective gets across nodes, and how: its ranks in one node pool their NICs."""
+    from botec.formulas.collectives import all_to_all_bytes_per_s, hierarchical_bytes_per_s
+
+    nic = tiers.inter.bytes_per_s.value
+    links = tiers.intra.bytes_per_s.value if tiers.intra is not None else float("inf")
+    local = ranks_per_node(layout, group)
+    if group in ("dp", "shard", "tp"):
+        return hierarchical_bytes_per_s(local, links, nic), local, "rings over their NICs (hierarchical)"
+    if group == "ep":
+        return all_to_all_bytes_per_s(layout.degree(group), local, links, nic), local, "all-to-all: off-node bytes " \
+                                                                                       "through each rank's own NIC"
+    return nic, local, "point to point through one NIC"
 
 
 def place(layout: Layout, tiers: Tiers, rows: int | None = None
@@ -160,7 +194,13 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
                 continue
             note = (f"{carried} span {_n(span)} accelerators, {'inside a node' if inside else 'across nodes'} of "
                     f"{_n(per_node)}" if needs else f"no {carried} (one rank)")
-            given[names[0]] = _noted(tier.bytes_per_s, f"{note}: {tier.label}")
+            bandwidth = _noted(tier.bytes_per_s, f"{note}: {tier.label}")
+            if needs and not inside:
+                pooled, local, how = _across_nodes(group, layout, tiers)
+                bandwidth = Given(float(pooled), tier.bytes_per_s.provenance,
+                                  f"{note}, {_n(local)} of its ranks per node: {how}: {_n_rate(pooled)} per rank "
+                                  f"from {tier.label}", tier.bytes_per_s.field)
+            given[names[0]] = bandwidth
             given[names[1]] = _noted(tier.latency_seconds, f"{note}: {tier.label}")
             continue
         import numpy as np
@@ -182,8 +222,17 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
             fill = getattr(known[0], what).value
             intra = getattr(tiers.intra, what).value if tiers.intra else fill
             inter = getattr(tiers.inter, what).value if tiers.inter else fill
+            if what == "bytes_per_s" and tiers.inter is not None:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    inter = _across_nodes(group, layout, tiers)[0]
             given[name] = Given(np.where(inside, intra, inter), "assumed", f"each row's tier for {carried}", None)
     return given, placement, missing, rows_missing
+
+
+def _n_rate(bytes_per_s: float) -> str:
+    from botec.units import format_quantity
+
+    return format_quantity(float(bytes_per_s), "B/s")
 
 
 def _per_node_given(layout: Layout, tiers: Tiers) -> Given:

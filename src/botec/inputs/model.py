@@ -88,7 +88,7 @@ def model_given(model: ModelSpec, arch: Architecture | None, attention_flops: st
             "experts_per_token": Given(0.0, "assumed", bare, field),
             "attention_flops_per_token": Given(0.0, "assumed", "bare parameter count: 6·P only, no attention term "
                                                                "(the lesson's convention)", field),
-        }
+        } | _bare_shape(model, field)
     parts = breakdown(arch)
     origin = f"{model.kind if model is not None else 'architecture'} {arch.name}"
     counted = (f"{origin}: embeddings {parts.embeddings:,} + LM head {parts.lm_head:,} + attention "
@@ -110,10 +110,82 @@ def model_given(model: ModelSpec, arch: Architecture | None, attention_flops: st
         "moe_layers": Given(float(arch.moe_layers), "assumed", origin, field),
         "experts_per_token": Given(float(arch.moe.experts_per_token if arch.moe else 0), "assumed", origin, field),
     }
+    given |= _architecture_shape(arch, parts, origin, field)
     if attention_flops is not None:
         given["attention_flops_factor"] = Given(ATTENTION_FLOPS_FACTOR[attention_flops], "assumed",
                                                 f"convention: {attention_flops}", "assumptions.attention_flops")
     return given
+
+
+def _bare_shape(model: ModelSpec, field: str) -> dict[str, Given]:
+    """A bare count's layer, for the activation formulas: a GPT layer (multi-head attention, a plain 4h MLP:
+    Korthikanti et al.'s 34·s·b·h), no embeddings or head apart from the blocks, no experts."""
+    h = float(model.hidden_size.value)
+    gpt = "bare parameter count: a GPT layer assumed (multi-head attention, plain 4h MLP)"
+    none = "bare parameter count: every parameter in the transformer blocks"
+    return {
+        "ffn_size": Given(4 * h, "assumed", gpt, field), "mlp_gated": Given(0.0, "assumed", gpt, field),
+        "attention_activation_width": Given(4 * h, "assumed", gpt, field),
+        "mlp_activation_width": Given(8 * h, "assumed", gpt, field),
+        "vocab_size": Given(0.0, "assumed", none, field), "embedding_parameters": Given(0.0, "assumed", none, field),
+        "lm_head_parameters": Given(0.0, "assumed", none, field),
+        "lm_head_matmul_parameters": Given(0.0, "assumed", none, field),
+        "experts": Given(0.0, "assumed", none, field), "shared_experts": Given(0.0, "assumed", none, field),
+        "expert_ffn_size": Given(0.0, "assumed", none, field),
+        "mtp_layers": Given(0.0, "assumed", none, field), "mtp_matmul_parameters": Given(0.0, "assumed", none, field),
+    }
+
+
+def _architecture_shape(arch: Architecture, parts, origin: str, field: str) -> dict[str, Given]:
+    """The per-layer matrices and kept widths of an architecture (see :mod:`botec.formulas.transformer`)."""
+    h, a, V = arch.hidden_size, arch.attention_heads, arch.vocab_size
+    d_qk, d_v = arch.qk_head_dim, arch.v_head_dim
+    kv = a if arch.mla else arch.kv_heads  # MLA decompresses K and V per query head
+    gated = arch.mlp == "gated"
+    up_matrices = 2 if gated else 1
+    kept_per_ffn = 3 if gated else 2   # gate and up outputs and their product (gated); input and output (plain)
+    moe = arch.moe
+    moe_layers = arch.moe_layers
+    dense_layers = arch.layers - moe_layers
+    expert_ffn = moe.expert_ffn_size if moe else 0
+    moe_width = (moe.experts_per_token * (h + kept_per_ffn * expert_ffn)
+                 + moe.shared_experts * kept_per_ffn * expert_ffn) if moe else 0
+    mlp_width = (dense_layers * kept_per_ffn * arch.ffn_size + moe_layers * moe_width) / arch.layers
+    output = a * d_v * h
+    mtp = 0
+    if arch.mtp_layers:
+        per_expert = parts.parts.get("expert", 0)
+        mlp_active = ((moe.shared_experts + moe.experts_per_token) * per_expert + h * moe.experts) if moe \
+            else parts.parts["dense_mlp_per_layer"]
+        mtp = arch.mtp_layers * (parts.parts["attention_per_layer"] + mlp_active + 2 * h * h + V * h)
+
+    def shape(value, what: str) -> Given:
+        return Given(float(value), "derived", f"{origin}: {what}", field)
+
+    return {
+        "ffn_size": shape(arch.ffn_size, "intermediate size"), "vocab_size": shape(V, "vocabulary"),
+        "mlp_gated": shape(1 if gated else 0, f"{arch.mlp} MLP"),
+        "experts": shape(moe.experts if moe else 0, "routed experts"),
+        "shared_experts": shape(moe.shared_experts if moe else 0, "shared experts"),
+        "expert_ffn_size": shape(expert_ffn, "expert intermediate size"),
+        "embedding_parameters": shape(parts.embeddings, "token and position embeddings"),
+        "lm_head_parameters": shape(parts.lm_head, "tied embeddings: no head matrix of its own" if not parts.lm_head
+                                    else "untied LM head V·h"),
+        "lm_head_matmul_parameters": shape(V * h, "the output layer's matmul V·h"),
+        "attention_projection_parameters_per_layer": shape(parts.parts["attention_per_layer"] - output,
+                                                           "Q, K, V projections of a layer"),
+        "attention_output_parameters_per_layer": shape(output, "a·d_v·h"),
+        "mlp_up_parameters_per_layer": shape(up_matrices * h * arch.ffn_size, f"{up_matrices}·h·f"),
+        "mlp_down_parameters_per_layer": shape(arch.ffn_size * h, "f·h"),
+        "expert_up_parameters": shape(up_matrices * h * expert_ffn, f"{up_matrices}·h·f_e"),
+        "expert_down_parameters": shape(expert_ffn * h, "f_e·h"),
+        "attention_activation_width": shape(a * d_qk + kv * d_qk + kv * d_v + a * d_v,
+                                            "a·d_qk + k·d_qk + k·d_v + a·d_v"),
+        "mlp_activation_width": shape(mlp_width, f"{kept_per_ffn}·f per dense layer"
+                                      + (", k_e·(h + c·f_e) + S·c·f_e per MoE layer, averaged" if moe else "")),
+        "mtp_layers": shape(arch.mtp_layers, "multi-token-prediction modules"),
+        "mtp_matmul_parameters": shape(mtp, "active matmuls of the MTP modules and their head"),
+    }
 
 
 def architecture_quantities(arch: Architecture, attention_flops: str, micro_batch_size: int, sequence_length: int,
@@ -131,6 +203,9 @@ def architecture_quantities(arch: Architecture, attention_flops: str, micro_batc
               "micro_batch_size": Given(float(micro_batch_size), "measured"),
               "activation_bytes_per_element": Given(float(activation_bytes_per_element), "measured"),
               "pipeline_stage_layers": Given(float(arch.layers), "assumed"),
+              "first_stage_layers": Given(float(arch.layers), "assumed"),
+              "last_stage_layers": Given(float(arch.layers), "assumed"),
+              "gradient_accumulation_steps": Given(1.0, "assumed"),
               "pipeline_activation_layers": Given(float(arch.layers), "assumed")}
     quantities = TRAINING.evaluate(given, wanted=wanted, choices={"activations": "saved_tensor_factor"})
     return {name: float(quantities[name].value) for name in wanted}

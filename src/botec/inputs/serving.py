@@ -133,6 +133,10 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
                                         "experts split over the EP ranks, each TP / EP ways", "strategy.expert_parallel"),
         "pipeline_stage_layers": Given(layout.pipeline_stage_layers, "derived", "the fullest stage",
                                        "strategy.pipeline_parallel"),
+        "first_stage_layers": Given(layout.first_stage_layers, "derived", "the first stage (with the embeddings)",
+                                    "strategy.pipeline_parallel"),
+        "last_stage_layers": Given(layout.last_stage_layers, "derived", "the last stage (with the LM head)",
+                                   "strategy.pipeline_parallel"),
         "kv_tensor_split": Given(split, "assumed", "MLA's latent is shared by all heads: not split by TP" if arch.mla
                                  else "min(TP, KV heads): heads are replicated beyond that", "strategy.tensor_parallel"),
     }

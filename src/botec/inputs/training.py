@@ -7,9 +7,10 @@ from typing import Any
 
 from botec.contract.training import TrainingContract
 from botec.errors import ContractError
-from botec.graph import Given
+from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stated import StatedInputs
@@ -29,10 +30,11 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
         contract.assumptions
     arch = resolve_architecture(workload.model, base_dir)
-    if assumptions.activation_model == "korthikanti" and arch is None:
-        raise ContractError("the Korthikanti formulas need the attention heads: give the model as a catalog name, "
-                            "a config.json or an architecture (or use saved_tensor_factor)",
-                            field="assumptions.activation_model")
+    if assumptions.activations == "korthikanti" and arch is None and assumptions.attention_kernel == "eager":
+        raise ContractError("eager attention keeps the s × s scores, which need the attention heads: give the model "
+                            "as a catalog name, a config.json or an architecture (or use attention_kernel: flash)",
+                            field="assumptions.attention_kernel")
+    compute = assumptions.compute(arch is not None) if assumptions.step_time == "components" else "model_flops"
     stated = StatedInputs()
     fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
     fixed |= {
@@ -62,12 +64,16 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                                                "assumptions.model_parallel_overlap"),
         "collective_algorithm_tree": Given(float(assumptions.collective_algorithm == "tree"), "assumed",
                                            assumptions.collective_algorithm, "assumptions.collective_algorithm"),
+        "fused_attention": Given(float(assumptions.attention_kernel == "flash"), "assumed",
+                                 f"{assumptions.attention_kernel} attention", "assumptions.attention_kernel"),
+        "expert_load_imbalance": stated.given("expert_load_imbalance", assumptions.expert_load_imbalance,
+                                              "assumptions.expert_load_imbalance"),
     }
     thresholds = assumptions.thresholds
     for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share"):
         fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
                                                   f"assumptions.thresholds.{name}")
-    for name, value in assumptions.efficiency().items():
+    for name, value in assumptions.efficiency(arch is not None).items():
         fixed[name] = stated.given(name, value, f"assumptions.{name}")
 
     # The optimizer: a preset from the catalog, or bytes per parameter stated in the contract.
@@ -90,6 +96,8 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
     label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
     fixed |= accelerator
+    if compute == "op_level":
+        fixed |= efficiency_given(assumptions, supply, device, strategy.precision, base_dir, stated)
     fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
                              "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
                                                                "write bandwidth")
@@ -123,7 +131,8 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         stated.fields.pop(path, None)  # layout numbers are varied through the layout, not replaced as inputs
     return Inputs(kind="training", contract=contract, base_dir=base_dir, architecture=arch,
                   model=model_facts(workload.model, arch, int(workload.sequence_length.value)), graph=TRAINING,
-                  choices={"step_time": assumptions.step_time_model, "activations": assumptions.activation_model},
+                  choices={"step_time": assumptions.step_time, "activations": assumptions.activations,
+                           "compute": compute},
                   accelerator_label=label, formats_label=formats, spec=spec, spec_given=spec_given, fixed=fixed,
                   tiers=tiers, stated_fields={k: tuple(v) for k, v in stated.fields.items()},
                   absent=stated.absent, derive=derive)
@@ -184,6 +193,10 @@ def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: 
             stages = _n(layout.pipeline_parallel)
             split = f"{layout.model.layers} layers on {stages} stage{'s' if stages != '1' else ''}"
     recompute = Recompute(int(layout.recompute)).label if scalar else None
+    zero = layout.zero_stage
+    shard_grad_op = strategy.fsdp == "shard_grad_op"
+    gathers_per_microbatch = where(zero >= 3, 2.0, where((zero >= 2) & shard_grad_op, 1.0, 0.0))
+    post_step_gathers = where((zero >= 1) & (zero <= 2) & (not shard_grad_op), 1.0, 0.0)
     return {
         "accelerators": stated("supply.count", layout.accelerators),
         "micro_batch_size": stated("strategy.micro_batch_size", layout.micro_batch_size),
@@ -209,6 +222,13 @@ def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: 
                                                "strategy.expert_parallel"),
         "pipeline_stage_layers": derived(layout.pipeline_stage_layers, f"the fullest stage; {split}",
                                          "strategy.pipeline_parallel"),
+        "first_stage_layers": derived(layout.first_stage_layers, f"the first stage; {split}",
+                                      "strategy.pipeline_parallel"),
+        "last_stage_layers": derived(layout.last_stage_layers, f"the last stage; {split}", "strategy.pipeline_parallel"),
+        "parameter_gathers_per_microbatch": derived(gathers_per_microbatch, _gather_policy(strategy.fsdp, "micro")
+                                                    if scalar else "", "strategy.zero_stage"),
+        "post_step_parameter_gathers": derived(post_step_gathers, _gather_policy(strategy.fsdp, "step")
+                                               if scalar else "", "strategy.zero_stage"),
         "pipeline_activation_layers": derived(layout.pipeline_activation_layers,
                                               f"1F1B: max over stages i of (p − i) × their layers; {split}",
                                               "strategy.pipeline_parallel"),
@@ -230,6 +250,14 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         given = dict(fixed) | _layout_given(inputs, layout, spec, rows is None)
         links, placement, missing, unplaced = place(layout, tiers, rows)
     return Varied(given | links, layout, valid, unplaced, missing, placement)
+
+
+def _gather_policy(fsdp: str | None, when: str) -> str:
+    """Why the weights are all-gathered as often as they are, for the inputs' source text."""
+    if when == "micro":
+        return ("ZeRO-3 / FSDP full or hybrid shard: before the forward and before the backward; FSDP "
+                "shard_grad_op: once per forward, kept through the backward; otherwise none")
+    return "ZeRO-1/2 (DeepSpeed, Megatron's distributed optimizer): the updated shards once per step; otherwise none"
 
 
 def _n(value) -> str:

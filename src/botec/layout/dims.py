@@ -201,6 +201,16 @@ class Layout:
         return self._per_stage_count(max)
 
     @property
+    def first_stage_layers(self):
+        """Transformer layers of the first stage (it also holds the input embeddings)."""
+        return self._per_stage_count(lambda split: split[0])
+
+    @property
+    def last_stage_layers(self):
+        """Transformer layers of the last stage (it also holds the LM head and the loss)."""
+        return self._per_stage_count(lambda split: split[-1])
+
+    @property
     def pipeline_activation_layers(self):
         """Layers' worth of activations the busiest stage holds at the 1F1B peak: max_i (p − i) · L_i."""
         return self._per_stage_count(layers_in_flight)

@@ -49,10 +49,19 @@ class QuantityRow:
 
 _METHODS = {
     ("step_time", "efficiency"): "step time: N × peak × MFU × scaling efficiency (lesson 000)",
-    ("step_time", "components"): "step time: compute + pipeline bubble + exposed communication (α–β collectives)",
+    ("step_time", "components"): "step time: micro-batches on the busiest stage + optimizer + pipeline bubble + "
+                                 "exposed communication (α–β, hierarchical collectives)",
+    ("compute", "op_level"): "compute: op-level, every op of a layer on its roofline with the accelerator family's "
+                             "efficiency curve",
+    ("compute", "model_flops"): "compute: model FLOPs at a stated MFU (single_accelerator_mfu)",
+    ("compute", "hardware_flops"): "compute: executed FLOPs, recomputation included, at a stated HFU "
+                                   "(single_accelerator_hfu)",
     ("activations", "saved_tensor_factor"): "activations: layers × saved-tensor factor × one hidden state (lesson 000)",
     ("activations", "korthikanti"): "activations: Korthikanti et al. 2022 per-layer formulas",
 }
+
+
+_ORDER = ("step_time", "compute", "activations")
 
 
 def provenance() -> str:
@@ -81,7 +90,16 @@ def methods(result: Estimate) -> list[str]:
         flops = f"FLOPs 2·N(active, matmul) per token + attention scores counted {contract.assumptions.attention_flops}"
         lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")
         return lines
-    lines = [_METHODS[(choice, option)] for choice, option in result.choices.items()]
+    choices = dict(result.choices)
+    if choices.get("step_time") == "efficiency":
+        choices.pop("compute", None)  # the lesson's method has no per-step compute model
+    lines = []
+    for choice, option in sorted(choices.items(), key=lambda item: _ORDER.index(item[0])):
+        line = _METHODS[(choice, option)]
+        if (choice, option) == ("activations", "korthikanti"):
+            line += (", fused (flash) attention: no s × s scores kept" if contract.assumptions.attention_kernel == "flash"
+                     else ", eager attention: the s × s scores kept")
+        lines.append(line)
     if model.kind == "count":
         lines.append("model: a bare parameter count; FLOPs 6·P per token, no attention term")
     else:

@@ -11,12 +11,22 @@ from botec.units import format_number, format_quantity
 __all__ = ["catalog_json", "catalog_markdown", "catalog_text", "model_list", "model_text", "model_json",
            "attention_kind"]
 
-_HEADER = ["key", "name", "BF16 TFLOP/s", "FP16 TFLOP/s", "FP8 TFLOP/s", "memory GB", "memory GB/s", "link GB/s",
-           "TDP W", "source"]
+_HEADER = ["key", "name", "family", "BF16 TFLOP/s", "FP16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "INT8 TOP/s",
+           "memory GB", "memory GB/s", "link GB/s", "TDP W", "USD/h low-typical-high", "source"]
+# Columns a console narrower than 160 characters leaves out of the accelerator table (the price table and
+# `-f json` / `-f markdown` carry them).
+_WIDE_ONLY = ("name", "family", "FP16 TFLOP/s", "FP4 TFLOP/s", "USD/h low-typical-high", "source")
 
 
 def _fmt(value, scale: float = 1.0) -> str:
     return "—" if value is None else format_number(value / scale)
+
+
+def _price(price) -> str:
+    """``2.69–3.99–12.29 (2026-11)``: a price range in USD per accelerator-hour with the month it was read."""
+    if price is None:
+        return "—"
+    return f"{'–'.join(format_number(v) for v in (price.low, price.typical, price.high))} ({price.date})"
 
 
 def catalog_json() -> str:
@@ -34,39 +44,95 @@ def catalog_json() -> str:
 def _accelerator_rows() -> list[list[str]]:
     from botec.catalog import accelerators
 
-    return [[d.key, d.name, _fmt(d.peak_flops_per_s.get("bf16"), 1e12), _fmt(d.peak_flops_per_s.get("fp16"), 1e12),
-             _fmt(d.peak_flops_per_s.get("fp8"), 1e12), _fmt(d.memory_bytes, 1e9),
-             _fmt(d.memory_bandwidth_bytes_per_s, 1e9), _fmt(d.link_bandwidth_bytes_per_s, 1e9), _fmt(d.tdp_watts),
+    def peak(d, precision):
+        return _fmt(d.peak_flops_per_s.get(precision), 1e12)
+
+    return [[d.key, d.name, d.family, *(peak(d, p) for p in ("bf16", "fp16", "fp8", "fp4", "int8")),
+             _fmt(d.memory_bytes, 1e9), _fmt(d.memory_bandwidth_bytes_per_s, 1e9),
+             _fmt(d.link_bandwidth_bytes_per_s, 1e9), _fmt(d.tdp_watts), _price(d.price_per_hour),
              f"{d.source} ({d.date})"] for d in accelerators().values()]
 
 
+def _nics(node) -> str:
+    """``8 × 50``: scale-out NICs per node times GB/s per NIC per direction."""
+    if node.nics_per_node is None or node.nic_bytes_per_s is None:
+        return "—"
+    return f"{node.nics_per_node} × {format_number(node.nic_bytes_per_s / 1e9)}"
+
+
+_NODE_HEADER = ["node", "accelerator", "per node", "NVLink domain", "NICs × GB/s", "intra GB/s", "intra achieved",
+                "intra α", "inter GB/s", "inter achieved", "inter α"]
+
+
+def _node_rows() -> list[list[str]]:
+    from botec.catalog import node_presets
+
+    return [[n.key, n.accelerator, str(n.accelerators_per_node),
+             "—" if n.nvlink_domain is None else str(n.nvlink_domain), _nics(n),
+             _fmt(n.intra_node_bytes_per_s, 1e9), _fmt(n.intra_node_achieved_bytes_per_s, 1e9),
+             format_quantity(n.intra_node_latency_seconds, "s"), _fmt(n.inter_node_bytes_per_s, 1e9),
+             _fmt(n.inter_node_achieved_bytes_per_s, 1e9), format_quantity(n.inter_node_latency_seconds, "s")]
+            for n in node_presets().values()]
+
+
 def catalog_markdown() -> str:
-    return "\n".join(markdown_table(_HEADER, _accelerator_rows()))
+    from botec.catalog import node_presets
+
+    lines = markdown_table(_HEADER, _accelerator_rows())
+    lines += ["", "Node presets (bandwidth per accelerator per direction, GB/s; achieved = a published measurement):",
+              ""]
+    lines += markdown_table(_NODE_HEADER + ["achieved sources"], [
+        row + ["; ".join(f"{tier}: {s}" for tier, s in (("intra", n.intra_node_achieved_source),
+                                                      ("inter", n.inter_node_achieved_source)) if s) or "—"]
+        for row, n in zip(_node_rows(), node_presets().values())])
+    return "\n".join(lines)
 
 
 def catalog_text(console) -> None:
-    from botec.catalog import catalog_revised, node_presets, optimizer_presets
+    from botec.catalog import accelerators, catalog_revised, optimizer_presets
 
     wide = console.width >= 160
-    shown = _HEADER if wide else [c for c in _HEADER if c not in ("name", "source")]
+    shown = _HEADER if wide else [c for c in _HEADER if c not in _WIDE_ONLY]
     table = rich_table(f"Accelerators (dense peaks; decimal units; link bandwidth per direction; catalog revised "
                        f"{catalog_revised()})")
     for column in shown:
-        label = column if column in ("key", "name", "source") else column.replace(" ", "\n", 1)
-        table.add_column(label, justify="left" if column in ("key", "name", "source") else "right",
+        left = column in ("key", "name", "family", "source")
+        label = column if left else column.replace(" ", "\n", 1)
+        table.add_column(label, justify="left" if left else "right",
                          no_wrap=column not in ("name", "source"), overflow="fold")
     for row in _accelerator_rows():
+        if not wide and row[3] == "—" and row[4] != "—":  # no BF16 (Volta): show the FP16 peak, marked
+            row[3] = f"{row[4]} fp16"
         table.add_row(*(cell for column, cell in zip(_HEADER, row) if column in shown))
     console.print(table)
     console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`.", style="dim")
-    table = rich_table("Node presets (supply.cluster.node; bandwidth per accelerator per direction)")
-    for column in ("node", "accelerator", "per node", "intra GB/s", "intra α", "inter GB/s", "inter α"):
-        table.add_column(column, no_wrap=column in ("node", "accelerator"),
-                         justify="left" if column in ("node", "accelerator") else "right")
-    for node in node_presets().values():
-        table.add_row(node.key, node.accelerator, str(node.accelerators_per_node),
-                      _fmt(node.intra_node_bytes_per_s, 1e9), format_quantity(node.intra_node_latency_seconds, "s"),
-                      _fmt(node.inter_node_bytes_per_s, 1e9), format_quantity(node.inter_node_latency_seconds, "s"))
+    table = rich_table("Families and published prices (USD per accelerator-hour, on-demand list prices; the month "
+                       "they were read)")
+    for column in ("key", "family", "low", "typical", "high", "read") + (("price sources",) if wide else ()):
+        table.add_column(column, justify="right" if column in ("low", "typical", "high") else "left",
+                         no_wrap=column != "price sources", overflow="fold")
+    for d in accelerators().values():
+        price = d.price_per_hour
+        cells = [d.key, d.family] + (["—"] * 3 + ["no public price found"] if price is None else
+                                     [format_number(price.low), format_number(price.typical),
+                                      format_number(price.high), price.date])
+        table.add_row(*cells, *((price.source if price else "",) if wide else ()))
+    console.print(table)
+    rows = _node_rows()
+    table = rich_table("Node presets (supply.cluster.node)")
+    for column in _NODE_HEADER[:5]:
+        table.add_column(column.replace(" ", "\n", 1) if column in ("per node", "NVLink domain") else column,
+                         no_wrap=True, justify="left" if column in ("node", "accelerator") else "right")
+    for row in rows:
+        table.add_row(*row[:5])
+    console.print(table)
+    table = rich_table("Node tiers (GB/s per accelerator per direction: nominal, and achieved where a measurement is "
+                       "published; α per collective step)")
+    table.add_column("node", no_wrap=True)
+    for column in _NODE_HEADER[5:]:
+        table.add_column(column.replace(" ", "\n", 1), no_wrap=True, justify="right")
+    for row in rows:
+        table.add_row(row[0], *row[5:])
     console.print(table)
     table = rich_table("Optimizer presets (bytes per parameter)")
     for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):

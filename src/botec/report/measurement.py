@@ -49,17 +49,30 @@ def fake_lines(name: str, micro: int, sequence: int, factor: dict, contract_fact
 
 
 def calibration_json(calibration) -> str:
-    return json.dumps({
+    data = {
         "comparisons": [{"name": c.name, "unit": c.unit, "estimated": c.estimated, "measured": c.measured,
-                         "ratio": c.ratio} for c in calibration.comparisons],
+                         "ratio": c.ratio, **({"note": c.note} if c.note else {})}
+                        for c in calibration.comparisons],
         "assumptions": {k: {"value": v, "source": n} for k, (v, n) in calibration.assumptions.items()},
-        "diagnosis": calibration.diagnosis, "notes": calibration.notes}, indent=2)
+        "diagnosis": calibration.diagnosis, "notes": calibration.notes}
+    if calibration.measured:
+        data["measured"] = calibration.measured
+    if calibration.missing:
+        data["missing"] = calibration.missing
+    return json.dumps(data, indent=2)
 
 
 def calibration_lines(calibration, contract, measurement_file) -> list[str]:
     lines = [f"estimate ({contract}) beside measurement ({measurement_file}):"]
-    lines += [f"  {c.name}: estimated {format_quantity(c.estimated, c.unit)}, measured "
-              f"{format_quantity(c.measured, c.unit)} (× {c.ratio:.3g})" for c in calibration.comparisons]
+    lines += [f"  {line}" for line in calibration.measured]
+    for c in calibration.comparisons:
+        lines.append(f"  {c.name}: estimated {format_quantity(c.estimated, c.unit)}, measured "
+                     f"{format_quantity(c.measured, c.unit)} (× {c.ratio:.3g})")
+        if c.note:
+            lines.append(f"      {c.note}")
+    if calibration.missing:
+        lines.append("not compared (the measurement does not have them):")
+        lines += [f"  {line}" for line in calibration.missing]
     lines.append("assumptions the measurement pins down:")
     lines += [f"  {path} = {value:.4g}  [{note}]" for path, (value, note) in calibration.assumptions.items()]
     lines += [f"  note: {note}" for note in calibration.notes]

@@ -46,7 +46,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("range", no_wrap=True)
     for row in assumption_rows(result, system):
-        if row.name in _LAYOUT and not details:
+        if (row.name in _LAYOUT or result.quantities[row.name].definition.detail) and not details:
             continue
         cell = Text.assemble(row.name, ("\n  " + f"{row.provenance} · {row.source}", "dim"))
         table.add_row(cell, Text(row.value), Text(row.range))

@@ -8,7 +8,7 @@ cost and energy (:mod:`botec.economics`), and the thresholds of its findings.
 from botec import economics
 from botec.formulas import device, links, transformer, weights
 from botec.graph import Formulas, Graph
-from botec.training import compute, memory, network, storage, workload
+from botec.training import compute, memory, network, ops, storage, workload
 
 thresholds = Formulas(account="findings")
 thresholds.input("collective_overlap_share_threshold", unit="fraction",
@@ -19,7 +19,7 @@ thresholds.input("pipeline_bubble_share_threshold", unit="fraction",
                  meaning="pipeline bubble share of the compute time above which it is worth shrinking")
 
 TRAINING = Graph("training", transformer.formulas, workload.formulas, device.formulas, weights.formulas,
-                 compute.formulas, memory.formulas, links.formulas, network.formulas, storage.formulas,
+                 compute.formulas, ops.formulas, memory.formulas, links.formulas, network.formulas, storage.formulas,
                  economics.facility, economics.training, thresholds)
 
 # What every training estimate must resolve; a missing one names the contract field to state.

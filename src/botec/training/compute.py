@@ -4,16 +4,28 @@ Two methods for time, chosen by ``assumptions.step_time_model``:
 
 - ``efficiency`` (lesson 000): R_useful = N × peak × single-accelerator MFU × scaling efficiency
   (or × a measured end-to-end MFU); T = F / R; a step is T / steps.
-- ``components``: a step is its compute (hardware FLOPs at the sustained single-accelerator
-  rate) + the pipeline bubble + the communication that is not overlapped (see network.py);
+- ``components`` (the default): a step is its micro-batches' compute on the busiest pipeline stage,
+  the optimizer step, the pipeline bubble and the communication that is not overlapped (network.py);
   T = steps × step.
+
+The compute of one micro-batch on one rank, chosen by ``assumptions.compute_model``:
+
+- ``op_level`` (the default when the architecture is known): every op of a layer on its roofline
+  with the accelerator family's efficiency curve (:mod:`botec.training.ops`);
+- ``model_flops``: model FLOPs at a stated model-FLOPs utilization (MFU, ``single_accelerator_mfu``);
+- ``hardware_flops``: executed FLOPs, recomputation included, at a stated hardware-FLOPs
+  utilization (HFU, ``single_accelerator_hfu``).
+
+MFU counts the model's work (6·N per token + attention; PaLM App. B); HFU counts what the hardware
+executes, recomputation included (Korthikanti et al. 2022 §5; Megatron-LM, BLOOM, MT-NLG and OPT
+publish TFLOP/s on that basis: the 8·N rule with full recomputation). Both are reported.
 
 Sources: lesson 000; Kaplan et al. 2020 (C ≈ 6ND); PaLM App. B (attention FLOPs);
 Korthikanti et al. 2022 (recomputation; model vs hardware FLOPs); Narayanan et al. 2021
 (1F1B bubble (p − 1)/m, interleaved (p − 1)/(v·m)).
 """
 
-from botec.graph import Formulas, ceil, where
+from botec.graph import Formulas, ceil, maximum, where
 from botec.layout import Recompute
 
 formulas = Formulas(account="compute")
@@ -33,7 +45,10 @@ formulas.input("context_parallel", unit="1",
 formulas.input("recompute", unit="1",
                meaning="activation recomputation: 0 none, 1 selective (attention core), 2 full layers")
 formulas.input("single_accelerator_mfu", unit="1",
-               meaning="share of peak one accelerator sustains on the work it executes")
+               meaning="model-FLOPs utilization of one accelerator: its model FLOPs over its peak (MFU)")
+formulas.input("single_accelerator_hfu", unit="1",
+               meaning="hardware-FLOPs utilization of one accelerator: executed FLOPs, recomputation included, over "
+                       "its peak (HFU)")
 formulas.input("scaling_efficiency", unit="1",
                meaning="rate kept when the job is spread over N accelerators, relative to N single ones")
 
@@ -58,22 +73,24 @@ def steps(tokens, global_tokens_per_step):
 
 @formulas.formula(unit="FLOP",
                   meaning="useful model work per token, forward + backward (model FLOPs: the basis of MFU)",
-                  expression="6 × matmul_parameters + attention_flops_per_token",
-                  source="lesson 000 and Kaplan et al. 2020: 6 FLOPs per parameter per token; PaLM App. B")
-def model_flops_per_token(matmul_parameters, attention_flops_per_token):
+                  expression="6 × (matmul_parameters + mtp_matmul_parameters) + attention_flops_per_token",
+                  source="lesson 000 and Kaplan et al. 2020: 6 FLOPs per parameter per token; PaLM App. B; "
+                         "DeepSeek-V3's multi-token-prediction modules add theirs")
+def model_flops_per_token(matmul_parameters, mtp_matmul_parameters, attention_flops_per_token):
     """6·N (2 forward, 4 backward per parameter) plus the attention-score term of the stated convention."""
-    return 6 * matmul_parameters + attention_flops_per_token
+    return 6 * (matmul_parameters + mtp_matmul_parameters) + attention_flops_per_token
 
 
 @formulas.formula(unit="FLOP",
                   meaning="forward work done again by activation recomputation, per token",
-                  expression="2 × matmul_parameters + attention_flops_per_token / 3 if recompute = full; "
-                             "attention_flops_per_token / 3 if selective; else 0",
-                  source="Korthikanti et al. 2022: full recompute repeats the forward; selective only the "
-                         "attention core", detail=True, prose=True)
-def recompute_flops_per_token(recompute, matmul_parameters, attention_flops_per_token):
+                  expression="2 × (matmul_parameters − lm_head_matmul_parameters) + attention_flops_per_token / 3 if "
+                             "recompute = full; attention_flops_per_token / 3 if selective; else 0",
+                  source="Korthikanti et al. 2022 §5: full recompute repeats the forward of the transformer layers "
+                         "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)); selective only the attention core",
+                  detail=True, prose=True)
+def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token):
     forward_attention = attention_flops_per_token / 3
-    return where(recompute >= Recompute.FULL, 2 * matmul_parameters + forward_attention,
+    return where(recompute >= Recompute.FULL, 2 * (matmul_parameters - lm_head_matmul_parameters) + forward_attention,
                  where(recompute >= Recompute.SELECTIVE, forward_attention, 0.0))
 
 
@@ -170,27 +187,100 @@ def pipeline_stage_imbalance(pipeline_stage_layers, pipeline_parallel, layers):
     return pipeline_stage_layers * pipeline_parallel / layers
 
 
+@formulas.formula(unit="s", meaning="one micro-batch's forward, backward and recomputation on the busiest stage",
+                  expression="max(pipeline_stage_layers × layer_seconds, last_stage_layers × layer_seconds"
+                             " + output_layer_seconds)",
+                  source="the op-level model (botec.training.ops); the last stage also runs the output layer",
+                  choice=("compute", "op_level"))
+def microbatch_compute_seconds(pipeline_stage_layers, layer_seconds, last_stage_layers, output_layer_seconds):
+    return maximum(pipeline_stage_layers * layer_seconds, last_stage_layers * layer_seconds + output_layer_seconds)
+
+
+@formulas.formula(unit="s", meaning="one micro-batch's compute on the busiest stage, from a stated MFU",
+                  expression="model_flops_per_token × micro_batch_size × sequence_length × pipeline_stage_imbalance"
+                             " / (tensor_parallel × pipeline_parallel × context_parallel × peak_flops_per_s"
+                             " × single_accelerator_mfu)",
+                  source="MFU: model FLOPs over the peak (PaLM App. B)", choice=("compute", "model_flops"))
+def microbatch_compute_seconds(model_flops_per_token, micro_batch_size, sequence_length,  # noqa: F811
+                               pipeline_stage_imbalance, tensor_parallel, pipeline_parallel, context_parallel,
+                               peak_flops_per_s, single_accelerator_mfu):
+    """Each rank executes 1/(t·p·cp) of a micro-batch's model FLOPs at MFU × peak; the stage with the most
+    layers takes its imbalance longer."""
+    return (model_flops_per_token * micro_batch_size * sequence_length * pipeline_stage_imbalance
+            / (tensor_parallel * pipeline_parallel * context_parallel * peak_flops_per_s * single_accelerator_mfu))
+
+
+@formulas.formula(unit="s", meaning="one micro-batch's compute on the busiest stage, from a stated HFU",
+                  expression="hardware_flops_per_token × micro_batch_size × sequence_length × pipeline_stage_imbalance"
+                             " / (tensor_parallel × pipeline_parallel × context_parallel × peak_flops_per_s"
+                             " × single_accelerator_hfu)",
+                  source="HFU: executed FLOPs, recomputation included, over the peak (Korthikanti et al. 2022 §5)",
+                  choice=("compute", "hardware_flops"))
+def microbatch_compute_seconds(hardware_flops_per_token, micro_batch_size, sequence_length,  # noqa: F811
+                               pipeline_stage_imbalance, tensor_parallel, pipeline_parallel, context_parallel,
+                               peak_flops_per_s, single_accelerator_hfu):
+    return (hardware_flops_per_token * micro_batch_size * sequence_length * pipeline_stage_imbalance
+            / (tensor_parallel * pipeline_parallel * context_parallel * peak_flops_per_s * single_accelerator_hfu))
+
+
+@formulas.formula(unit="s", meaning="the backward pass of one micro-batch on the busiest stage (what can hide the "
+                                    "data-parallel reduction)",
+                  expression="pipeline_stage_layers × layer_backward_seconds", choice=("compute", "op_level"),
+                  detail=True)
+def microbatch_backward_seconds(pipeline_stage_layers, layer_backward_seconds):
+    return pipeline_stage_layers * layer_backward_seconds
+
+
+@formulas.formula(unit="s", meaning="the backward pass of one micro-batch on the busiest stage (what can hide the "
+                                    "data-parallel reduction)",
+                  expression="microbatch_compute_seconds × 2 / 3",
+                  source="the backward is two thirds of a forward and backward (4 of 6 FLOPs per parameter)",
+                  choice=("compute", "hardware_flops"), detail=True)
+@formulas.formula(unit="s", meaning="the backward pass of one micro-batch on the busiest stage (what can hide the "
+                                    "data-parallel reduction)",
+                  expression="microbatch_compute_seconds × 2 / 3",
+                  source="the backward is two thirds of a forward and backward (4 of 6 FLOPs per parameter)",
+                  choice=("compute", "model_flops"), detail=True)
+def microbatch_backward_seconds(microbatch_compute_seconds):  # noqa: F811
+    return microbatch_compute_seconds * 2 / 3
+
+
+@formulas.formula(unit="s", meaning="the optimizer step: its bytes at the sustained memory bandwidth",
+                  expression="optimizer_step_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)"
+                             " + kernel_overhead_seconds",
+                  source="Adam is memory-bound: it streams every state it updates", choice=("compute", "op_level"))
+def optimizer_step_seconds(optimizer_step_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
+                           kernel_overhead_seconds):
+    return optimizer_step_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s) + kernel_overhead_seconds
+
+
+@formulas.formula(unit="s", meaning="the optimizer step (inside the stated utilization)",
+                  expression="0: a stated utilization already covers the optimizer", prose=True,
+                  choice=("compute", "hardware_flops"))
+@formulas.formula(unit="s", meaning="the optimizer step (inside the stated utilization)",
+                  expression="0: a stated utilization already covers the optimizer", prose=True,
+                  choice=("compute", "model_flops"))
+def optimizer_step_seconds():  # noqa: F811
+    return 0.0
+
+
 @formulas.formula(unit="s",
-                  meaning="compute time per step on the slowest accelerator, recomputation included",
-                  expression="hardware_flops_per_token × global_tokens_per_step × pipeline_stage_imbalance"
-                             " / (accelerators × peak_flops_per_s × single_accelerator_mfu)")
-def compute_seconds_per_step(hardware_flops_per_token, global_tokens_per_step, pipeline_stage_imbalance,
-                             accelerators, peak_flops_per_s, single_accelerator_mfu):
-    """Each accelerator executes 1/N of the step's hardware FLOPs at its sustained rate; the stage with the
-    most layers executes that share times its imbalance, and the step waits for it."""
-    return (hardware_flops_per_token * global_tokens_per_step * pipeline_stage_imbalance
-            / (accelerators * peak_flops_per_s * single_accelerator_mfu))
+                  meaning="compute time per step on the busiest accelerator: its micro-batches and the optimizer step",
+                  expression="gradient_accumulation_steps × microbatch_compute_seconds + optimizer_step_seconds")
+def compute_seconds_per_step(gradient_accumulation_steps, microbatch_compute_seconds, optimizer_step_seconds):
+    return gradient_accumulation_steps * microbatch_compute_seconds + optimizer_step_seconds
 
 
 @formulas.formula(unit="s",
                   meaning="idle time per step while the pipeline fills and drains",
-                  expression="compute_seconds_per_step × (pipeline_parallel − 1)"
-                             " / (virtual_pipeline_stages × gradient_accumulation_steps)",
-                  source="Narayanan et al. 2021: bubble (p − 1)/m of the ideal time; interleaved (p − 1)/(v·m)")
-def pipeline_bubble_seconds(compute_seconds_per_step, pipeline_parallel, virtual_pipeline_stages,
-                            gradient_accumulation_steps):
-    return (compute_seconds_per_step * (pipeline_parallel - 1)
-            / (virtual_pipeline_stages * gradient_accumulation_steps))
+                  expression="(pipeline_parallel − 1) / virtual_pipeline_stages × (microbatch_compute_seconds"
+                             " + exposed_model_parallel_seconds / gradient_accumulation_steps)",
+                  source="Narayanan et al. 2021: bubble (p − 1)/m of the ideal time; interleaved (p − 1)/(v·m); "
+                         "the ideal time of a micro-batch includes its communication on the critical path")
+def pipeline_bubble_seconds(pipeline_parallel, virtual_pipeline_stages, microbatch_compute_seconds,
+                            exposed_model_parallel_seconds, gradient_accumulation_steps):
+    return ((pipeline_parallel - 1) / virtual_pipeline_stages
+            * (microbatch_compute_seconds + exposed_model_parallel_seconds / gradient_accumulation_steps))
 
 
 @formulas.formula(unit="fraction", meaning="the pipeline bubble as a share of the compute time",
@@ -204,6 +294,19 @@ def pipeline_bubble_share(pipeline_bubble_seconds, compute_seconds_per_step):
                   expression="hardware_training_flops / (run_seconds × accelerators × peak_flops_per_s)")
 def hardware_flops_utilization(hardware_training_flops, run_seconds, accelerators, peak_flops_per_s):
     return hardware_training_flops / (run_seconds * accelerators * peak_flops_per_s)
+
+
+@formulas.formula(unit="FLOP/s", meaning="model FLOPs per second per accelerator (the basis of MFU)",
+                  expression="training_flops / (run_seconds × accelerators)")
+def model_flops_per_s_per_accelerator(training_flops, run_seconds, accelerators):
+    return training_flops / (run_seconds * accelerators)
+
+
+@formulas.formula(unit="FLOP/s", meaning="executed FLOPs per second per accelerator, recomputation included (the "
+                                         "basis of HFU; what Megatron-LM logs as TFLOP/s per GPU)",
+                  expression="hardware_training_flops / (run_seconds × accelerators)")
+def hardware_flops_per_s_per_accelerator(hardware_training_flops, run_seconds, accelerators):
+    return hardware_training_flops / (run_seconds * accelerators)
 
 
 @formulas.formula(unit="tokens/s",

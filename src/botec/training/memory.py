@@ -11,7 +11,7 @@ ranks (e) (:mod:`botec.formulas.weights`); ZeRO then shards the state of each ov
 group (the data-parallel ranks, or a smaller group for hybrid sharding; experts over that group / e).
 """
 
-from botec.graph import Formulas, floor, maximum, where
+from botec.graph import Formulas, floor, maximum, minimum, where
 from botec.layout import Recompute
 
 formulas = Formulas(account="memory")
@@ -152,13 +152,16 @@ def hidden_state_bytes(layer_activation_bytes, tensor_parallel, sequence_paralle
 
 
 @formulas.formula(unit="1",
-                  meaning="extra activations the interleaved schedule keeps in flight on the first stage",
-                  expression="1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages)"
-                             " if virtual_pipeline_stages > 1 else 1",
-                  source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B)", detail=True)
-def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages):
+                  meaning="activations the schedule keeps in flight on the first stage, relative to its 1F1B peak",
+                  expression="(1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages) if "
+                             "virtual_pipeline_stages > 1 else 1) × min(1, gradient_accumulation_steps / "
+                             "pipeline_parallel)",
+                  source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B); Megatron-LM theoretical_memory_usage.py: "
+                         "× min(1, m/p) when fewer micro-batches than stages are in flight", detail=True, prose=True)
+def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages, gradient_accumulation_steps):
     interleaved = 1 + (pipeline_parallel - 1) / (pipeline_parallel * virtual_pipeline_stages)
-    return where(virtual_pipeline_stages > 1, interleaved, 1.0)
+    in_flight = minimum(1.0, gradient_accumulation_steps / pipeline_parallel)
+    return where(virtual_pipeline_stages > 1, interleaved, 1.0) * in_flight
 
 
 @formulas.formula(unit="layers",
@@ -178,15 +181,47 @@ def activation_bytes(activation_layers_in_flight, saved_tensor_factor, hidden_st
     return activation_layers_in_flight * saved_tensor_factor * hidden_state_bytes
 
 
+@formulas.formula(unit="B", meaning="what one layer keeps of its linear parts for one micro-batch (everything but "
+                                    "the attention scores)",
+                  expression="activation_bytes_per_element / 2 × local_sequence_length × micro_batch_size × (10 × "
+                             "hidden_size / (tensor_parallel if sequence_parallel else 1) + 2 × "
+                             "(attention_activation_width + mlp_activation_width) / tensor_parallel)",
+                  source="Korthikanti et al. 2022 §4.1 (16-bit activations): norms 4sbh, the inputs of QKV and MLP "
+                         "4sbh and two dropout masks 2sbh stay whole without sequence parallelism (10sbh); Q, K, V, the "
+                         "attention output and the MLP's hidden layer are split over TP (24sbh/t for a GPT layer: "
+                         "widths 4h and 2 × 4h); GQA, gated and MoE MLPs by their own widths",
+                  detail=True, prose=True)
+def layer_linear_activation_bytes(activation_bytes_per_element, local_sequence_length, micro_batch_size, hidden_size,
+                                  tensor_parallel, sequence_parallel, attention_activation_width,
+                                  mlp_activation_width):
+    whole = 10 * hidden_size / where(sequence_parallel, tensor_parallel, 1)
+    split = 2 * (attention_activation_width + mlp_activation_width) / tensor_parallel
+    return activation_bytes_per_element / 2 * local_sequence_length * micro_batch_size * (whole + split)
+
+
+@formulas.formula(unit="B", meaning="what one layer keeps of the attention scores (eager attention only)",
+                  expression="activation_bytes_per_element / 2 × 5 × attention_heads × local_sequence_length"
+                             " × sequence_length × micro_batch_size / tensor_parallel",
+                  source="Korthikanti et al. 2022 §4.1: softmax output 2as²b, its dropout mask as²b and output "
+                         "2as²b; a fused (flash) kernel keeps none of them (Dao et al. 2022)",
+                  zero_when="fused_attention == 1", detail=True)
+def attention_score_activation_bytes(activation_bytes_per_element, attention_heads, local_sequence_length,
+                                     sequence_length, micro_batch_size, tensor_parallel):
+    return (activation_bytes_per_element / 2 * 5 * attention_heads * local_sequence_length * sequence_length
+            * micro_batch_size / tensor_parallel)
+
+
 @formulas.formula(unit="B", meaning="activations one transformer layer keeps for one micro-batch",
-                  expression="2·s·b·h / (t if SP else 1) with full recompute; otherwise s·b·h·((34/t if SP else 10 + 24/t)"
-                             " + 5·a·s/(h·t) unless selective recompute), s = local_sequence_length, b = micro_batch_size,"
-                             " h = hidden_size, a = attention_heads, t = tensor_parallel (× activation_bytes_per_element / 2)",
-                  source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP, no dropout-mask savings)",
+                  expression="2·s·b·h / (t if SP else 1) × (activation_bytes_per_element / 2) with full recompute; "
+                             "otherwise layer_linear_activation_bytes + attention_score_activation_bytes unless "
+                             "selective recompute",
+                  source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP): s·b·h·(10 + 24/t + 5as/ht); "
+                         "with SP 34/t; selective drops the scores; full keeps the layer's input 2sbh",
                   prose=True)
-def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, attention_heads,
-                               tensor_parallel, sequence_parallel, recompute, activation_bytes_per_element):
-    """Korthikanti et al. 2022 per-layer activations (bytes):
+def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, tensor_parallel,
+                               sequence_parallel, recompute, activation_bytes_per_element,
+                               layer_linear_activation_bytes, attention_score_activation_bytes):
+    """Korthikanti et al. 2022 per-layer activations (bytes), GPT layer shown:
 
     ====================  =====================================
     no recompute          s·b·h·(10 + 24/t + 5·a·s/(h·t))
@@ -196,21 +231,45 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
     full recompute        2·s·b·h  (÷ t with sequence parallel)
     ====================  =====================================
 
-    The constants assume 16-bit activations; other widths scale them by b_act / 2.
+    A fused attention kernel (the default) keeps no scores: the selective row. The constants assume
+    16-bit activations; other widths scale them by b_act / 2.
     """
-    s, b, h, a, t = local_sequence_length, micro_batch_size, hidden_size, attention_heads, tensor_parallel
-    sbh = s * b * h
-    linear = where(sequence_parallel, 34 / t, 10 + 24 / t)
-    scores = where(recompute >= Recompute.SELECTIVE, 0.0, 5 * a * s / (h * t))
-    width = activation_bytes_per_element / 2
-    return width * where(recompute >= Recompute.FULL, 2 * sbh / where(sequence_parallel, t, 1), sbh * (linear + scores))
+    sbh = local_sequence_length * micro_batch_size * hidden_size
+    full = activation_bytes_per_element / 2 * 2 * sbh / where(sequence_parallel, tensor_parallel, 1)
+    kept = layer_linear_activation_bytes + where(recompute >= Recompute.SELECTIVE, 0.0,
+                                                 attention_score_activation_bytes)
+    return where(recompute >= Recompute.FULL, full, kept)
 
 
-@formulas.formula(unit="B", meaning="activations retained for the backward pass",
-                  expression="activation_layers_in_flight × activation_bytes_per_layer",
-                  source="Korthikanti et al. 2022", choice=("activations", "korthikanti"))
-def activation_bytes(activation_layers_in_flight, activation_bytes_per_layer):  # noqa: F811
-    return activation_layers_in_flight * activation_bytes_per_layer
+@formulas.formula(unit="B", meaning="the one layer full recomputation rematerializes at a time, during its backward",
+                  expression="layer_linear_activation_bytes + attention_score_activation_bytes",
+                  source="Korthikanti et al. 2022 §5: recomputing a layer rebuilds all its activations",
+                  zero_when="recompute < 2", detail=True)
+def rematerialized_layer_bytes(layer_linear_activation_bytes, attention_score_activation_bytes):
+    return layer_linear_activation_bytes + attention_score_activation_bytes
+
+
+@formulas.formula(unit="B", meaning="the output layer's activations on the last stage: its input and the FP32 logits of "
+                                    "the cross entropy",
+                  expression="4 × local_sequence_length × micro_batch_size × (hidden_size + vocab_size)"
+                             " / tensor_parallel",
+                  source="Korthikanti et al. 2022 §4.3: 4·s·b·h·(1 + V/h)/t (vocabulary-parallel cross entropy)",
+                  detail=True)
+def output_layer_activation_bytes(local_sequence_length, micro_batch_size, hidden_size, vocab_size, tensor_parallel):
+    return 4 * local_sequence_length * micro_batch_size * (hidden_size + vocab_size) / tensor_parallel
+
+
+@formulas.formula(unit="B", meaning="activations retained for the backward pass on the busiest stage",
+                  expression="max(activation_layers_in_flight × activation_bytes_per_layer, last_stage_layers"
+                             " × activation_bytes_per_layer + output_layer_activation_bytes)"
+                             " + rematerialized_layer_bytes",
+                  source="Korthikanti et al. 2022: the first stage holds p micro-batches of its layers under 1F1B, "
+                         "the last one micro-batch and the output layer", choice=("activations", "korthikanti"))
+def activation_bytes(activation_layers_in_flight, activation_bytes_per_layer, last_stage_layers,  # noqa: F811
+                     output_layer_activation_bytes, rematerialized_layer_bytes):
+    first_stage = activation_layers_in_flight * activation_bytes_per_layer
+    last_stage = last_stage_layers * activation_bytes_per_layer + output_layer_activation_bytes
+    return maximum(first_stage, last_stage) + rematerialized_layer_bytes
 
 
 @formulas.formula(unit="B", meaning="planned memory per accelerator, headroom included",

@@ -27,7 +27,7 @@ the α–β model of :mod:`botec.formulas.collectives`) over the link of the gro
 
 from botec.formulas.collectives import all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent
 from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
-from botec.graph import Formulas, where
+from botec.graph import Formulas, minimum, where
 from botec.layout import Recompute
 
 formulas = Formulas(account="network")
@@ -40,6 +40,11 @@ formulas.input("model_parallel_overlap", unit="1", meaning="share of TP, CP, EP 
                                                            "compute")
 formulas.input("replica_groups", unit="1", meaning="replicas of each ZeRO/FSDP shard group (hybrid sharding: > 1)")
 formulas.input("expert_data_parallel_degree", unit="1", meaning="data-parallel replicas of each expert: DP / EP")
+formulas.input("parameter_gathers_per_microbatch", unit="1", detail=True,
+               meaning="weight all-gathers per micro-batch: 2 for ZeRO-3 / FSDP full shard (forward and backward), "
+                       "1 for FSDP shard_grad_op, 0 otherwise")
+formulas.input("post_step_parameter_gathers", unit="1", detail=True,
+               meaning="weight all-gathers after the optimizer step: 1 for ZeRO-1/2 (the updated shards), 0 otherwise")
 
 
 # --- data parallel: the gradients ---------------------------------------------------------------
@@ -64,77 +69,91 @@ def dense_gradient_bytes(gradient_bytes, expert_gradient_bytes):
     return gradient_bytes - expert_gradient_bytes
 
 
+@formulas.formula(unit="1", meaning="gradient reductions per step: every micro-batch under ZeRO-2/3 and FSDP, once "
+                                    "per step otherwise",
+                  expression="gradient_accumulation_steps if zero_stage ≥ 2 else 1",
+                  source="DeepSpeed runtime/engine.py allreduce_gradients: 'ZeRO stage >= 2 communicates during non "
+                         "gradient accumulation boundaries as well'; FSDP reduce-scatters in every backward",
+                  detail=True)
+def gradient_reduce_rounds(gradient_accumulation_steps, zero_stage):
+    return where(zero_stage >= 2, gradient_accumulation_steps, 1)
+
+
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step reduce-scattering the dense gradients "
-                                    "over the ZeRO-3 / FSDP shard group",
-                  expression="(sharding_degree − 1) / sharding_degree × dense_gradient_bytes",
-                  zero_when="zero_stage < 3 or sharding_degree == 1", detail=True)
-def gradient_reduce_scatter_bytes_sent_per_step(sharding_degree, dense_gradient_bytes):
-    return gather_bytes_sent(dense_gradient_bytes, sharding_degree)
+                                    "over the ZeRO / FSDP shard group",
+                  expression="gradient_reduce_rounds × (sharding_degree − 1) / sharding_degree × dense_gradient_bytes",
+                  source="ZeRO (Rajbhandari et al. 2020 §7): each rank keeps the reduced gradients of its shard",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding_degree, dense_gradient_bytes):
+    return gradient_reduce_rounds * gather_bytes_sent(dense_gradient_bytes, sharding_degree)
 
 
 @formulas.formula(unit="s", meaning="time per step of that reduce-scatter (α–β)",
-                  expression="(sharding_degree − 1) × shard_link_latency_seconds"
+                  expression="gradient_reduce_rounds × (sharding_degree − 1) × shard_link_latency_seconds"
                              " + gradient_reduce_scatter_bytes_sent_per_step / shard_link_bytes_per_s",
-                  zero_when="zero_stage < 3 or sharding_degree == 1", detail=True)
-def gradient_reduce_scatter_seconds(sharding_degree, shard_link_latency_seconds,
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
                                     gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s):
-    return ((sharding_degree - 1) * shard_link_latency_seconds
+    return (gradient_reduce_rounds * (sharding_degree - 1) * shard_link_latency_seconds
             + gradient_reduce_scatter_bytes_sent_per_step / shard_link_bytes_per_s)
 
 
-@formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO-3: one shard)",
-                  expression="dense_gradient_bytes / sharding_degree if zero_stage ≥ 3 else dense_gradient_bytes",
+@formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
+                  expression="dense_gradient_bytes / sharding_degree if zero_stage ≥ 1 else dense_gradient_bytes",
                   detail=True)
 def gradient_all_reduce_message_bytes(dense_gradient_bytes, sharding_degree, zero_stage):
-    return dense_gradient_bytes / where(zero_stage >= 3, sharding_degree, 1)
+    return dense_gradient_bytes / where(zero_stage >= 1, sharding_degree, 1)
 
 
-@formulas.formula(unit="1", meaning="ranks the dense gradients are all-reduced over (ZeRO-3: the shard group's "
-                                    "replicas)",
-                  expression="replica_groups if zero_stage ≥ 3 else data_parallel_degree", detail=True)
+@formulas.formula(unit="1", meaning="ranks the dense gradients are all-reduced over (ZeRO: the replicas of each shard "
+                                    "group, 1 unless hybrid)",
+                  expression="replica_groups if zero_stage ≥ 1 else data_parallel_degree", detail=True)
 def gradient_all_reduce_ranks(replica_groups, data_parallel_degree, zero_stage):
-    return where(zero_stage >= 3, replica_groups, data_parallel_degree)
+    return where(zero_stage >= 1, replica_groups, data_parallel_degree)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the dense gradients (ring)",
-                  expression="2 × (gradient_all_reduce_ranks − 1) / gradient_all_reduce_ranks"
+                  expression="gradient_reduce_rounds × 2 × (gradient_all_reduce_ranks − 1) / gradient_all_reduce_ranks"
                              " × gradient_all_reduce_message_bytes",
                   source="lesson 000: 2(4 − 1)/4 × 2 GB = 3 GB", zero_when="gradient_all_reduce_ranks == 1",
                   detail=True)
-def gradient_all_reduce_bytes_sent_per_step(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks):
-    """Ring all-reduce: 2(N−1)/N · M sent (and as much received) per participant per step."""
-    return all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
+def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all_reduce_message_bytes,
+                                            gradient_all_reduce_ranks):
+    """Ring all-reduce: 2(N−1)/N · M sent (and as much received) per participant per reduction."""
+    return gradient_reduce_rounds * all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
 
 
 @formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
-                  expression="steps(gradient_all_reduce_ranks) × dp_link_latency_seconds"
+                  expression="gradient_reduce_rounds × steps(gradient_all_reduce_ranks) × dp_link_latency_seconds"
                              " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
                   zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True)
-def gradient_all_reduce_seconds(gradient_all_reduce_ranks, collective_algorithm_tree, dp_link_latency_seconds,
-                                gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
-    return (all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree) * dp_link_latency_seconds
-            + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
+def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
+                                dp_link_latency_seconds, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
+    return (gradient_reduce_rounds * all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree)
+            * dp_link_latency_seconds + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the expert gradients over "
                                     "the DP / EP ranks holding the same experts",
-                  expression="2 × (expert_data_parallel_degree − 1) / expert_data_parallel_degree"
-                             " × expert_gradient_bytes",
+                  expression="gradient_reduce_rounds × 2 × (expert_data_parallel_degree − 1)"
+                             " / expert_data_parallel_degree × expert_gradient_bytes",
                   zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True)
-def expert_gradient_all_reduce_bytes_sent_per_step(expert_gradient_bytes, expert_data_parallel_degree):
-    return all_reduce_bytes_sent(expert_gradient_bytes, expert_data_parallel_degree)
+def expert_gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, expert_gradient_bytes,
+                                                   expert_data_parallel_degree):
+    return gradient_reduce_rounds * all_reduce_bytes_sent(expert_gradient_bytes, expert_data_parallel_degree)
 
 
 @formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
-                  expression="steps(expert_data_parallel_degree) × dp_link_latency_seconds"
+                  expression="gradient_reduce_rounds × steps(expert_data_parallel_degree) × dp_link_latency_seconds"
                              " + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
                   zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True, prose=True)
-def expert_gradient_all_reduce_seconds(expert_data_parallel_degree, collective_algorithm_tree, dp_link_latency_seconds,
-                                       expert_gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
-    return (all_reduce_latency_steps(expert_data_parallel_degree, collective_algorithm_tree) * dp_link_latency_seconds
-            + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
+def expert_gradient_all_reduce_seconds(gradient_reduce_rounds, expert_data_parallel_degree, collective_algorithm_tree,
+                                       dp_link_latency_seconds, expert_gradient_all_reduce_bytes_sent_per_step,
+                                       dp_link_bytes_per_s):
+    return (gradient_reduce_rounds * all_reduce_latency_steps(expert_data_parallel_degree, collective_algorithm_tree)
+            * dp_link_latency_seconds + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step to synchronize the gradients",
@@ -164,13 +183,16 @@ def gradient_sync_seconds(gradient_reduce_scatter_seconds, gradient_all_reduce_s
 
 # --- ZeRO-3 / FSDP: the weights -------------------------------------------------------------------
 
-@formulas.formula(unit="1", meaning="weight all-gathers per step: before the forward and before the backward of "
-                                    "every micro-batch",
-                  expression="2 × gradient_accumulation_steps",
-                  source="Rajbhandari et al. 2020: one all-gather before the forward and one before the backward",
+@formulas.formula(unit="1", meaning="weight all-gathers per step: per micro-batch (ZeRO-3 / FSDP) and after the "
+                                    "optimizer step (ZeRO-1/2)",
+                  expression="parameter_gathers_per_microbatch × gradient_accumulation_steps"
+                             " + post_step_parameter_gathers",
+                  source="Rajbhandari et al. 2020 §7: ZeRO-3 gathers before the forward and before the backward; "
+                         "ZeRO-1/2 and Megatron's distributed optimizer gather the updated shards once per step",
                   detail=True)
-def parameter_gathers_per_step(gradient_accumulation_steps):
-    return 2 * gradient_accumulation_steps
+def parameter_gathers_per_step(parameter_gathers_per_microbatch, gradient_accumulation_steps,
+                               post_step_parameter_gathers):
+    return parameter_gathers_per_microbatch * gradient_accumulation_steps + post_step_parameter_gathers
 
 
 @formulas.formula(unit="B", meaning="the weights one accelerator works with, gathered from their shards",
@@ -182,7 +204,7 @@ def parameter_gather_message_bytes(parameters_per_device, weight_bytes_per_param
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step to all-gather sharded weights",
                   expression="parameter_gathers_per_step × (sharding_degree − 1) / sharding_degree"
                              " × parameter_gather_message_bytes",
-                  zero_when="zero_stage < 3 or sharding_degree == 1")
+                  zero_when="zero_stage < 1 or sharding_degree == 1")
 def parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, sharding_degree, parameter_gather_message_bytes):
     return parameter_gathers_per_step * gather_bytes_sent(parameter_gather_message_bytes, sharding_degree)
 
@@ -190,7 +212,7 @@ def parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, sharding_de
 @formulas.formula(unit="s", meaning="time per step of the ZeRO-3 / FSDP weight all-gathers (α–β)",
                   expression="parameter_gathers_per_step × (sharding_degree − 1) × shard_link_latency_seconds"
                              " + parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s",
-                  zero_when="zero_stage < 3 or sharding_degree == 1")
+                  zero_when="zero_stage < 1 or sharding_degree == 1")
 def parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
                              parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s):
     return (parameter_gathers_per_step * (sharding_degree - 1) * shard_link_latency_seconds
@@ -199,13 +221,17 @@ def parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_
 
 # --- tensor, pipeline, context and expert parallel -------------------------------------------------
 
-@formulas.formula(unit="1", meaning="tensor-parallel all-reduces per layer per micro-batch",
-                  expression="2 × (3 if recompute ≥ 2 else 2)",
+@formulas.formula(unit="1", meaning="tensor-parallel all-reduces (or their equivalent in bytes) per layer per "
+                                    "micro-batch",
+                  expression="2 × (3 if recompute ≥ 2 else 2) + (1 if sequence_parallel else 0)",
                   source="Shoeybi et al. 2019: 2 in the forward, 2 in the backward; full recomputation repeats the "
-                         "forward's 2", detail=True)
-def tp_collectives_per_layer(recompute):
+                         "forward's 2; with sequence parallelism Megatron all-gathers the saved input again in the "
+                         "backward (2 all-gathers: one all-reduce's bytes; Megatron-LM tensor_parallel/layers.py)",
+                  detail=True)
+def tp_collectives_per_layer(recompute, sequence_parallel):
     passes = where(recompute >= Recompute.FULL, 3, 2)  # forward, backward (and the forward again)
-    return TP_ALL_REDUCES_PER_LAYER_FORWARD * passes
+    regather = where(sequence_parallel, 1, 0)
+    return TP_ALL_REDUCES_PER_LAYER_FORWARD * passes + regather
 
 
 @formulas.formula(unit="1", meaning="tensor-parallel all-reduces per step on the busiest stage",
@@ -242,10 +268,13 @@ def pp_sends_per_step(gradient_accumulation_steps, virtual_pipeline_stages):
 
 
 @formulas.formula(unit="B", meaning="bytes each stage sends per step to the next (activations, and gradients back)",
-                  expression="pp_sends_per_step × hidden_state_bytes", zero_when="pipeline_parallel == 1")
-def pp_bytes_sent_per_step(pp_sends_per_step, hidden_state_bytes):
-    """The hidden state of one micro-batch, split over the TP ranks when sequence parallel."""
-    return pp_sends_per_step * hidden_state_bytes
+                  expression="pp_sends_per_step × layer_activation_bytes / tensor_parallel",
+                  source="Narayanan et al. 2021 §4.1: each TP rank sends its 1/t of the hidden state (scatter) and the "
+                         "receiving stage all-gathers it over NVLink; with sequence parallelism it is already split",
+                  zero_when="pipeline_parallel == 1")
+def pp_bytes_sent_per_step(pp_sends_per_step, layer_activation_bytes, tensor_parallel):
+    """One micro-batch's hidden state, 1/t of it per TP rank."""
+    return pp_sends_per_step * layer_activation_bytes / tensor_parallel
 
 
 @formulas.formula(unit="s", meaning="time per step of the pipeline sends and receives (α–β)",
@@ -290,9 +319,12 @@ def cp_communication_seconds(cp_collectives_per_step, context_parallel, cp_link_
 
 
 @formulas.formula(unit="B", meaning="tokens' hidden states one accelerator routes to experts per MoE layer",
-                  expression="layer_activation_bytes × experts_per_token", detail=True)
-def expert_dispatch_bytes(layer_activation_bytes, experts_per_token):
-    return layer_activation_bytes * experts_per_token
+                  expression="layer_activation_bytes × experts_per_token / (tensor_parallel if sequence_parallel"
+                             " else 1)",
+                  source="with sequence parallelism each TP rank dispatches its own s/t tokens (Megatron-Core MoE "
+                         "token dispatcher)", detail=True, prose=True)
+def expert_dispatch_bytes(layer_activation_bytes, experts_per_token, tensor_parallel, sequence_parallel):
+    return layer_activation_bytes * experts_per_token / where(sequence_parallel, tensor_parallel, 1)
 
 
 @formulas.formula(unit="1", meaning="expert all-to-alls per step on the busiest stage: dispatch and combine, forward "
@@ -380,17 +412,52 @@ def communication_seconds(gradient_sync_seconds, parameter_gather_seconds, tp_co
             + cp_communication_seconds + ep_communication_seconds)
 
 
-@formulas.formula(unit="s", meaning="communication per step that compute does not hide",
-                  expression="(gradient_sync_seconds + parameter_gather_seconds) × (1 − data_parallel_overlap)"
-                             " + (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
+@formulas.formula(unit="s", meaning="tensor, pipeline, context and expert communication per step that compute does "
+                                    "not hide",
+                  expression="(tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
                              " + ep_communication_seconds) × (1 − model_parallel_overlap)")
-def exposed_communication_seconds(gradient_sync_seconds, parameter_gather_seconds, data_parallel_overlap,
-                                  tp_communication_seconds, pp_communication_seconds, cp_communication_seconds,
-                                  ep_communication_seconds, model_parallel_overlap):
-    data_parallel = (gradient_sync_seconds + parameter_gather_seconds) * (1 - data_parallel_overlap)
-    model_parallel = (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
-                      + ep_communication_seconds) * (1 - model_parallel_overlap)
-    return data_parallel + model_parallel
+def exposed_model_parallel_seconds(tp_communication_seconds, pp_communication_seconds, cp_communication_seconds,
+                                   ep_communication_seconds, model_parallel_overlap):
+    return (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
+            + ep_communication_seconds) * (1 - model_parallel_overlap)
+
+
+@formulas.formula(unit="s", meaning="data-parallel communication per step: gradient reductions and weight gathers",
+                  expression="gradient_sync_seconds + parameter_gather_seconds", detail=True)
+def data_parallel_communication_seconds(gradient_sync_seconds, parameter_gather_seconds):
+    return gradient_sync_seconds + parameter_gather_seconds
+
+
+@formulas.formula(unit="s", meaning="compute the data-parallel communication can hide behind: the backward of each "
+                                    "micro-batch whose gradients are reduced, and the forwards of those whose weights "
+                                    "are gathered",
+                  expression="microbatch_backward_seconds × gradient_reduce_rounds + (gradient_accumulation_steps"
+                             " × (microbatch_compute_seconds − microbatch_backward_seconds) if"
+                             " parameter_gathers_per_microbatch > 0 else 0)",
+                  source="Megatron-LM and PyTorch DDP overlap the reduction of gradient buckets with the rest of the "
+                         "backward of the last micro-batch only", detail=True, prose=True)
+def data_parallel_overlap_window_seconds(microbatch_backward_seconds, gradient_reduce_rounds,
+                                         gradient_accumulation_steps, microbatch_compute_seconds,
+                                         parameter_gathers_per_microbatch):
+    forwards = gradient_accumulation_steps * (microbatch_compute_seconds - microbatch_backward_seconds)
+    return (microbatch_backward_seconds * gradient_reduce_rounds
+            + where(parameter_gathers_per_microbatch > 0, forwards, 0.0))
+
+
+@formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
+                  expression="data_parallel_communication_seconds − min(data_parallel_overlap"
+                             " × data_parallel_communication_seconds, data_parallel_overlap_window_seconds)",
+                  source="the share stated as data_parallel_overlap, bounded by the compute it can hide behind")
+def exposed_data_parallel_seconds(data_parallel_communication_seconds, data_parallel_overlap,
+                                  data_parallel_overlap_window_seconds):
+    hidden = minimum(data_parallel_overlap * data_parallel_communication_seconds, data_parallel_overlap_window_seconds)
+    return data_parallel_communication_seconds - hidden
+
+
+@formulas.formula(unit="s", meaning="communication per step that compute does not hide",
+                  expression="exposed_model_parallel_seconds + exposed_data_parallel_seconds")
+def exposed_communication_seconds(exposed_model_parallel_seconds, exposed_data_parallel_seconds):
+    return exposed_model_parallel_seconds + exposed_data_parallel_seconds
 
 
 @formulas.formula(unit="fraction", meaning="the communication compute does not hide, as a share of the step",

@@ -1,0 +1,750 @@
+"""A device's efficiency curves, measured: the matrix multiplies a model's layers run, and memory-bound ops.
+
+The op-level compute model runs each GEMM of a layer at a size-dependent efficiency (a fraction of the
+device's dense peak, interpolated log-linearly in the GEMM's size) and each memory-bound op (norms,
+activations, softmax, the optimizer) at a fraction of the memory bandwidth, interpolated in the bytes
+it moves. The catalog ships such curves per accelerator family; ``botec measure --efficiency-curve``
+measures them on the device at hand and writes them to a file (``botec.efficiency-curve/1``).
+
+What is timed
+-------------
+**GEMMs** (``torch.matmul`` of activations ``[M, K]`` by a weight stored ``[N, K]`` and used transposed,
+as ``nn.Linear`` runs it), at the contract's precision (bf16 or fp16), for the shapes a layer of the
+contract's model really runs, per rank:
+
+==================  ======  =====================  =====================
+GEMM                M       K                      N
+==================  ======  =====================  =====================
+QKV (fused)         T       h                      (a + 2·k)·d / t
+attention output    T       a·d / t                h
+MLP up (fused)      T       h                      2·f / t (gated), f / t
+MLP down            T       f / t                  h
+LM head             T       h                      V / t
+==================  ======  =====================  =====================
+
+T = b·s / cp tokens (micro-batch b of 1 and the contract's, sequence s, context parallel cp), h hidden
+size, a heads, k KV heads (at least one per rank when t > k: the KV heads are replicated), d head
+dimension, f FFN size, V vocabulary, t the tensor-parallel degree: 1, 2, 4, 8 and the contract's, those
+that divide the heads. Column-parallel layers (QKV, MLP up, LM head) split N over the TP ranks,
+row-parallel ones (attention output, MLP down) split K, as Megatron-LM does. MoE layers add the router
+(N = E) and the experts' MLPs at the tokens an expert gets on average, T·k_e/E; MLA (DeepSeek) its
+low-rank Q and KV projections. The attention core (scores and values) is a batched product that
+FlashAttention fuses, not a plain GEMM, and is left out. Square GEMMs (64 to 8,192; 16,384 on CUDA) fill
+the curve. FLOPs of a GEMM: 2·M·K·N.
+
+**Memory-bound ops**: an elementwise add (``c = a + b``: reads two tensors, writes one, 3·n·e bytes) and
+a copy (2·n·e bytes) over a ladder of tensor sizes (256 KB to 64 MB per tensor on CPU, 1 GB on CUDA),
+cycling through enough buffers that consecutive calls do not find their data in the last-level cache.
+
+How: warm-up calls, then repeats of a sample of enough back-to-back calls to last about a millisecond;
+the median sample. On CUDA each sample is bracketed by CUDA events (``torch.cuda.Event``, then
+``synchronize``); on CPU by ``time.perf_counter``. Shapes run smallest first and a shape whose
+predicted time (its FLOPs or bytes over the best rate so far) does not fit in what is left of
+``--budget-seconds`` (¾ for GEMMs, the rest for memory ops) is skipped and counted: the budget caps
+the sizes.
+
+Efficiency
+----------
+    matmul efficiency  = (2·M·K·N / seconds) / peak_flops_per_s
+    memory efficiency  = (bytes moved / seconds) / memory_bytes_per_s
+
+The denominators, in order: ``--peak-flops`` / ``--memory-bandwidth`` when given; on CUDA, when the
+device's name matches the contract's catalog accelerator, its dense peak at the precision and its memory
+bandwidth (``catalog h200 bf16``); else the best rate measured (on CPU, always), stated as such: the
+efficiencies are then relative to the best point, which is exactly 1. Shapes of about the same size
+(within 20 % in FLOPs or bytes) make one point: the median shape of the group.
+
+Sources: the roofline model (S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual
+performance model for multicore architectures", CACM 52(4), 2009): an op runs at min(peak compute,
+bandwidth × arithmetic intensity); Calculon (M. Isaev, N. McDonald, L. Dennison, R. Vuduc, "Calculon: a
+methodology and tool for high-level co-design of systems and large language models", SC23): per-op
+compute and memory efficiencies that depend on the op's size, measured per system.
+
+The file is YAML, written atomically; :func:`read` validates it and refuses a corrupt, truncated or
+empty file, or an efficiency outside (0, 1.5], with one line naming the field. Needs PyTorch to
+measure (``botec[measure]``); reading a curve does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Literal, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from botec.errors import ContractError, UserError, read_text_file, write_text_atomically
+
+__all__ = ["SCHEMA", "GemmShape", "EfficiencyCurve", "CurveFile", "CurveRun", "layer_gemms", "model_gemms",
+           "square_gemms", "tensor_parallel_degrees", "device_matches", "measure", "command", "curve_lines",
+           "memory_ladder", "to_text", "write", "read"]
+
+SCHEMA = "botec.efficiency-curve/1"
+MAX_EFFICIENCY = 1.5        # above this a stated peak is wrong, not the device fast
+SAME_SIZE = 1.2             # sizes within this factor of a group's smallest make one point
+GEMM_SHARE = 0.75           # of the budget, for the GEMMs; the rest for the memory ops
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+BEST_MEASURED = "best measured rate"   # the denominator when no peak is known: the best point is exactly 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The GEMMs a model's layers run
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One GEMM: ``[M, K] @ [K, N]``; ``op`` says which (``qkv``, ``mlp_down``, ``square``, ...)."""
+
+    op: str
+    m: int
+    k: int
+    n: int
+    tensor_parallel: int | None = None
+    tokens: int | None = None
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.k * self.n
+
+    @property
+    def gflop(self) -> float:
+        return self.flops / 1e9
+
+    @property
+    def label(self) -> str:
+        tp = f" tp{self.tensor_parallel}" if self.tensor_parallel else ""
+        return f"{self.op}{tp} {self.m}×{self.k}×{self.n}"
+
+
+def _per_rank(width: int, tp: int) -> int:
+    return max(1, math.ceil(width / tp))
+
+
+def _mlp(prefix: str, tokens: int, h: int, ffn: int, gated: bool, tp: int) -> list[GemmShape]:
+    up = (2 if gated else 1) * ffn
+    return [GemmShape(f"{prefix}_up", tokens, h, _per_rank(up, tp), tp, tokens),
+            GemmShape(f"{prefix}_down", tokens, _per_rank(ffn, tp), h, tp, tokens)]
+
+
+def layer_gemms(arch, tokens: int, tensor_parallel: int = 1) -> list[GemmShape]:
+    """The GEMMs one rank runs for ``tokens`` tokens through a layer of ``arch`` (and the LM head), at
+    tensor-parallel degree ``tensor_parallel`` (see the module docstring for the table)."""
+    t, h = tensor_parallel, arch.hidden_size
+    a = arch.attention_heads
+    q_heads = _per_rank(a, t)
+    gated = arch.mlp == "gated"
+    shapes: list[GemmShape] = []
+    if arch.mla:
+        m = arch.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            shapes += [GemmShape("q_down", tokens, h, m.q_lora_rank, t, tokens),
+                       GemmShape("q_up", tokens, m.q_lora_rank, q_heads * qk, t, tokens)]
+        else:
+            shapes.append(GemmShape("q", tokens, h, q_heads * qk, t, tokens))
+        shapes += [GemmShape("kv_down", tokens, h, m.kv_lora_rank + m.qk_rope_head_dim, t, tokens),
+                   GemmShape("kv_up", tokens, m.kv_lora_rank, q_heads * (m.qk_nope_head_dim + m.v_head_dim), t,
+                             tokens),
+                   GemmShape("attention_output", tokens, q_heads * m.v_head_dim, h, t, tokens)]
+    else:
+        d = arch.resolved_head_dim
+        kv_heads = _per_rank(arch.kv_heads, t)
+        shapes += [GemmShape("qkv", tokens, h, (q_heads + 2 * kv_heads) * d, t, tokens),
+                   GemmShape("attention_output", tokens, q_heads * d, h, t, tokens)]
+    if arch.moe is None or arch.moe_layers < arch.layers:
+        shapes += _mlp("mlp", tokens, h, arch.ffn_size, gated, t)
+    if arch.moe is not None:
+        moe = arch.moe
+        shapes.append(GemmShape("router", tokens, h, moe.experts, t, tokens))
+        per_expert = max(1, round(tokens * moe.experts_per_token / moe.experts))
+        shapes += _mlp("expert", per_expert, h, moe.expert_ffn_size, gated, t)
+        if moe.shared_experts:
+            shapes += _mlp("shared_expert", tokens, h, moe.shared_experts * moe.expert_ffn_size, gated, t)
+    shapes.append(GemmShape("lm_head", tokens, h, _per_rank(arch.vocab_size, t), t, tokens))
+    return shapes
+
+
+def tensor_parallel_degrees(arch, contract_tp: int = 1) -> list[int]:
+    """1, 2, 4, 8 and the contract's degree: those that divide the attention heads."""
+    return sorted(t for t in {1, 2, 4, 8, contract_tp} if arch.attention_heads % t == 0)
+
+
+def model_gemms(arch, micro_batch_size: int, sequence_length: int, tensor_parallel: int = 1,
+                context_parallel: int = 1) -> list[GemmShape]:
+    """The distinct GEMMs of ``arch``'s layers over the token ladder (micro-batch 1 and the contract's) and the
+    TP degrees of :func:`tensor_parallel_degrees`, smallest first."""
+    tokens = sorted({max(1, b * sequence_length // context_parallel) for b in {1, micro_batch_size}})
+    shapes: dict[tuple[int, int, int], GemmShape] = {}
+    for t in tensor_parallel_degrees(arch, tensor_parallel):
+        for count in tokens:
+            for shape in layer_gemms(arch, count, t):
+                shapes.setdefault((shape.m, shape.k, shape.n), shape)
+    return sorted(shapes.values(), key=lambda s: (s.flops, s.m, s.k, s.n))
+
+
+def square_gemms(largest: int = 8192) -> list[GemmShape]:
+    """Square GEMMs from 64 to ``largest``, doubling: they fill the curve between the model's shapes."""
+    sizes, n = [], 64
+    while n <= largest:
+        sizes.append(GemmShape("square", n, n, n))
+        n *= 2
+    return sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# The file
+# ---------------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _positive(description: str):
+    return Field(gt=0, allow_inf_nan=False, description=description)
+
+
+def _efficiency():
+    return Field(gt=0, le=MAX_EFFICIENCY, allow_inf_nan=False,
+                 description=f"achieved rate / the stated peak, in (0, {MAX_EFFICIENCY}]")
+
+
+class CurveDevice(_Strict):
+    name: str = Field(min_length=1, description="torch's device name, or the CPU model")
+    accelerator: Optional[str] = Field(None, description="the catalog key of the device, when it matched one")
+    backend: Literal["cpu", "cuda"]
+    torch: str
+
+
+class MatmulPoint(_Strict):
+    gflop: float = _positive("2·M·K·N / 10⁹")
+    efficiency: float = _efficiency()
+    m: int = Field(ge=1)
+    k: int = Field(ge=1)
+    n: int = Field(ge=1)
+    seconds: float = _positive("median seconds of one call")
+    op: Optional[str] = Field(None, description="which GEMM of the layer (qkv, mlp_up, square, ...)")
+    shapes: int = Field(1, ge=1, description="shapes of about this size the point is the median of")
+
+
+class MemoryPoint(_Strict):
+    megabytes: float = _positive("bytes read and written / 10⁶")
+    efficiency: float = _efficiency()
+    seconds: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    op: Optional[str] = Field(None, description="add (reads 2, writes 1) or copy (reads 1, writes 1)")
+    shapes: int = Field(1, ge=1)
+
+
+def _increasing(points: list, size: str) -> list:
+    if not points:
+        raise ValueError("no points: a curve needs at least one")
+    sizes = [getattr(p, size) for p in points]
+    for i, (before, after) in enumerate(zip(sizes, sizes[1:]), start=1):
+        if after <= before:
+            raise ValueError(f"points must be sorted by {size}, one per size: point {i} ({after:g}) follows "
+                             f"{before:g}")
+    return points
+
+
+class CurveFile(_Strict):
+    """The file's content, validated."""
+
+    schema_: Literal["botec.efficiency-curve/1"] = Field(SCHEMA, alias="schema")
+    device: CurveDevice
+    precision: Literal["bf16", "fp16", "fp8", "fp32"]
+    created: str = Field(min_length=1)
+    peak_flops_per_s: float = _positive("the matmul efficiencies' denominator")
+    peak_source: str = Field(min_length=1)
+    memory_bytes_per_s: float = _positive("the memory efficiencies' denominator")
+    memory_bandwidth_source: str = Field(min_length=1)
+    matmul: list[MatmulPoint]
+    memory: list[MemoryPoint]
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("created", mode="before")
+    @classmethod
+    def _timestamp(cls, value):
+        return value.isoformat() if isinstance(value, datetime) else value   # an unquoted YAML timestamp
+
+    @field_validator("matmul")
+    @classmethod
+    def _matmul_sorted(cls, points):
+        return _increasing(points, "gflop")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_sorted(cls, points):
+        return _increasing(points, "megabytes")
+
+
+@dataclass(frozen=True)
+class EfficiencyCurve:
+    """A measured curve, ready to stand in for the catalog's curve of the same accelerator.
+
+    ``matmul_points`` are (GFLOP, efficiency) and ``memory_points`` (MB moved, efficiency), each sorted by
+    size; the efficiencies are relative to ``peak_flops_per_s`` and ``memory_bytes_per_s`` (whose origin
+    ``peak_source`` and ``memory_bandwidth_source`` state: a catalog figure, a given one, or the best rate
+    measured). A contract may use the curve in place of its catalog curve when :meth:`matches` its
+    accelerator.
+    """
+
+    device_name: str
+    accelerator: str | None
+    backend: str
+    precision: str
+    peak_flops_per_s: float
+    memory_bytes_per_s: float
+    matmul_points: tuple[tuple[float, float], ...]
+    memory_points: tuple[tuple[float, float], ...]
+    created: str
+    source: str
+    peak_source: str = ""
+    memory_bandwidth_source: str = ""
+    torch_version: str = ""
+
+    def matches(self, accelerator_key: str) -> bool:
+        """Whether this curve was measured on the catalog accelerator ``accelerator_key`` (``h200``)."""
+        return self.accelerator is not None and self.accelerator == accelerator_key
+
+
+def _curve(data: CurveFile, origin: str) -> EfficiencyCurve:
+    device = data.device
+    where = f"{device.backend}, torch {device.torch}"
+    return EfficiencyCurve(
+        device_name=device.name, accelerator=device.accelerator, backend=device.backend, precision=data.precision,
+        peak_flops_per_s=data.peak_flops_per_s, memory_bytes_per_s=data.memory_bytes_per_s,
+        matmul_points=tuple((p.gflop, p.efficiency) for p in data.matmul),
+        memory_points=tuple((p.megabytes, p.efficiency) for p in data.memory),
+        created=data.created,
+        source=f"{Path(origin).name}: measured on {device.name} ({where}) {data.created[:10]}; peak: "
+               f"{data.peak_source}; memory bandwidth: {data.memory_bandwidth_source}",
+        peak_source=data.peak_source, memory_bandwidth_source=data.memory_bandwidth_source,
+        torch_version=device.torch)
+
+
+def _field(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _validate(data: dict, origin: str) -> CurveFile:
+    try:
+        return CurveFile.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "missing":
+            message = "missing: an efficiency curve states it (a truncated file?)"
+        elif first["loc"] and first["loc"][-1] == "efficiency" and first["type"] != "float_parsing":
+            message = f"an efficiency is in (0, {MAX_EFFICIENCY}] of the stated peak (found {first['input']!r})"
+        elif "input" in first and not isinstance(first["input"], (dict, list)):
+            message = f"{message} (found {first['input']!r})"
+        raise ContractError(message, field=_field(first["loc"]), origin=origin) from None
+
+
+def read(path: str | Path) -> EfficiencyCurve:
+    """Load and validate a curve file, or raise a one-line :class:`ContractError` naming the field."""
+    import yaml
+
+    from botec.catalog import load_yaml_text
+
+    origin = str(path)
+    text = read_text_file(path, "efficiency-curve file")
+    if not text.strip():
+        raise ContractError("not an efficiency curve: the file is empty", origin=origin)
+    try:
+        data = load_yaml_text(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or error.__class__.__name__
+        raise ContractError(f"not an efficiency curve: corrupt or truncated YAML{where} ({problem})",
+                            origin=origin) from None
+    if not isinstance(data, dict):
+        raise ContractError(f"not an efficiency curve: expected a mapping, found {type(data).__name__}",
+                            origin=origin)
+    if data.get("schema") != SCHEMA:
+        raise ContractError(f"not an efficiency curve: expected {SCHEMA!r}, found {data.get('schema')!r}",
+                            field="schema", origin=origin)
+    return _curve(_validate(data, origin), origin)
+
+
+def to_text(curve: CurveFile) -> str:
+    """The file's YAML: the header block style, each point one flow-style line."""
+    import yaml
+
+    data = curve.model_dump(by_alias=True)
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=10_000, allow_unicode=True)
+    header = ("# botec efficiency curve (`botec measure --efficiency-curve`): matmul efficiency = achieved FLOP/s / "
+              "peak_flops_per_s,\n# memory efficiency = achieved B/s / memory_bytes_per_s; sizes in GFLOP "
+              "(2·M·K·N) and MB moved.\n")
+    return header + body
+
+
+def write(curve: CurveFile, path: str | Path) -> None:
+    """Write atomically: the file appears whole or not at all."""
+    write_text_atomically(path, to_text(curve))
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+
+
+def device_matches(device_name: str, accelerator_key: str) -> bool:
+    """Whether torch's device name (``NVIDIA H200``, ``NVIDIA A100-SXM4-80GB``) names the catalog accelerator
+    ``accelerator_key`` (``h200``, ``a100-sxm-80gb``): its model (the key's first part) as a word of the name,
+    and PCIe in both or in neither."""
+    name, key = device_name.lower(), accelerator_key.lower()
+    model = key.split("-")[0]
+    if not re.search(rf"(?<![a-z0-9]){re.escape(model)}(?![a-z0-9])", name):
+        return False
+    return ("pcie" in name) == ("pcie" in key)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed op: a GEMM (``shape``) or a memory op (``op``, ``bytes``), its median seconds per call."""
+
+    label: str
+    seconds: float
+    work: float          # FLOPs (GEMM) or bytes moved (memory op)
+    shape: GemmShape | None = None
+    op: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.work / self.seconds
+
+
+@dataclass
+class CurveRun:
+    """What a measurement produced: the curve, each op timed, and what the budget left out."""
+
+    curve: CurveFile
+    matmul: list[Timing] = field(default_factory=list)
+    memory: list[Timing] = field(default_factory=list)
+    skipped_matmul: list[GemmShape] = field(default_factory=list)
+    skipped_memory: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _median_groups(timings: list[Timing]) -> list[tuple[Timing, int]]:
+    """Timings of about the same size (within SAME_SIZE of a group's smallest) -> each group's median (by rate,
+    the lower of two middles) and the group's size."""
+    groups: list[list[Timing]] = []
+    for timing in sorted(timings, key=lambda t: t.work):
+        if groups and timing.work <= groups[-1][0].work * SAME_SIZE:
+            groups[-1].append(timing)
+        else:
+            groups.append([timing])
+    points = []
+    for group in groups:
+        ranked = sorted(group, key=lambda t: t.rate)
+        points.append((ranked[(len(ranked) - 1) // 2], len(group)))
+    return points   # sizes strictly increase: a group's members lie below the next group's smallest
+
+
+def _cache_bytes(device) -> float:
+    """Bytes that a working set must exceed to leave the last-level cache: twice its size."""
+    import torch
+
+    if device.type == "cuda":
+        return 2.0 * getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 32 * 2**20)
+    largest = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+            largest = max(largest, int(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1))
+        except (OSError, ValueError, IndexError):
+            continue
+    return min(2.0 * (largest or 32 * 2**20), 512 * 2**20)
+
+
+class _Clock:
+    """Seconds per call of ``fn`` over ``inner`` back-to-back calls: CUDA events on a GPU, perf_counter on CPU."""
+
+    def __init__(self, device):
+        import torch
+
+        self.torch, self.cuda = torch, device.type == "cuda"
+        self.device = device
+
+    def __call__(self, fn: Callable[[], object], inner: int) -> float:
+        torch = self.torch
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / inner
+        began = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - began) / inner
+
+    def median(self, fn: Callable[[], object], deadline: float) -> float:
+        """Warm up (a few calls, and at least 10 ms: the first calls of a shape pick kernels and wake threads),
+        size a sample to last ~1 ms (2 ms on CPU), and return the median of a few samples."""
+        warmups, repeats, target = (3, 10, 1e-3) if self.cuda else (1, 5, 2e-3)
+        began, calls = time.perf_counter(), []
+        while len(calls) < warmups or (time.perf_counter() - began < 0.01 and len(calls) < 1000):
+            calls.append(self(fn, 1))
+        probe = max(min(calls[-5:]), 1e-7)
+        inner = max(1, min(1000, math.ceil(target / probe)))
+        left = deadline - time.perf_counter()
+        repeats = max(3, min(repeats, int(left / (inner * probe)) if left > 0 else 0))
+        samples = [self(fn, inner) for _ in range(repeats)]
+        return statistics.median(samples)
+
+
+def measure(shapes: Sequence[GemmShape], memory_tensor_bytes: Sequence[int], precision: str, *,
+            budget_seconds: float = 20.0, peak_flops_per_s: float | None = None,
+            memory_bytes_per_s: float | None = None, accelerator: str | None = None,
+            progress: Callable[[int, int, str], None] | None = None, say: Callable[[str], None] | None = None,
+            device=None) -> CurveRun:
+    """Time ``shapes`` and the memory ops over ``memory_tensor_bytes`` (bytes per tensor) at ``precision``
+    within ``budget_seconds``, and make the curve.
+
+    ``accelerator``: the contract's catalog accelerator; on CUDA, when the device's name matches it, the
+    curve records it and its catalog peak and bandwidth are the denominators (unless given).
+    ``progress(done, total, label)`` is called before each op.
+    """
+    import torch
+
+    from botec.measure.harness import _cpu_name
+
+    if precision not in DTYPES:
+        raise UserError(f"--efficiency-curve times torch.matmul at bf16 or fp16, not {precision} (fp8 GEMMs need "
+                        "scaled matmuls): --set strategy.precision=bf16")
+    say = say or (lambda text: None)
+    dtype = getattr(torch, DTYPES[precision])
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    backend = device.type
+    device_name = torch.cuda.get_device_name(device) if backend == "cuda" else _cpu_name()
+    notes: list[str] = []
+    matched = None
+    if backend == "cuda" and accelerator:
+        if device_matches(device_name, accelerator):
+            matched = accelerator
+        else:
+            notes.append(f"the device ({device_name}) is not the contract's {accelerator}: the curve records no "
+                         "accelerator")
+    catalog_peak = catalog_bandwidth = None
+    if matched:
+        from botec.catalog import accelerators
+
+        entry = accelerators()[matched]
+        catalog_peak = entry.peak_flops_per_s.get(precision)
+        catalog_bandwidth = entry.memory_bandwidth_bytes_per_s
+
+    clock = _Clock(device)
+    began = time.perf_counter()
+    gemm_deadline = began + GEMM_SHARE * budget_seconds
+    deadline = began + budget_seconds
+    total = len(shapes) + 2 * len(memory_tensor_bytes)
+    done = 0
+    run = CurveRun(curve=None, notes=notes)  # type: ignore[arg-type]
+    best_rate = 0.0
+    per_element_seconds = 2e-9 if backend == "cpu" else 0.0   # making the operands (randn), predicted
+
+    with torch.inference_mode():
+        for shape in sorted(shapes, key=lambda s: s.flops):
+            done += 1
+            elements = shape.m * shape.k + shape.k * shape.n + shape.m * shape.n
+            predicted = (elements * per_element_seconds
+                         + (6 if backend == "cpu" else 16) * (shape.flops / best_rate if best_rate else 0.0))
+            if run.matmul and time.perf_counter() + predicted > gemm_deadline:
+                run.skipped_matmul.append(shape)
+                continue
+            if progress:
+                progress(done, total, shape.label)
+            seconds, making = _time_gemm(clock, shape, dtype, gemm_deadline)
+            if elements >= 1_000_000:   # small shapes' fixed costs would overstate it
+                per_element_seconds = making / elements
+            timing = Timing(shape.label, seconds, shape.flops, shape=shape, op=shape.op)
+            run.matmul.append(timing)
+            best_rate = max(best_rate, timing.rate)
+        flush = _cache_bytes(device)
+        element = torch.empty((), dtype=dtype).element_size()
+        best_rate = 0.0
+        for tensor_bytes in sorted(memory_tensor_bytes):
+            n = max(1, int(tensor_bytes // element))
+            for op, tensors in (("add", 3), ("copy", 2)):
+                done += 1
+                moved = tensors * n * element
+                label = f"{op} {moved / 1e6:g} MB"
+                sets = max(1, min(1024, math.ceil(flush / moved)))
+                predicted = sets * tensors * n * per_element_seconds + 16 * (moved / best_rate if best_rate else 0)
+                if run.memory and time.perf_counter() + predicted > deadline:
+                    run.skipped_memory.append(label)
+                    continue
+                if progress:
+                    progress(done, total, label)
+                seconds = _time_memory_op(clock, op, tensors, n, sets, dtype, deadline)
+                timing = Timing(label, seconds, float(moved), op=op)
+                run.memory.append(timing)
+                best_rate = max(best_rate, timing.rate)
+    if not run.matmul or not run.memory:
+        raise UserError("--efficiency-curve needs at least one GEMM and one memory size to time")
+    run.curve = _curve_file(run, precision, device_name, matched, backend, torch.__version__,
+                            *_denominator(peak_flops_per_s, "--peak-flops", catalog_peak,
+                                          f"catalog {matched} {precision}"),
+                            *_denominator(memory_bytes_per_s, "--memory-bandwidth", catalog_bandwidth,
+                                          f"catalog {matched}"))
+    if run.skipped_matmul or run.skipped_memory:
+        largest = max(s.gflop for s in run.skipped_matmul) if run.skipped_matmul else 0
+        notes.append(f"the budget ({budget_seconds:g} s) left out {len(run.skipped_matmul)} GEMMs (up to "
+                     f"{largest:.3g} GFLOP) and {len(run.skipped_memory)} memory ops: --budget-seconds to include them")
+    for note in notes:
+        say(note)
+    return run
+
+
+def _time_gemm(clock: _Clock, shape: GemmShape, dtype, deadline: float) -> tuple[float, float]:
+    """(median seconds of ``x @ w.t()`` for random operands of ``shape``, seconds spent making them)."""
+    torch, device = clock.torch, clock.device
+    made = time.perf_counter()
+    x = torch.randn(shape.m, shape.k, dtype=dtype, device=device)
+    weight = torch.randn(shape.n, shape.k, dtype=dtype, device=device).t()   # nn.Linear's layout
+    out = torch.empty(shape.m, shape.n, dtype=dtype, device=device)
+    if clock.cuda:
+        torch.cuda.synchronize(device)
+    making = time.perf_counter() - made
+    return clock.median(lambda: torch.matmul(x, weight, out=out), deadline), making
+
+
+def _time_memory_op(clock: _Clock, op: str, tensors: int, elements: int, sets: int, dtype, deadline: float) -> float:
+    """Median seconds of one ``add`` (c = a + b) or ``copy`` over tensors of ``elements``, cycling through ``sets``
+    sets of them so that consecutive calls miss the cache."""
+    torch, device = clock.torch, clock.device
+    buffers = [[torch.randn(elements, dtype=dtype, device=device) for _ in range(tensors)] for _ in range(sets)]
+    order = itertools.cycle(buffers)
+
+    def step() -> None:
+        parts = next(order)
+        if op == "add":
+            torch.add(parts[0], parts[1], out=parts[2])
+        else:
+            parts[1].copy_(parts[0])
+
+    return clock.median(step, deadline)
+
+
+def _denominator(given: float | None, flag: str, catalog: float | None, catalog_source: str):
+    """(value or None for the best measured, its source)."""
+    if given is not None:
+        return given, flag
+    if catalog is not None:
+        return catalog, catalog_source
+    return None, BEST_MEASURED
+
+
+def _curve_file(run: CurveRun, precision: str, device_name: str, accelerator: str | None, backend: str,
+                torch_version: str, peak: float | None, peak_source: str, bandwidth: float | None,
+                bandwidth_source: str) -> CurveFile:
+    matmul, memory = _median_groups(run.matmul), _median_groups(run.memory)
+    peak = peak or max(t.rate for t, _ in matmul)
+    bandwidth = bandwidth or max(t.rate for t, _ in memory)
+    for points, denominator, source, flag in ((matmul, peak, peak_source, "--peak-flops"),
+                                              (memory, bandwidth, bandwidth_source, "--memory-bandwidth")):
+        highest = max(t.rate for t, _ in points) / denominator
+        if highest > MAX_EFFICIENCY:
+            raise UserError(f"{flag}: the measured rate is {highest:.3g} × the stated one ({source}); efficiencies "
+                            f"must be in (0, {MAX_EFFICIENCY}]: is the figure right for this device?")
+    return CurveFile(
+        device=CurveDevice(name=device_name, accelerator=accelerator, backend=backend, torch=torch_version),
+        precision=precision, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        peak_flops_per_s=_digits(peak, 6), peak_source=peak_source, memory_bytes_per_s=_digits(bandwidth, 6),
+        memory_bandwidth_source=bandwidth_source,
+        matmul=[MatmulPoint(gflop=t.work / 1e9, efficiency=_digits(t.rate / peak), m=t.shape.m, k=t.shape.k,
+                            n=t.shape.n, seconds=_digits(t.seconds), op=t.op, shapes=count) for t, count in matmul],
+        memory=[MemoryPoint(megabytes=t.work / 1e6, efficiency=_digits(t.rate / bandwidth), seconds=_digits(t.seconds),
+                            op=t.op, shapes=count) for t, count in memory])
+
+
+def _digits(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits (never 0 for a positive value; 1.0 stays 1.0)."""
+    return float(f"{value:.{digits}g}")
+
+
+def memory_ladder(cuda: bool) -> list[int]:
+    """Bytes per tensor of the memory ops: 256 KB to 64 MB on CPU, to 1 GB on CUDA, ×4 each step."""
+    largest = 2**30 if cuda else 64 * 2**20
+    sizes, size = [], 256 * 2**10
+    while size <= largest:
+        sizes.append(size)
+        size *= 4
+    return sizes
+
+
+def command(result, arch, output: Path, budget_seconds: float, peak_flops_per_s: float | None,
+            memory_bytes_per_s: float | None) -> list[str]:
+    """``botec measure --efficiency-curve``: measure the contract's model's GEMMs and the memory ops, write the
+    curve to ``output``; the lines to print. Progress on stderr."""
+    import torch
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    contract = result.contract
+    strategy = contract.strategy
+    precision = getattr(strategy, "precision", None) or "bf16"
+    cuda = torch.cuda.is_available()
+    shapes = model_gemms(arch, int(result.value("micro_batch_size")), int(result.value("sequence_length")),
+                         strategy.tensor_parallel, getattr(strategy, "context_parallel", 1))
+    squares = square_gemms(16384 if cuda else 8192)
+    known = {(s.m, s.k, s.n) for s in shapes}
+    shapes += [s for s in squares if (s.m, s.k, s.n) not in known]
+    accelerator = contract.supply.accelerator if isinstance(contract.supply.accelerator, str) else None
+    print(f"botec: timing {len(shapes)} GEMMs of {arch.name} and the memory ops at {precision} "
+          f"(budget {budget_seconds:g} s)", file=sys.stderr, flush=True)
+    with Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("ops", total=None, last="")
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done - 1, total=total, last=label)
+
+        run = measure(shapes, memory_ladder(cuda), precision, budget_seconds=budget_seconds,
+                      peak_flops_per_s=peak_flops_per_s, memory_bytes_per_s=memory_bytes_per_s,
+                      accelerator=accelerator, progress=progress,
+                      say=lambda text: print(f"botec: {text}", file=sys.stderr, flush=True))
+    write(run.curve, output)
+    return curve_lines(run.curve)
+
+
+def curve_lines(curve: CurveFile) -> list[str]:
+    """A short table of the curve: size, shape, seconds, efficiency; then the memory points."""
+    from botec.units import format_quantity
+
+    device = curve.device
+    lines = [f"Efficiency curve: {device.name} ({device.backend}, torch {device.torch}), {curve.precision}"
+             + (f", catalog accelerator {device.accelerator}" if device.accelerator else ""),
+             f"  peak {format_quantity(curve.peak_flops_per_s, 'FLOP/s')} ({curve.peak_source}); memory "
+             f"{format_quantity(curve.memory_bytes_per_s, 'B/s')} ({curve.memory_bandwidth_source})"]
+    if BEST_MEASURED in (curve.peak_source, curve.memory_bandwidth_source):
+        lines.append("  no rated figure for this device: efficiencies are relative to the best point measured "
+                     "(--peak-flops, --memory-bandwidth to state them)")
+    lines += ["", f"  {'GFLOP':>10}  {'GEMM (M×K×N)':<34}  {'seconds':>10}  {'efficiency':>10}"]
+    for p in curve.matmul:
+        shape = f"{p.op or ''} {p.m}×{p.k}×{p.n}" + (f" (median of {p.shapes})" if p.shapes > 1 else "")
+        lines.append(f"  {p.gflop:>10.4g}  {shape.strip():<34}  {p.seconds:>10.3g}  {p.efficiency:>10.3g}")
+    lines += ["", f"  {'MB moved':>10}  {'op':<34}  {'seconds':>10}  {'efficiency':>10}"]
+    for p in curve.memory:
+        seconds = f"{p.seconds:.3g}" if p.seconds else ""
+        lines.append(f"  {p.megabytes:>10.4g}  {p.op or '':<34}  {seconds:>10}  {p.efficiency:>10.3g}")
+    return lines

@@ -1,0 +1,300 @@
+"""The op-level compute model: every kernel of a layer on a roofline with a fixed cost per kernel.
+
+One micro-batch on one rank carries T = micro-batch × sequence / CP tokens. Each op class of a
+transformer layer takes the longer of its FLOPs at the matmul rate and its bytes at the memory
+rate, plus a fixed cost per kernel (launch, the last partial wave):
+
+    GEMM (M × K by K × N)   t = max(2·M·K·N / (e_mm · peak), b·(M·K + K·N + M·N) / (e_mem · BW)) + t0
+    memory-bound op         t = bytes / (e_mem · BW) + t0
+    fused attention         t = FLOPs / (e_attn · peak₁₆) + t0
+
+so a GEMM of F FLOPs sustains e_mm · F / (F + e_mm · peak · t0) of the peak: small GEMMs lose to
+the fixed cost, large ones approach e_mm. That size dependence is what makes large models run at a
+higher share of the peak than small ones (Narayanan et al. 2021, Table 1: 137 → 163 TFLOP/s per
+GPU from 1.7B to 1T parameters). The figures e_mm, t0, e_mem, e_attn are per accelerator family
+(``catalog/efficiency.yaml``), each with its source and range; Calculon (Isaev et al., SC23) models
+per-op efficiency the same way with a table. The roofline: Williams, Waterman and Patterson 2009.
+
+The op classes of one layer, forward (TP degree t splits every matrix's output or input side):
+
+- attention projections: Q, K, V (one GEMM: T × h by h × (its weights / h / t)) and the output
+  projection (T × (a·d_v / t) by (a·d_v / t) × h);
+- attention core: fused (FlashAttention: the causal half of the s × s scores computed, nothing of
+  them stored) or eager (the full scores by two batched GEMMs, with softmax and dropout on s²
+  elements in memory);
+- MLP: up (and gate) and down projections of a dense layer; an MoE layer's router, its routed
+  experts at the tokens each receives (× the load imbalance of the busiest) and its shared experts;
+- memory-bound ops: two norms and two residual adds (with bias and dropout fused) on the hidden
+  state, the activation function on the MLP's width, the MoE token permutation.
+
+Backward: every GEMM twice (input and weight gradients), the fused attention kernel 2.5 × its
+forward FLOPs (FlashAttention-2 recomputes the scores: 5 matmuls to the forward's 2; Dao 2023), the
+memory-bound ops twice their forward bytes. Recomputation repeats the forward (full) or the
+attention core (selective). The output layer (LM head and cross entropy, and any multi-token-
+prediction modules) runs on the last pipeline stage.
+"""
+
+from botec.graph import Formulas, maximum, where
+from botec.layout import Recompute
+
+formulas = Formulas(account="compute")
+
+formulas.input("matmul_efficiency", unit="1",
+               meaning="share of the dense peak a large GEMM sustains (e_mm; the catalog's family curve)")
+formulas.input("kernel_overhead_seconds", unit="s",
+               meaning="fixed time of every kernel: launch and the last partial wave (t0)")
+formulas.input("memory_bandwidth_efficiency", unit="1",
+               meaning="share of the memory bandwidth a memory-bound op sustains (e_mem)")
+formulas.input("attention_efficiency", unit="1",
+               meaning="share of the 16-bit peak a fused (flash) attention kernel sustains (e_attn)")
+formulas.input("attention_peak_flops_per_s", unit="FLOP/s", detail=True,
+               meaning="the accelerator's 16-bit dense peak: attention runs in BF16/FP16 even when the GEMMs run FP8")
+formulas.input("fused_attention", unit="1", detail=True,
+               meaning="1: a fused attention kernel (FlashAttention: no s × s tensor in memory); 0: eager attention")
+formulas.input("expert_load_imbalance", unit="1",
+               meaning="tokens the busiest expert receives over the mean (1: perfectly balanced routing)")
+
+# Bytes per element of the fp32 logits the cross entropy reads and writes, forward and backward:
+# the 16-bit logits read, fp32 softmax written and read back, the 16-bit gradient written.
+CROSS_ENTROPY_BYTES_PER_LOGIT = 12
+# Flash attention's backward does 5 matmuls to the forward's 2 (it recomputes the scores): Dao 2023, §3.1.
+FUSED_ATTENTION_BACKWARD_WORK = 2.5
+# Memory-bound kernels of one layer's forward: two norms, two residual adds (bias and dropout fused), the
+# activation function.
+ELEMENTWISE_KERNELS_PER_LAYER = 5
+
+
+def gemm_seconds(m, k, n, element_bytes, peak_flops_per_s, matmul_efficiency, memory_bytes_per_s,
+                 memory_bandwidth_efficiency, kernel_overhead_seconds):
+    """One GEMM (m × k by k × n) on the roofline: max(2mkn / (e_mm·peak), b·(mk + kn + mn) / (e_mem·BW)) + t0."""
+    flops_seconds = 2 * m * k * n / (matmul_efficiency * peak_flops_per_s)
+    bytes_seconds = element_bytes * (m * k + k * n + m * n) / (memory_bandwidth_efficiency * memory_bytes_per_s)
+    return maximum(flops_seconds, bytes_seconds) + kernel_overhead_seconds
+
+
+def _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+             kernel_overhead_seconds):
+    return peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, \
+        kernel_overhead_seconds
+
+
+@formulas.formula(unit="tokens", meaning="tokens one micro-batch carries on one rank (T)",
+                  expression="micro_batch_size × local_sequence_length", detail=True)
+def microbatch_tokens(micro_batch_size, local_sequence_length):
+    return micro_batch_size * local_sequence_length
+
+
+@formulas.formula(unit="s", meaning="forward time of one layer's attention projections (QKV and output GEMMs)",
+                  expression="gemm(T, h, qkv weights / (h·t)) + gemm(T, a·d_v / t, h), each max(FLOPs / (e_mm·peak), "
+                             "bytes / (e_mem·BW)) + t0", prose=True, detail=True)
+def attention_projection_seconds(microbatch_tokens, hidden_size, attention_projection_parameters_per_layer,
+                                 attention_output_parameters_per_layer, tensor_parallel, activation_bytes_per_element,
+                                 peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
+                                 memory_bandwidth_efficiency, kernel_overhead_seconds):
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    t, h, width = tensor_parallel, hidden_size, activation_bytes_per_element
+    qkv = gemm_seconds(microbatch_tokens, h, attention_projection_parameters_per_layer / (h * t), width, *machine)
+    out = gemm_seconds(microbatch_tokens, attention_output_parameters_per_layer / (h * t), h, width, *machine)
+    return qkv + out
+
+
+@formulas.formula(unit="s", meaning="forward time of one dense layer's MLP (up and down GEMMs)",
+                  expression="gemm(T, h, up weights / (h·t)) + gemm(T, down weights / (h·t), h)", prose=True,
+                  detail=True, zero_when="mlp_up_parameters_per_layer == 0")
+def dense_mlp_seconds(microbatch_tokens, hidden_size, mlp_up_parameters_per_layer, mlp_down_parameters_per_layer,
+                      tensor_parallel, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
+                      memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds):
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    t, h, width = tensor_parallel, hidden_size, activation_bytes_per_element
+    up = gemm_seconds(microbatch_tokens, h, mlp_up_parameters_per_layer / (h * t), width, *machine)
+    down = gemm_seconds(microbatch_tokens, mlp_down_parameters_per_layer / (h * t), h, width, *machine)
+    return up + down
+
+
+@formulas.formula(unit="tokens", meaning="tokens the busiest local expert receives per micro-batch",
+                  expression="microbatch_tokens × experts_per_token × expert_parallel × expert_load_imbalance / experts",
+                  source="balanced routing sends T·k_e·EP / E tokens to each expert of an EP group; the busiest "
+                         "receives the imbalance factor more (Fedus et al. 2021: capacity factor)",
+                  detail=True, zero_when="experts == 0")
+def expert_tokens(microbatch_tokens, experts_per_token, expert_parallel, expert_load_imbalance, experts):
+    return microbatch_tokens * experts_per_token * expert_parallel * expert_load_imbalance / experts
+
+
+@formulas.formula(unit="s", meaning="forward time of one MoE layer's MLP: router, local routed experts, shared experts",
+                  expression="gemm(T, h, E) + (E / EP) × (gemm(expert_tokens, h, up / (h·t_e)) + gemm(expert_tokens, "
+                             "down / (h·t_e), h)) + S × (gemm(T, h, up / (h·t)) + gemm(T, down / (h·t), h))",
+                  prose=True, detail=True, zero_when="moe_layers == 0")
+def expert_mlp_seconds(microbatch_tokens, expert_tokens, hidden_size, experts, expert_parallel, shared_experts,
+                       expert_up_parameters, expert_down_parameters, expert_tensor_parallel, tensor_parallel,
+                       activation_bytes_per_element, peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
+                       memory_bandwidth_efficiency, kernel_overhead_seconds):
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    h, width = hidden_size, activation_bytes_per_element
+    router = gemm_seconds(microbatch_tokens, h, experts, width, *machine)
+    routed = (experts / expert_parallel) * (
+        gemm_seconds(expert_tokens, h, expert_up_parameters / (h * expert_tensor_parallel), width, *machine)
+        + gemm_seconds(expert_tokens, expert_down_parameters / (h * expert_tensor_parallel), h, width, *machine))
+    shared = shared_experts * (
+        gemm_seconds(microbatch_tokens, h, expert_up_parameters / (h * tensor_parallel), width, *machine)
+        + gemm_seconds(microbatch_tokens, expert_down_parameters / (h * tensor_parallel), h, width, *machine))
+    return router + routed + shared
+
+
+@formulas.formula(unit="FLOP", meaning="attention-score work the kernel executes per layer and micro-batch, forward",
+                  expression="2 × microbatch_tokens × sequence_length × attention_heads / tensor_parallel"
+                             " × (qk_head_dim + v_head_dim) × (0.5 if fused_attention else 1)",
+                  source="QKᵀ and attention × V; a fused causal kernel skips the masked half, eager attention computes "
+                         "the full s × s scores", detail=True)
+def attention_core_flops(microbatch_tokens, sequence_length, attention_heads, tensor_parallel, qk_head_dim,
+                         v_head_dim, fused_attention):
+    executed = where(fused_attention, 0.5, 1.0)
+    return (2 * microbatch_tokens * sequence_length * attention_heads / tensor_parallel * (qk_head_dim + v_head_dim)
+            * executed)
+
+
+def _eager_attention_parts(microbatch_tokens, micro_batch_size, sequence_length, attention_heads, tensor_parallel,
+                           qk_head_dim, v_head_dim, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
+                           memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds):
+    """(the two batched GEMMs, the softmax and dropout on the scores) of eager attention, forward."""
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    width = activation_bytes_per_element
+    batch = micro_batch_size * attention_heads / tensor_parallel          # (sequence, head) pairs on this rank
+    queries = microbatch_tokens / micro_batch_size                        # the rank's queries of one sequence
+    s = sequence_length
+    overhead = kernel_overhead_seconds
+    scores = gemm_seconds(queries, qk_head_dim, s, width, *machine[:-1], 0.0) * batch + overhead
+    values = gemm_seconds(queries, s, v_head_dim, width, *machine[:-1], 0.0) * batch + overhead
+    elements = batch * queries * s
+    rate = memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s
+    softmax = 2 * width * elements / rate + overhead                       # scale, mask, softmax: read and write
+    dropout = (2 * width + 1) * elements / rate + overhead                 # read, write, and a one-byte mask
+    return scores + values, softmax + dropout
+
+
+@formulas.formula(unit="s", meaning="forward time of one layer's attention core (scores, softmax, weighted values)",
+                  expression="fused: attention_core_flops / (e_attn × attention peak) + t0; eager: two batched GEMMs "
+                             "on the roofline + softmax and dropout over the s × s scores at e_mem × BW",
+                  prose=True, detail=True)
+def attention_core_seconds(attention_core_flops, fused_attention, attention_efficiency, attention_peak_flops_per_s,
+                           microbatch_tokens, micro_batch_size, sequence_length, attention_heads, tensor_parallel,
+                           qk_head_dim, v_head_dim, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
+                           memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds):
+    fused = attention_core_flops / (attention_efficiency * attention_peak_flops_per_s) + kernel_overhead_seconds
+    gemms, elementwise = _eager_attention_parts(
+        microbatch_tokens, micro_batch_size, sequence_length, attention_heads, tensor_parallel, qk_head_dim,
+        v_head_dim, activation_bytes_per_element, attention_peak_flops_per_s, matmul_efficiency,
+        memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds)
+    return where(fused_attention, fused, gemms + elementwise)
+
+
+@formulas.formula(unit="s", meaning="backward time of one layer's attention core",
+                  expression="fused: 2.5 × attention_core_flops / (e_attn × attention peak) + t0 (the scores "
+                             "recomputed); eager: twice the forward's GEMMs and memory-bound ops",
+                  source="FlashAttention-2 backward: 5 matmuls to the forward's 2 (Dao 2023)", prose=True, detail=True)
+def attention_core_backward_seconds(attention_core_flops, fused_attention, attention_efficiency,
+                                    attention_peak_flops_per_s, attention_core_seconds, kernel_overhead_seconds):
+    fused = (FUSED_ATTENTION_BACKWARD_WORK * attention_core_flops / (attention_efficiency * attention_peak_flops_per_s)
+             + kernel_overhead_seconds)
+    return where(fused_attention, fused, 2 * attention_core_seconds)
+
+
+@formulas.formula(unit="1", meaning="elements per token the activation function reads and writes per layer, "
+                                    "averaged over dense and MoE layers, before the TP split",
+                  expression="(3 if mlp_gated else 2) × ((layers − moe_layers) × ffn_size + moe_layers × "
+                             "(experts_per_token + shared_experts) × expert_ffn_size) / layers", detail=True,
+                  prose=True)
+def activation_function_elements(mlp_gated, layers, moe_layers, ffn_size, experts_per_token, shared_experts,
+                                 expert_ffn_size):
+    touched = where(mlp_gated, 3, 2)  # gated: read gate and up, write their product; plain: read, write
+    return touched * ((layers - moe_layers) * ffn_size
+                      + moe_layers * (experts_per_token + shared_experts) * expert_ffn_size) / layers
+
+
+@formulas.formula(unit="s", meaning="forward time of one layer's memory-bound ops: norms, residual adds, activation "
+                                    "function, MoE token permutation",
+                  expression="b × (T_n × 10 × h + T × activation_function_elements / t + T × 4 × k_e × h × moe_layers "
+                             "/ layers) / (e_mem × BW) + 5 × t0, T_n = T / t with sequence parallelism (else T)",
+                  source="two norms (read h, write h) and two residual adds (read 2h, write h) per token", prose=True,
+                  detail=True)
+def elementwise_seconds(microbatch_tokens, hidden_size, sequence_parallel, tensor_parallel,
+                        activation_function_elements, experts_per_token, moe_layers, layers,
+                        activation_bytes_per_element, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                        kernel_overhead_seconds):
+    norm_tokens = microbatch_tokens / where(sequence_parallel, tensor_parallel, 1)
+    elements = (norm_tokens * 10 * hidden_size + microbatch_tokens * activation_function_elements / tensor_parallel
+                + microbatch_tokens * 4 * experts_per_token * hidden_size * moe_layers / layers)
+    return (activation_bytes_per_element * elements / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+            + ELEMENTWISE_KERNELS_PER_LAYER * kernel_overhead_seconds)
+
+
+@formulas.formula(unit="s", meaning="forward time of one layer on one rank for one micro-batch (all op classes)",
+                  expression="attention_projection_seconds + attention_core_seconds + elementwise_seconds"
+                             " + (dense_mlp_seconds × (layers − moe_layers) + expert_mlp_seconds × moe_layers) / layers")
+def layer_forward_seconds(attention_projection_seconds, attention_core_seconds, elementwise_seconds,
+                          dense_mlp_seconds, expert_mlp_seconds, layers, moe_layers):
+    return (attention_projection_seconds + attention_core_seconds + elementwise_seconds
+            + (dense_mlp_seconds * (layers - moe_layers) + expert_mlp_seconds * moe_layers) / layers)
+
+
+@formulas.formula(unit="s", meaning="backward time of one layer on one rank for one micro-batch",
+                  expression="2 × (attention_projection_seconds + (dense_mlp_seconds × (layers − moe_layers)"
+                             " + expert_mlp_seconds × moe_layers) / layers) + attention_core_backward_seconds"
+                             " + 2 × elementwise_seconds",
+                  source="input and weight gradients: two GEMMs per forward GEMM")
+def layer_backward_seconds(attention_projection_seconds, dense_mlp_seconds, expert_mlp_seconds, layers, moe_layers,
+                           attention_core_backward_seconds, elementwise_seconds):
+    return (2 * (attention_projection_seconds + (dense_mlp_seconds * (layers - moe_layers)
+                                                 + expert_mlp_seconds * moe_layers) / layers)
+            + attention_core_backward_seconds + 2 * elementwise_seconds)
+
+
+@formulas.formula(unit="s", meaning="forward work one layer repeats for recomputation, per micro-batch",
+                  expression="layer_forward_seconds if recompute = full; attention_core_seconds if selective; else 0",
+                  source="Korthikanti et al. 2022: full recompute repeats the layer's forward, selective the "
+                         "attention core", prose=True, detail=True)
+def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds):
+    return where(recompute >= Recompute.FULL, layer_forward_seconds,
+                 where(recompute >= Recompute.SELECTIVE, attention_core_seconds, 0.0))
+
+
+@formulas.formula(unit="s", meaning="one micro-batch through the output layer on the last stage: LM head forward "
+                                    "and backward, cross entropy, and any multi-token-prediction modules",
+                  expression="(1 + mtp_layers) × (3 × gemm(T, h, V / t) + 12 × T × V / t / (e_mem × BW) + t0)"
+                             " + mtp_layers × (layer_forward_seconds + layer_backward_seconds)",
+                  source="vocabulary-parallel LM head and cross entropy (Megatron); DeepSeek-V3's MTP module is a "
+                         "full layer plus the shared head", prose=True, detail=True)
+def output_layer_seconds(microbatch_tokens, hidden_size, vocab_size, tensor_parallel, mtp_layers,
+                         layer_forward_seconds, layer_backward_seconds, activation_bytes_per_element,
+                         peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
+                         memory_bandwidth_efficiency, kernel_overhead_seconds):
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    logits = microbatch_tokens * vocab_size / tensor_parallel
+    head = (3 * gemm_seconds(microbatch_tokens, hidden_size, vocab_size / tensor_parallel,
+                             activation_bytes_per_element, *machine)
+            + CROSS_ENTROPY_BYTES_PER_LOGIT * logits / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+            + kernel_overhead_seconds)
+    return (1 + mtp_layers) * head + mtp_layers * (layer_forward_seconds + layer_backward_seconds)
+
+
+@formulas.formula(unit="s", meaning="forward, backward and recomputation of one layer for one micro-batch",
+                  expression="layer_forward_seconds + layer_backward_seconds + layer_recompute_seconds", detail=True)
+def layer_seconds(layer_forward_seconds, layer_backward_seconds, layer_recompute_seconds):
+    return layer_forward_seconds + layer_backward_seconds + layer_recompute_seconds
+
+
+@formulas.formula(unit="B", meaning="bytes the optimizer step reads and writes on one accelerator",
+                  expression="2 × optimizer_memory_bytes + 2 × gradient_bytes_per_parameter × optimizer_memory_bytes"
+                             " / (master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
+                             " + weight_memory_bytes", detail=True)
+def optimizer_step_bytes(optimizer_memory_bytes, gradient_bytes_per_parameter, master_weight_bytes_per_parameter,
+                         optimizer_state_bytes_per_parameter, weight_memory_bytes):
+    """Adam reads and writes its master weights and moments (2 × their bytes), reads the gradient of each
+    parameter it updates twice (norm, update), and writes the working weights."""
+    state_per_parameter = master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter
+    updated = where(state_per_parameter > 0, optimizer_memory_bytes / maximum(state_per_parameter, 1e-30), 0.0)
+    return 2 * optimizer_memory_bytes + 2 * gradient_bytes_per_parameter * updated + weight_memory_bytes
