@@ -62,5 +62,6 @@ def test_cost_and_energy():
     hours = result.value("accelerator_hours")
     assert result.value("training_cost_usd") == pytest.approx(hours * 1.80)
     assert result.value("cost_per_million_tokens_usd") == pytest.approx(hours * 1.80 / 2e12 * 1e6)
-    # E = N × T × 400 W × 1.1
-    assert result.value("energy_joules") == pytest.approx(hours * 3600 * 400 * 1.1)
+    # E = N × T × (DGX A100: 6,500 W / 8 per GPU = 400 W GPU + 412.5 W host) × 0.75 average draw × 1.1 PUE
+    assert result.value("host_power_per_accelerator_watts") == pytest.approx(6500 / 8 - 400)
+    assert result.value("energy_joules") == pytest.approx(hours * 3600 * 6500 / 8 * 0.75 * 1.1)

@@ -2,9 +2,9 @@
 
 Three collections of formulas: the facility's inputs both kinds share (``facility``: price, power,
 PUE), a training run's cost and energy (``training``), and a serving fleet's token math
-(``serving``). Energy counts the accelerators at their rated power (TDP) scaled by the
-facility's PUE; hosts, network and storage draw more, so it is a lower bound on the facility's
-energy.
+(``serving``). Energy counts each accelerator's share of its node: its rated power (TDP) and
+what the rest of the node draws (a node preset's system power, or stated), at the average draw
+over the rated power, times the facility's PUE.
 """
 
 from botec.graph import Formulas
@@ -17,15 +17,22 @@ training = Formulas(account="cost")
 serving = Formulas(account="cost")
 
 facility.input("price_per_accelerator_hour", unit="USD/h", meaning="price of one accelerator for one hour")
-facility.input("accelerator_power_watts", unit="W", meaning="power drawn by one accelerator (its TDP unless measured)")
+facility.input("accelerator_power_watts", unit="W", meaning="rated power of one accelerator (its TDP unless measured)")
+facility.input("host_power_per_accelerator_watts", unit="W",
+               meaning="what the rest of its node draws per accelerator: CPUs, memory, NICs, fans (rated)")
+facility.input("average_power_fraction", unit="1", meaning="average draw over the rated power while the job runs")
 facility.input("pue", unit="1", meaning="power usage effectiveness of the facility (total / IT power)")
 
 
-@facility.formula(unit="W", meaning="facility power per accelerator: its power × PUE",
-                  expression="accelerator_power_watts × pue", detail=True)
-def facility_watts_per_accelerator(accelerator_power_watts, pue):
-    """P × PUE: what one accelerator costs the facility in power (accelerators only; hosts draw more)."""
-    return accelerator_power_watts * pue
+@facility.formula(unit="W", meaning="facility power per accelerator: its node's share, at the average draw, × PUE",
+                  expression="(accelerator_power_watts + host_power_per_accelerator_watts) × average_power_fraction"
+                             " × pue", detail=True,
+                  source="a node draws more than its accelerators (DGX H100: 10.2 kW max for 8 × 700 W GPUs) and, "
+                         "on average, less than its maximum (6.5-8.5 kW under load)")
+def facility_watts_per_accelerator(accelerator_power_watts, host_power_per_accelerator_watts, average_power_fraction,
+                                   pue):
+    """(P_accelerator + P_host) × average fraction × PUE: what one accelerator costs the facility in power."""
+    return (accelerator_power_watts + host_power_per_accelerator_watts) * average_power_fraction * pue
 
 
 # --- a training run ------------------------------------------------------------------------------
@@ -46,7 +53,7 @@ def cost_per_million_tokens_usd(training_cost_usd, tokens):
 @training.formula(unit="J", meaning="accelerator energy of the run, facility overhead included",
                   expression="accelerators × facility_watts_per_accelerator × run_seconds")
 def energy_joules(accelerators, facility_watts_per_accelerator, run_seconds):
-    """E = N × P × PUE × T (accelerators only; hosts and fabric draw more)."""
+    """E = N × P_facility × T, P_facility the node's share per accelerator at its average draw, × PUE."""
     return accelerators * facility_watts_per_accelerator * run_seconds
 
 

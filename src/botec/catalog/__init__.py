@@ -224,6 +224,8 @@ class NodePreset:
     intra_node_achieved_source: str | None = None
     inter_node_achieved_bytes_per_s: float | None = None
     inter_node_achieved_source: str | None = None
+    system_power_watts: float | None = None   # the node's maximum input power (host, NICs, fans, switches included)
+    system_power_source: str | None = None
 
 
 def _achieved(key: str, tier: str, link: dict) -> tuple[float | None, str | None]:
@@ -264,5 +266,7 @@ def node_presets() -> dict[str, NodePreset]:
             nvlink_domain=_optional_int(entry, "nvlink_domain"),
             intra_node_achieved_bytes_per_s=intra_achieved, intra_node_achieved_source=intra_achieved_source,
             inter_node_achieved_bytes_per_s=inter_achieved, inter_node_achieved_source=inter_achieved_source,
+            system_power_watts=_optional(entry, "system_power", "watts"),
+            system_power_source=entry.get("system_power_source"),
         )
     return presets

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional, Union
 from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, model_validator
 
 from botec.contract.sections import BY_NAME, INLINE, Section, by_name_or_inline
-from botec.contract.stated import default, quantity
+from botec.contract.stated import default, default_range, quantity
 from botec.errors import ContractError
 
 __all__ = ["Accelerator", "Network", "Storage", "Link", "Cluster", "Candidate", "ApiPrice", "TrainingSupply",
@@ -124,6 +124,13 @@ class _Supply(Section):
     power_per_accelerator: Optional[quantity("watts", "Power per accelerator (default: its TDP)",
                                              exclusive_minimum=0)] = None
     pue: Optional[quantity("ratio", "Power usage effectiveness of the facility, e.g. 1.2", minimum=1)] = None
+    host_power_per_accelerator: Optional[quantity(
+        "watts", "What the rest of a node draws per accelerator: CPUs, memory, NICs, fans (default: a node preset's "
+                 "system power less its accelerators', else 0: accelerators only)", minimum=0)] = None
+    average_power_fraction: quantity(
+        "ratio", "Average draw over the rated (peak) power while the job runs", exclusive_minimum=0, maximum=1) = \
+        default_range(0.75, 0.6, 1.0, "DGX H100 under load draws 6.5-8.5 kW of its 10.2 kW maximum "
+                                      "(supercluster.blog, 'NVIDIA DGX Power, Cooling, and Efficiency'); 1 is the peak")
 
 
 class TrainingSupply(_Supply):

@@ -59,7 +59,32 @@ def facility_given(supply, device, stated: StatedInputs) -> dict[str, Given]:
         given |= stated.optional("accelerator_power_watts", inline,
                                  "supply.accelerator.tdp" if device is None else "supply.power_per_accelerator",
                                  "energy needs the power each accelerator draws")
+    given |= _host_power(supply, device, given.get("accelerator_power_watts"), stated)
+    given["average_power_fraction"] = stated.given("average_power_fraction", supply.average_power_fraction,
+                                                   "supply.average_power_fraction")
     given |= stated.optional("pue", supply.pue, "supply.pue", "energy needs the facility's PUE (1 or more)")
     given |= stated.optional("price_per_accelerator_hour", supply.price_per_accelerator_hour,
                              "supply.price_per_accelerator_hour", "cost needs a price per accelerator-hour")
     return given
+
+
+def _host_power(supply, device, accelerator_power: Given | None, stated: StatedInputs) -> dict[str, Given]:
+    """What the rest of a node draws per accelerator: stated; a node preset's system power less its accelerators'
+    rated power; or nothing (accelerators only, a lower bound on the facility's energy)."""
+    field = "supply.host_power_per_accelerator"
+    if supply.host_power_per_accelerator is not None:
+        return {"host_power_per_accelerator_watts": stated.given("host_power_per_accelerator_watts",
+                                                                 supply.host_power_per_accelerator, field)}
+    from botec.catalog import node_presets
+
+    cluster = supply.cluster
+    preset = node_presets()[cluster.node] if cluster is not None and cluster.node else None
+    if preset is not None and preset.system_power_watts is not None and accelerator_power is not None:
+        per_accelerator = preset.system_power_watts / preset.accelerators_per_node
+        host = max(per_accelerator - accelerator_power.value, 0.0)
+        return {"host_power_per_accelerator_watts": Given(
+            host, "derived", f"{preset.name}: {preset.system_power_source}: {per_accelerator:,.0f} W per accelerator "
+                             f"less its {accelerator_power.value:,.0f} W", "supply.cluster.node")}
+    return {"host_power_per_accelerator_watts": Given(
+        0.0, "assumed", "accelerators only (no node preset with a system power): a lower bound on the facility's "
+                        "energy; state supply.host_power_per_accelerator", field)}
