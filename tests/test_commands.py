@@ -104,8 +104,14 @@ def test_init_writes_a_commented_starter_that_estimates(cli, tmp_path):
     text = path.read_text()
     assert text.count("#") > 20                         # commented
     assert yaml.safe_load(text)["supply"]["count"] == 4
+    # the starter states the lesson's methods, so its figures are the lesson's
+    assumptions = yaml.safe_load(text)["assumptions"]
+    assert assumptions["step_time_model"] == "efficiency"
+    assert assumptions["activation_model"] == "saved_tensor_factor"
     code, out, err = cli("estimate", str(path), "-f", "json")
     assert code == 0, err
+    run = next(q for q in json.loads(out)["quantities"] if q["name"] == "run_seconds")
+    assert run["value"] == pytest.approx(31_250)
 
 
 def test_catalog_lists_accelerators_and_presets(cli):

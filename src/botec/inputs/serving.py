@@ -87,8 +87,11 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
     compute_precision = "fp8" if precision == "fp8" else "bf16"
     if device is not None and compute_precision not in device.peak_flops_per_s:
-        raise ContractError(f"{device.key} has no FP8 tensor cores: FP8 weights would run as BF16; use bf16, int8 or "
-                            "int4 (weight-only) or an accelerator with FP8", field="strategy.weight_precision")
+        if compute_precision == "fp8":
+            raise ContractError(f"{device.key} has no FP8 tensor cores: FP8 weights would run as BF16; use bf16, int8 "
+                                "or int4 (weight-only) or an accelerator with FP8", field="strategy.weight_precision")
+        if "fp16" in device.peak_flops_per_s:  # Volta: no BF16; 16-bit weights and activations run in FP16
+            compute_precision = "fp16"
     label, accelerator = accelerator_given(supply, device, compute_precision, "strategy.weight_precision", stated,
                                            bandwidth_needed_for="serving reads the weights every decode step")
     fixed |= accelerator | facility_given(supply, device, stated)

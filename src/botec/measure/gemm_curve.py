@@ -1,10 +1,12 @@
 """A device's efficiency curves, measured: the matrix multiplies a model's layers run, and memory-bound ops.
 
-The op-level compute model runs each GEMM of a layer at a size-dependent efficiency (a fraction of the
-device's dense peak, interpolated log-linearly in the GEMM's size) and each memory-bound op (norms,
-activations, softmax, the optimizer) at a fraction of the memory bandwidth, interpolated in the bytes
-it moves. The catalog ships such curves per accelerator family; ``botec measure --efficiency-curve``
-measures them on the device at hand and writes them to a file (``botec.efficiency-curve/1``).
+The op-level compute model (:mod:`botec.training.ops`) runs each GEMM of a layer in
+t = F / (e_mm · peak) + t0 and each memory-bound op (norms, activations, softmax, the optimizer) at a
+share e_mem of the memory bandwidth; the catalog ships e_mm, t0 and e_mem per accelerator family.
+``botec measure --efficiency-curve`` measures the curve on the device at hand and writes its points to
+a file (``botec.efficiency-curve/1``); a contract for the same accelerator may use it
+(``assumptions.efficiency_curve``), the line t = F / (e_mm · peak) + t0 fitted to the points
+(:func:`botec.inputs.efficiency.fit_curve`).
 
 What is timed
 -------------
