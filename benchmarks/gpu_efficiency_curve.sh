@@ -85,4 +85,13 @@ for p in data.memory:
     if catalog:  # the same form as the GEMM's: t = B / (e_mem·bandwidth) + t0
         expected = f"{matmul_efficiency_at(p.megabytes * 1e6, curve.memory_bytes_per_s, catalog[3], catalog[2]):9.3g}"
     print(f"{p.megabytes:>10.4g}  {p.op or '':<32}  {p.efficiency:9.3g}  {expected:>9}")
+
+# The figures a contract for this H200 would use (assumptions.efficiency_curve): the line
+# t = F / (e_mm·peak) + t0 fitted to the points, beside the catalog's.
+from botec.inputs.efficiency import fit_curve
+
+fitted = fit_curve(curve.matmul_points, curve.memory_points, curve.peak_flops_per_s)
+print(f"\nfitted: e_mm {fitted['matmul_efficiency']:.3f}, kernel overhead {fitted['kernel_overhead'] * 1e6:.1f} us, "
+      f"e_mem {fitted.get('memory_bandwidth_efficiency', float('nan')):.3f}"
+      + (f"   catalog: e_mm {catalog[1]}, {catalog[2] * 1e6:g} us, e_mem {catalog[3]}" if catalog else ""))
 PY

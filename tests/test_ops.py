@@ -221,3 +221,13 @@ def test_deepseek_v3_multi_token_prediction_adds_its_work():
     assert mtp > 0
     assert result.value("model_flops_per_token") == pytest.approx(6 * (result.value("matmul_parameters") + mtp))
     assert 0.02 < mtp / result.value("matmul_parameters") < 0.06    # the report's "about 4 %"
+
+
+def test_the_busiest_expert_sets_the_moe_layer():
+    """Mixtral, EP 8: each of the 8 local experts gets T·k·EP/E tokens on average, × the load imbalance."""
+    even = run(contract("mixtral-8x7b", strategy={"expert_parallel": 8}))
+    skewed = run(contract("mixtral-8x7b", strategy={"expert_parallel": 8}, assumptions={"expert_load_imbalance": 1.25}))
+    assert even.value("expert_tokens") == pytest.approx(2048 * 2 * 8 / 8)
+    assert skewed.value("expert_tokens") == pytest.approx(1.25 * 2048 * 2 * 8 / 8)
+    assert skewed.value("expert_mlp_seconds") > even.value("expert_mlp_seconds")
+    assert skewed.value("attention_projection_seconds") == even.value("attention_projection_seconds")

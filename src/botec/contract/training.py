@@ -211,9 +211,12 @@ class TrainingAssumptions(Section):
         "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
     data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass "
                                     "(at most the backward it can overlap)", minimum=0, maximum=1) = \
-        default(0.5, "half hidden by bucketed overlap with the backward pass; measure it")
+        default_range(0.5, 0.0, 0.9, "half hidden by bucketed overlap with the backward pass (never more than the "
+                                     "backward it overlaps); measure it")
     model_parallel_overlap: quantity("ratio", "Share of TP, CP, EP and PP communication hidden behind compute",
-                                     minimum=0, maximum=1) = default(0.0, "on the critical path")
+                                     minimum=0, maximum=1) = default_range(
+        0.0, 0.0, 0.5, "on the critical path, as Megatron-LM runs it without TP communication overlap; "
+                       "Transformer Engine's overlapped GEMMs hide part of it")
     collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 

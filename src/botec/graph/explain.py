@@ -159,8 +159,10 @@ def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: st
         return f"{quantity.name} = {expression} = {quantity.formatted(system)}{because}"
     if not _IDENTIFIER.search(expression):  # a constant branch
         return f"{quantity.name} = {quantity.formatted(system)}{because}"
-    return (f"{quantity.name} = {expression} = {substitute(quantity, quantities, system, expression)}"
-            f" = {quantity.formatted(system)}{because}")
+    substituted = substitute(quantity, quantities, system, expression)
+    if substituted == expression:  # words with no value of their own to show: say it once
+        return f"{quantity.name} = {expression} = {quantity.formatted(system)}{because}"
+    return f"{quantity.name} = {expression} = {substituted} = {quantity.formatted(system)}{because}"
 
 
 def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal") -> list[tuple[int, str]]:
