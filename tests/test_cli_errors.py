@@ -361,3 +361,14 @@ def test_one_accelerator_needs_no_link(cli, tmp_path):
     assert q["communication_seconds"]["value"] == 0 and q["collective_floor_seconds"]["value"] == 0
     assert q["gradient_all_reduce_seconds"]["condition"] == "gradient_all_reduce_ranks = 1"
     assert not any(name.endswith("_link_bytes_per_s") for name in q)
+
+
+def test_a_key_stated_twice_is_refused(cli, tmp_path):
+    """YAML would keep the last of two equal keys silently; a contract names the line instead."""
+    doubled = GOOD.replace("  headroom: {value: 0.25, source: \"lesson 000\"}\n",
+                           "  headroom: {value: 0.25, source: \"lesson 000\"}\n  headroom: 0.5\n")
+    assert doubled != GOOD
+    code, out, err = cli("estimate", str(write(tmp_path, doubled)))
+    assert_one_line_error(code, out, err, "malformed YAML at line", "'headroom' is stated twice in one mapping")
+    code, out, err = cli("estimate", str(write(tmp_path, '{"workload": {"tokens": 1, "tokens": 2}}', "job.json")))
+    assert_one_line_error(code, out, err, "malformed JSON: 'tokens' is stated twice in one object")

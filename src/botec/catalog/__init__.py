@@ -87,11 +87,36 @@ class OptimizerPreset:
                                                    self.optimizer_state_bytes_per_parameter)
 
 
-def load_yaml_text(text: str):
-    """Parse YAML safely, with libyaml's C parser when PyYAML was built with it (several times faster)."""
+def load_yaml_text(text: str, unique_keys: bool = False):
+    """Parse YAML safely, with libyaml's C parser when PyYAML was built with it (several times faster).
+
+    ``unique_keys``: refuse a mapping that states a key twice (YAML would silently keep the last), as a
+    user's contract must not.
+    """
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if unique_keys:
+        loader = _unique_key_loader(loader)
+    return yaml.load(text, Loader=loader)
+
+
+@lru_cache(maxsize=None)
+def _unique_key_loader(base):
+    import yaml
+
+    class UniqueKeyLoader(base):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key != "<<" and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"{key!r} is stated twice in one mapping",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def _load_yaml(name: str) -> dict:

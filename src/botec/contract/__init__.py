@@ -128,6 +128,15 @@ def parse_contract(data: Any, origin: str | None = None) -> TrainingContract | S
     return contract
 
 
+def _unique_pairs(pairs: list, origin: str) -> dict:
+    """A JSON object, refused when it states a key twice (JSON would keep the last silently)."""
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ContractError(f"malformed JSON: {key!r} is stated twice in one object", origin=origin)
+    return dict(pairs)
+
+
 def read_contract_data(path: str | Path) -> dict:
     """The raw mapping of a YAML or JSON contract file, or a :class:`ContractError` saying what is wrong."""
     import yaml
@@ -137,11 +146,11 @@ def read_contract_data(path: str | Path) -> dict:
     text = read_text_file(path)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=lambda pairs: _unique_pairs(pairs, origin))
         else:
             from botec.catalog import load_yaml_text
 
-            data = load_yaml_text(text)
+            data = load_yaml_text(text, unique_keys=True)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None

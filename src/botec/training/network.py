@@ -3,26 +3,34 @@
 Source: lesson 000 ("Network: count traffic at each synchronization boundary"): the ring
 all-reduce sends 2(N−1)/N · M per participant. Beyond replicated data parallelism:
 
-- data parallel: gradients are all-reduced over the DP ranks once per step (ZeRO-1/2: a
-  reduce-scatter plus an all-gather of the same total size). ZeRO-3 / FSDP reduce-scatters the
-  gradients over the shard group and, with hybrid sharding, all-reduces the shards across the
-  replicas; it all-gathers the weights before the forward and again before the backward of every
-  micro-batch (Rajbhandari et al. 2020 §7). Expert gradients are all-reduced over the DP / EP
-  ranks that hold the same expert.
+- data parallel: plain data parallelism all-reduces the gradients over the DP ranks once per
+  step. ZeRO/FSDP reduce-scatters them over the shard group (and, with hybrid sharding,
+  all-reduces the shards across the replicas): once per step for ZeRO-1 (Megatron's distributed
+  optimizer), every micro-batch for ZeRO-2/3 and FSDP (DeepSpeed engine.allreduce_gradients). The
+  weights are all-gathered once per step after the optimizer (ZeRO-1/2), before the forward and
+  the backward of every micro-batch (ZeRO-3, FSDP full shard; Rajbhandari et al. 2020 §7), or once
+  per micro-batch (FSDP shard_grad_op). Gradients travel in the optimizer preset's gradient bytes
+  (FP32 for Megatron's). Expert gradients are all-reduced over the DP / EP ranks that hold the
+  same expert.
 - tensor parallel: 2 all-reduces of the layer's output in the forward pass and 2 in the
   backward, per layer per micro-batch (Shoeybi et al. 2019); with sequence parallelism each is
-  a reduce-scatter + all-gather of the same total size (Korthikanti et al. 2022); full
-  recomputation repeats the forward's 2.
+  a reduce-scatter + all-gather of the same total size (Korthikanti et al. 2022), and the
+  backward all-gathers the saved input again (one more all-reduce's bytes); full recomputation
+  repeats the forward's 2.
 - pipeline parallel: each stage sends a micro-batch's activations forward and their gradients
-  backward (× v chunks when interleaved).
+  backward (× v chunks when interleaved), 1/t of the hidden state per TP rank (scatter-gather).
 - context parallel (ring attention): each layer all-gathers the K and V chunks of the sequence
   in the forward and again in the backward, and reduce-scatters their gradients.
 - expert parallel: dispatch and combine all-to-alls per MoE layer, forward and backward.
 
 Each collective is written once as *how many per step* × *one collective* (bytes, or time with
 the α–β model of :mod:`botec.formulas.collectives`) over the link of the group it runs in
-(:mod:`botec.formulas.links`). A group of one rank sends nothing and needs no link
-(``zero_when``). The stage with the most layers sets the per-layer counts.
+(:mod:`botec.formulas.links`; across nodes a group's ranks in one node pool their NICs,
+:func:`botec.formulas.collectives.hierarchical_bytes_per_s`). A group of one rank sends nothing and
+needs no link (``zero_when``). The stage with the most layers sets the per-layer counts. What compute
+does not hide is exposed: the model-parallel share ``1 − model_parallel_overlap``; the data-parallel
+share ``1 − data_parallel_overlap``, but never more hidden than the backward (and, for gathered
+weights, the forwards) it overlaps.
 """
 
 from botec.formulas.collectives import all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent
