@@ -372,3 +372,9 @@ def test_a_key_stated_twice_is_refused(cli, tmp_path):
     assert_one_line_error(code, out, err, "malformed YAML at line", "'headroom' is stated twice in one mapping")
     code, out, err = cli("estimate", str(write(tmp_path, '{"workload": {"tokens": 1, "tokens": 2}}', "job.json")))
     assert_one_line_error(code, out, err, "malformed JSON: 'tokens' is stated twice in one object")
+
+
+def test_sizes_past_floating_point_are_refused_not_crashed(cli):
+    """9e293 accelerators overflow the job's FLOP rate: one line naming the quantity, never a traceback."""
+    code, out, err = cli("estimate", "--set", "supply.count=8.98846567431158e+293")
+    assert_one_line_error(code, out, err, "useful_flops_per_s: not a finite number")

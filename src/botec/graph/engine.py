@@ -30,6 +30,7 @@ A formula may declare when it is zero whatever its other inputs (``zero_when="te
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -287,7 +288,10 @@ class Graph:
             if not all(resolve(i, path + (name,)) for i in definition.inputs):
                 unresolvable.add(name)
                 return False
-            value = definition.function(*(resolved[i].value for i in definition.inputs))
+            try:
+                value = definition.function(*(resolved[i].value for i in definition.inputs))
+            except (ZeroDivisionError, OverflowError):  # floats past their range (absurd sizes): not a number,
+                value = math.nan                         # which the estimate refuses naming the quantity
             if zero_rows is not None:  # an array where the condition holds in some rows only: zero there
                 value = where(zero_rows, 0.0, value)
             resolved[name] = Quantity(definition, value, "derived", definition.source, inputs=definition.inputs)
