@@ -211,9 +211,12 @@ def test_interrupting_a_measurement_leaves_no_file(tmp_path):
 
     contract = tiny_contract(tmp_path)
     output = tmp_path / "interrupted.json"
+    # A suite started in the background by a non-interactive shell inherits SIGINT ignored, and Python keeps
+    # it ignored: the child gets the default disposition back, so its handler is Python's whatever the parent's.
     process = subprocess.Popen([sys.executable, "-m", "botec.cli", "measure", str(contract), "--steps", "500",
                                 "--input-delay", "0.01", "-o", str(output)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     guard = threading.Timer(240, process.kill)  # never hang the suite if the child never says it started
     guard.start()
     try:
