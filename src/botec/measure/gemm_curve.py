@@ -563,13 +563,14 @@ def measure(shapes: Sequence[GemmShape], memory_tensor_bytes: Sequence[int], pre
     best_rate = 0.0
     per_element_seconds = 2e-9 if backend == "cpu" else 0.0   # making the operands (randn), predicted
 
+    timed_ops: set = set()   # the budget caps the sizes; every op class keeps at least its smallest shape
     with torch.inference_mode():
         for shape in sorted(shapes, key=lambda s: s.flops):
             done += 1
             elements = shape.m * shape.k + shape.k * shape.n + shape.m * shape.n
             predicted = (elements * per_element_seconds
                          + (6 if backend == "cpu" else 16) * (shape.flops / best_rate if best_rate else 0.0))
-            if run.matmul and time.perf_counter() + predicted > gemm_deadline:
+            if shape.op in timed_ops and time.perf_counter() + predicted > gemm_deadline:
                 run.skipped_matmul.append(shape)
                 continue
             if progress:
@@ -578,6 +579,7 @@ def measure(shapes: Sequence[GemmShape], memory_tensor_bytes: Sequence[int], pre
             if elements >= 1_000_000:   # small shapes' fixed costs would overstate it
                 per_element_seconds = making / elements
             timing = Timing(shape.label, seconds, shape.flops, shape=shape, op=shape.op)
+            timed_ops.add(shape.op)
             run.matmul.append(timing)
             best_rate = max(best_rate, timing.rate)
         flush = _cache_bytes(device)
