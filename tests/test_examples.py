@@ -95,7 +95,7 @@ def test_every_command_runs_on_every_example(cli, tmp_path, name):
                 code, out, err = cli(*args)
                 assert code == 0, (args, err)
         else:
-            code, out, err = cli("solve", str(path), "--find", "assumptions.decode_bandwidth_efficiency", "--given",
+            code, out, err = cli("solve", str(path), "--find", "assumptions.memory_bandwidth_efficiency", "--given",
                                  f"{key}={value * 1.1}")
             assert code == 0, err
         code, out, err = cli("sensitivity", str(path), "--output", key)

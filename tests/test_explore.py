@@ -227,11 +227,11 @@ def test_solve_on_a_serving_contract(cli):
     code, out, err = cli("solve", str(serving), "--minimize", "supply.count")
     assert code == 2 and "botec search" in err
     # the bandwidth efficiency that makes the TPOT 30 ms at the chosen batch
-    code, out, err = cli("solve", str(serving), "--find", "assumptions.decode_bandwidth_efficiency", "--given",
+    code, out, err = cli("solve", str(serving), "--find", "assumptions.memory_bandwidth_efficiency", "--given",
                          "time_per_output_token_seconds=30 ms")
     assert code == 0, err
     value = float(out.split("=")[1].split()[0])
-    check = estimate_file(serving, [f"assumptions.decode_bandwidth_efficiency={value}"])
+    check = estimate_file(serving, [f"assumptions.memory_bandwidth_efficiency={value}"])
     assert check.value("time_per_output_token_seconds") == pytest.approx(0.030, rel=1e-6)
 
 

@@ -31,14 +31,13 @@ def test_a_serving_estimate_without_targets_states_none():
     from botec.report.markdown import render
 
     result = estimate(parse_contract(serving_without_targets()))
-    assert result.choices == {"ttft_target": "none", "tpot_target": "none"}
+    assert result.choices == {"ttft_target": "none", "tpot_target": "none", "kv_budget": "of_total"}
     assert "time_to_first_token_target_seconds" not in result.quantities
-    assert "replicas_for_time_to_first_token" not in result.quantities
     text = render(result)
-    assert "years" not in text and "no target stated (workload.latency.time_to_first_token)" in text
-    # the batch is then bound by memory and the engine alone
-    assert result.value("decode_batch_size") == min(result.value("max_concurrent_requests"),
-                                                    result.value("max_batch_size"))
+    assert "years" not in text and "no target stated" in text
+    # the load per replica is then bound by the utilization cap alone
+    assert result.value("requests_per_s_per_replica") == pytest.approx(
+        result.value("utilization_cap") * result.value("offline_requests_per_s_per_replica"))
 
 
 def test_the_serving_methods_line_counts_two_flops_per_parameter():

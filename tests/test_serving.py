@@ -66,76 +66,107 @@ def test_sliding_window_caps_the_cache():
     assert result.value("kv_bytes_per_request") == pytest.approx(4096 * 131_072)
 
 
-def test_memory_bound_decode_by_hand():
-    # Llama-3.1-8B on one H100, batch 1: TPOT = (weights + one sequence's KV) / (3.35 TB/s × 0.8)
-    result = run(serving(strategy={"max_batch_size": 1}, assumptions={"decode_bandwidth_efficiency": 0.8}))
-    weights = 8_030_261_248 * 2
-    kv = 131_072 * (1024 + 256 / 2)                     # the mean context while decoding
-    assert result.value("time_per_output_token_seconds") == pytest.approx((weights + kv) / (3.35e12 * 0.8))
-    assert result.value("decode_batch_size") == 1
-
-
-def test_memory_bound_decode_with_tensor_parallelism_by_hand():
-    # Llama-2-70B, TP 4 on a DGX A100, batch 16 (the research note's case)
-    result = run(serving("llama-2-70b", "a100-sxm-80gb", strategy={"tensor_parallel": 4, "max_batch_size": 16},
-                         supply={"cluster": {"node": "dgx-a100"}}))
-    bandwidth = 2039e9 * 0.8
-    weights = result.value("weight_memory_bytes")
-    assert weights == pytest.approx((68_976_648_192 * 2) / 4)        # every matrix split 4 ways
-    kv = 327_680 / 4 * (1024 + 128)
-    alpha, link = 3.4e-6, 230e9                                       # dgx-a100 NVLink tier, achieved (nccl-tests)
-    all_reduces = 2 * 80 * (2 * 3 * alpha + 2 * 3 / 4 * 16 * 8192 * 2 / link)
-    assert result.value("time_per_output_token_seconds") == pytest.approx((weights + 16 * kv) / bandwidth
-                                                                          + all_reduces)
-    assert 0.020 < result.value("time_per_output_token_seconds") < 0.030   # research note: 22 ms at 80 % BW
-
-
-def test_compute_bound_prefill_by_hand():
-    result = run(serving(assumptions={"prefill_mfu": 0.5}))
-    matmul = 8_030_261_248 - 128_256 * 4096            # all but the input-embedding lookup
-    flops = 2 * matmul * 1024 + 2 * 32 * 32 * (128 + 128) * 1024 ** 2 * 0.5
-    assert result.value("prefill_flops_per_request") == pytest.approx(flops)
-    assert result.value("time_to_first_token_seconds") == pytest.approx(flops / (989.4e12 * 0.5))
-
-
 # Llama-3.1-8B (8,030,261,248 parameters, 128,256 × 4,096 embedding, 32 layers of 32 heads × 128, 131,072 B of
-# KV per token in BF16) on one H100 SXM (989.4 TFLOP/s BF16, 3.35 TB/s), the defaults' efficiencies:
-# decode and prefill MFU 0.5, 0.8 of the bandwidth.
-PARAMETERS, MATMUL = 8_030_261_248, 8_030_261_248 - 128_256 * 4096
+# KV per token in BF16) on one H100 SXM (989.4 TFLOP/s BF16, 3.35 TB/s), with the step's figures stated: GEMMs at
+# 0.5 of the peak, fused attention at 0.5, 0.8 of the bandwidth, no kernel or engine overhead.
+PARAMETERS, HEAD = 8_030_261_248, 128_256 * 4096
 PEAK, BANDWIDTH, KV_PER_TOKEN = 989.4e12, 3.35e12 * 0.8, 131_072
-ATTENTION_PER_CONTEXT_TOKEN = 2 * 32 * 32 * (128 + 128)     # forward FLOPs of one token attending one token
+FIGURES = {"matmul_efficiency": 0.5, "attention_efficiency": 0.5, "memory_bandwidth_efficiency": 0.8,
+           "kernel_overhead": 0, "step_overhead": 0}
+G = 2 * (PARAMETERS - 2 * HEAD) / (PEAK * 0.5)    # GEMM seconds per token (all but the embedding lookup and head)
+W = PARAMETERS * 2 / BANDWIDTH                     # the weights, read once per step
+A = 2 * 32 * 32 * (128 + 128) / (PEAK * 0.5)       # attention seconds per cached token a query reads
+C = KV_PER_TOKEN / BANDWIDTH                       # KV read seconds per cached token
+L = 2 * HEAD / (PEAK * 0.5)                        # LM head seconds per sampled token
+
+
+def step(decoding, context, prefill=0.0, prefill_context=0.0, sampled=None):
+    """engine_step_seconds written out: max(g·T, w) + max(a·(C_d + C_p), c·(C_d + p)) + l·s."""
+    tokens = decoding + prefill
+    sampled = decoding if sampled is None else sampled
+    return max(G * tokens, W) + max(A * (context + prefill_context), C * (context + prefill)) + L * sampled
+
+
+def test_the_step_function_is_the_written_roofline():
+    from botec.serving.step import StepModel
+
+    result = run(serving(assumptions=FIGURES))
+    model = StepModel.from_quantities(result.quantities)
+    for decoding, context, prefill in ((1, 1152, 0), (64, 64 * 1152, 0), (300, 300 * 1152, 2048), (0, 0, 1024)):
+        prefill_context = prefill * 512
+        sampled = decoding + (1 if prefill else 0)
+        assert model.step(decoding, context, prefill, prefill_context, sampled) == pytest.approx(
+            step(decoding, context, prefill, prefill_context, sampled))
+
+
+def test_memory_bound_decode_floor_by_hand():
+    """Batch 1: the weights and one sequence's KV at its mean context (1,024 + 256 / 2) through the bandwidth."""
+    result = run(serving(assumptions=FIGURES))
+    assert result.value("weight_read_seconds") == pytest.approx(W)
+    assert result.value("time_per_output_token_floor_seconds") == pytest.approx(W + C * 1152 + L)
+
+
+def test_prefill_floor_by_hand():
+    """One 1,024-token prompt on an idle replica: one chunk (the 8,192-token budget), compute-bound, its causal
+    attention over 512 tokens per query on average, the LM head for its last position."""
+    result = run(serving(assumptions=FIGURES))
+    assert result.value("time_to_first_token_floor_seconds") == pytest.approx(
+        max(G * 1024, W) + max(A * 1024 * 512, C * 1024) + L)
+
+
+def test_tensor_parallel_all_reduces_by_hand():
+    """Llama-2-70B, TP 4 on a DGX A100 (NVLink 230 GB/s achieved): 2 all-reduces per layer of a token's 8,192 × 2 B,
+    each 2·3/4 of it through the link plus the engine's small-message latency (stated 10 µs)."""
+    result = run(serving("llama-2-70b", "a100-sxm-80gb", strategy={"tensor_parallel": 4},
+                         supply={"cluster": {"node": "dgx-a100"}},
+                         assumptions=FIGURES | {"allreduce_latency": "10 us"}))
+    assert result.value("communication_seconds_per_token") == pytest.approx(2 * 80 * 2 * 3 / 4 * 8192 * 2 / 230e9)
+    assert result.value("fixed_seconds_per_step") == pytest.approx(2 * 80 * 10e-6)
+    assert result.value("weight_memory_bytes") == pytest.approx(68_976_648_192 * 2 / 4)
+    assert 0.020 < result.value("time_per_output_token_floor_seconds") < 0.030   # research note: 22 ms at 80 % BW
+
+
+def test_saturation_by_hand():
+    """Prompt 1,024, output 256, a 8,192-token budget: each running request brings 1 decode token and 1,024 / 256 = 4
+    prompt tokens of the request replacing it: at most ⌊8,192 / 5⌋ = 1,638 run, fewer when the KV cache binds."""
+    result = run(serving(assumptions=FIGURES))
+    fits = result.value("max_concurrent_requests")
+    batch = min(fits, 1024, 8192 // 5)                              # vLLM's max_num_seqs 1,024
+    assert result.value("saturation_batch_size") == batch
+    prefill = batch * 4
+    seconds = step(batch, batch * 1152, prefill, prefill * 512, batch + batch / 256)
+    assert result.value("saturation_round_seconds") == pytest.approx(seconds)
+    assert result.value("offline_requests_per_s_per_replica") == pytest.approx(batch / (256 * seconds))
+    assert result.value("offline_output_tokens_per_s_per_accelerator") == pytest.approx(batch / seconds)
 
 
 def test_critical_batch_and_regimes():
-    """Prompt 64, output 64: a sequence decodes at a mean context of 64 + 32 = 96 tokens.
+    """The weight GEMMs turn compute-bound when g·T exceeds w: T* = w / g."""
+    result = run(serving(traffic={"prompt_tokens": 64, "output_tokens": 64}, assumptions=FIGURES))
+    assert result.value("critical_batch_size") == pytest.approx(W / G)
+    assert any("a step is memory-bound below" in f.message for f in result.findings)
 
-    a = (2 × matmul + attention × 96) / (peak × 0.5); k = 131,072 B × 96 / bandwidth; w = weights / bandwidth;
-    decode turns compute-bound at B* = w / (a − k)."""
-    result = run(serving(traffic={"prompt_tokens": 64, "output_tokens": 64}))
-    a = (2 * MATMUL + ATTENTION_PER_CONTEXT_TOKEN * 96) / (PEAK * 0.5)
-    k = KV_PER_TOKEN * 96 / BANDWIDTH
-    w = PARAMETERS * 2 / BANDWIDTH
-    assert result.value("critical_batch_size") == pytest.approx(w / (a - k))
-    assert any("decode is memory-bound below batch" in f.message for f in result.findings)
+
+def test_load_follows_littles_law():
+    """At λ requests/s the decoding requests number λ · O · TPOT (Little's law), and TPOT is the step at that batch."""
+    result = run(serving(traffic={"requests_per_second": 10}, assumptions=FIGURES))
+    batch, tpot = result.value("decode_batch_size"), result.value("time_per_output_token_seconds")
+    rate = result.value("requests_per_s_on_a_replica")
+    assert batch == pytest.approx(rate * 256 * tpot, rel=0.05)
+    assert tpot > result.value("time_per_output_token_floor_seconds")
+    assert result.value("time_to_first_token_seconds") >= result.value("time_to_first_token_floor_seconds")
 
 
 def test_capacity_and_unit_economics():
-    """Batch 1 (max_batch_size 1), 50 requests/s of 1,024 + 256 tokens, $2/h, an API at $0.1 / $0.2 per million.
-
-    TTFT = prefill FLOPs / (peak × 0.5) (compute-bound: 16 TFLOP against a 6 ms weight read);
-    TPOT = (weights + KV at the mean context 1,152) / bandwidth (memory-bound at batch 1);
-    one replica completes 1 / (TTFT + 256 × TPOT) requests/s; replicas = ⌈50 / that⌉;
-    cost per day = replicas × 24 h × $2; one replica breaks even with the API at $2/h / API cost per request."""
-    data = serving(traffic={"requests_per_second": 50}, strategy={"max_batch_size": 1},
+    """50 requests/s, no targets: replicas carry at most 0.8 of their saturation capacity (the utilization cap).
+    Cost per day = replicas × 24 h × $2; one replica breaks even with the API at $2/h / API cost per request."""
+    data = serving(traffic={"requests_per_second": 50}, assumptions=FIGURES,
                    supply={"price_per_accelerator_hour": 2.0, "api_price": {"input_per_million": 0.1,
                                                                             "output_per_million": 0.2}})
     result = run(data)
-    prefill = 2 * MATMUL * 1024 + ATTENTION_PER_CONTEXT_TOKEN * 1024 ** 2 * 0.5
-    ttft = prefill / (PEAK * 0.5)
-    tpot = (PARAMETERS * 2 + KV_PER_TOKEN * (1024 + 128)) / BANDWIDTH
-    replicas = math.ceil(50 * (ttft + 256 * tpot))
-    assert result.value("time_to_first_token_seconds") == pytest.approx(ttft)
-    assert result.value("time_per_output_token_seconds") == pytest.approx(tpot)
+    capacity = result.value("offline_requests_per_s_per_replica")
+    assert result.value("requests_per_s_per_replica") == pytest.approx(0.8 * capacity)
+    replicas = math.ceil(50 / (0.8 * capacity))
     assert result.value("replicas") == replicas
     assert result.value("serving_cost_per_day_usd") == pytest.approx(replicas * 24 * 2.0)
     api_per_request = (1024 * 0.1 + 256 * 0.2) / 1e6
@@ -143,14 +174,55 @@ def test_capacity_and_unit_economics():
     assert result.value("break_even_requests_per_s") == pytest.approx(2.0 / 3600 / api_per_request)
 
 
-def test_ttft_target_can_need_more_replicas_than_throughput():
+def test_a_tight_ttft_target_needs_more_replicas_than_throughput():
     data = serving("llama-2-70b", "a100-sxm-80gb", strategy={"tensor_parallel": 4},
                    supply={"cluster": {"node": "dgx-a100"}},
-                   traffic={"requests_per_second": 2, "prompt_tokens": 2048, "output_tokens": 64},
-                   latency={"time_to_first_token": "700 ms"})
-    result = run(data)
-    assert result.value("replicas_for_time_to_first_token") > result.value("replicas_for_throughput")
-    assert any("the TTFT target needs" in f.message for f in result.findings)
+                   traffic={"requests_per_second": 2, "prompt_tokens": 2048, "output_tokens": 64})
+    loose = run(data)
+    # a 2,048-token prefill takes 0.35 s alone: a P99 of 400 ms leaves little room to queue
+    data["workload"]["latency"] = {"time_to_first_token": "400 ms", "percentile": 99}
+    tight = run(data)
+    assert tight.value("requests_per_s_per_replica") < loose.value("requests_per_s_per_replica")
+    assert tight.value("replicas") > loose.value("replicas")
+    assert tight.value("time_to_first_token_percentile_seconds") <= 0.4
+
+
+def test_speculative_decoding_emits_the_expected_tokens_per_step():
+    """Leviathan et al. 2023: k = 4 drafts accepted each with α = 0.7 give (1 − 0.7⁵) / (1 − 0.7) tokens per step."""
+    result = run(serving(assumptions={"speculative_decoding": {"draft_tokens": 4, "acceptance_rate": 0.7}}))
+    assert result.value("tokens_per_step") == pytest.approx((1 - 0.7 ** 5) / 0.3)
+    plain = run(serving())
+    assert result.value("time_per_output_token_floor_seconds") < plain.value("time_per_output_token_floor_seconds")
+
+
+def test_prefix_caching_computes_only_the_missed_tokens():
+    result = run(serving(assumptions={"prefix_cache_hit_rate": 0.75}))
+    assert result.value("prefill_tokens_per_request") == 256
+    assert result.value("prefill_attention_tokens") == pytest.approx(768 + 128)   # the cached prefix + causal half
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_pick():
+    """DeepSeek-V3 at batch 1 reads its 8 of 256 experts per MoE layer, not all (formula audit row 29)."""
+    from botec.serving.step import experts_touched_share
+
+    assert experts_touched_share(1, 8 / 256) == pytest.approx(8 / 256)
+    assert experts_touched_share(64, 8 / 256) == pytest.approx(1 - (1 - 8 / 256) ** 64)
+    result = run(serving("deepseek-v3", "h200", strategy={"tensor_parallel": 8, "weight_precision": "fp8"},
+                         supply={"cluster": {"node": "dgx-h200"}}))
+    experts = result.value("expert_read_seconds")
+    assert experts > 4 * result.value("weight_read_seconds")         # most of the weights are routed experts
+    # batch 1 reads the dense weights and 8/256 of the experts: far below reading all of them
+    assert result.value("time_per_output_token_floor_seconds") < result.value("weight_read_seconds") + 0.2 * experts
+
+
+def test_engines_set_the_memory_budget():
+    """vLLM: 0.92 of the memory, less weights and reserve; TensorRT-LLM: 0.9 of what weights and reserve leave."""
+    vllm = run(serving(strategy={"engine": "vllm"}))
+    trt = run(serving(strategy={"engine": "tensorrt-llm"}))
+    memory, weights = 80e9, PARAMETERS * 2
+    reserve = 3.5 * 2 ** 30
+    assert vllm.value("kv_budget_bytes") == pytest.approx(0.92 * memory - weights - reserve)
+    assert trt.value("kv_budget_bytes") == pytest.approx(0.9 * (memory - weights - reserve))
 
 
 def test_training_cost_per_million_tokens_by_hand():
@@ -186,12 +258,20 @@ def test_zero_traffic(cli, tmp_path):
     assert code == 2 and "workload.traffic.requests_per_second" in err and "greater than 0" in err
 
 
-def test_tpot_target_below_the_physical_floor_is_a_finding_with_the_floor():
-    result = run(serving(accelerator="l4", strategy={"weight_precision": "fp8"}, latency={"time_per_output_token":
-                                                                                          "10 ms"}))
+def test_tpot_target_below_the_physical_floor_is_a_finding_with_the_floor(cli, tmp_path):
+    import yaml
+
+    data = serving(accelerator="l4", strategy={"weight_precision": "fp8"}, latency={"time_per_output_token": "10 ms"})
+    result = run(data)
     failed = [f for f in result.findings if f.level == "fail"]
     assert failed and "below the physical floor of" in failed[0].message
     assert result.value("time_per_output_token_floor_seconds") > 0.010
+    assert result.value("targets_reachable") == 0
+    assert not any(f.account == "cost" and "per day" in f.message for f in result.findings)   # never priced
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = cli("estimate", str(path))
+    assert code == 2 and "workload.latency.time_per_output_token" in err and "floor" in err
 
 
 def test_ttft_target_below_the_floor():

@@ -62,8 +62,10 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
+        """Training: the plan fits the device. Serving: a request fits, and the latency targets can be met."""
         if self.kind == "serving":
-            return self.quantities["max_concurrent_requests"].value >= 1
+            q = self.quantities
+            return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
         return self.quantities["memory_spare_bytes"].value >= 0
 
 
@@ -122,6 +124,13 @@ def check_fit(result: Estimate) -> None:
     if result.fits:
         return
     q = result.quantities
+    if result.kind == "serving" and q["max_concurrent_requests"].value >= 1:
+        # the memory fits; a latency target no load can meet (its floor on an idle replica is above it)
+        field = ("workload.latency.time_per_output_token" if "time_per_output_token_target_seconds" in q
+                 and q["time_per_output_token_floor_seconds"].value > q["time_per_output_token_target_seconds"].value
+                 else "workload.latency.time_to_first_token")
+        raise ContractError(f"{unreachable_target(q)} on this replica: raise tensor_parallel, quantize, choose a faster "
+                            "accelerator or relax the target (--allow-misfit reports it anyway, unpriced)", field=field)
     if result.kind == "serving":
         raise ContractError(
             f"weights take {q['weight_memory_bytes'].formatted()} per accelerator and the KV cache of one request "
@@ -172,9 +181,11 @@ def unreachable_target(q: dict[str, Quantity]) -> str | None:
         if floor.value > target.value:
             return f"TPOT floor {floor.formatted()} exceeds the {target.formatted()} target"
     if "time_to_first_token_target_seconds" in q:
-        ttft, target = q["time_to_first_token_seconds"], q["time_to_first_token_target_seconds"]
-        if ttft.value > target.value:
-            return f"TTFT {ttft.formatted()} exceeds the {target.formatted()} target"
+        floor, target = q["time_to_first_token_floor_seconds"], q["time_to_first_token_target_seconds"]
+        if floor.value > target.value:
+            return f"TTFT floor {floor.formatted()} exceeds the {target.formatted()} target"
+    if "targets_reachable" in q and q["targets_reachable"].value < 1:
+        return "no load meets the latency targets at their percentile"
     return None
 
 

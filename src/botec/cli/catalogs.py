@@ -48,11 +48,13 @@ def init(
 
 @app.command()
 def catalog(format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown.")) -> None:
-    """List the accelerator catalog, node presets and optimizer presets.
+    """List the accelerator catalog, node presets, optimizer presets and serving-engine presets.
 
     Accelerators: family, dense peaks (BF16/FP16/FP8/FP4 FLOP/s, INT8 OP/s), memory, links, power and the
     published price range per accelerator-hour with the month it was read. Nodes: NICs × rate, NVLink (or ICI)
-    domain, nominal and achieved bandwidth per tier. `-f json` and `-f markdown` add every source.
+    domain, nominal and achieved bandwidth per tier. Serving engines (strategy.engine: vllm, tensorrt-llm,
+    sglang): memory share and rule, batch caps, chunked prefill, step and kernel overheads, all-reduce latency,
+    prefix caching, each with its range and basis. `-f json` and `-f markdown` add every source.
     """
     from botec.report import listings
     from botec.report.tables import console

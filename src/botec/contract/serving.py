@@ -3,28 +3,37 @@ layout and formats, and the assumptions of the roofline."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, PositiveInt, model_validator
 
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, Section
-from botec.contract.stated import Stated, default, quantity
+from botec.contract.stated import Stated, default, default_range, quantity
 from botec.contract.supply import ServingSupply
 from botec.errors import ContractError
 
-__all__ = ["Traffic", "LatencyTargets", "ServingWorkload", "ServingStrategy", "ServingAssumptions", "ServingContract"]
+__all__ = ["Traffic", "LatencyTargets", "ServingWorkload", "ServingStrategy", "ServingAssumptions", "ServingContract",
+           "SpeculativeDecoding", "ENGINES"]
 
 SECONDS_PER_DAY = 86_400
 
 
 class Traffic(Section):
-    """Requests and their sizes (means)."""
+    """Requests and their sizes: means, and how they vary (for the percentiles and `botec simulate`)."""
 
     requests_per_second: Optional[quantity("count", "Mean arrivals per second, e.g. 5", exclusive_minimum=0)] = None
     requests_per_day: Optional[quantity("count", "Mean arrivals per day, e.g. '10M'", exclusive_minimum=0)] = None
     prompt_tokens: quantity("count", "Prompt tokens per request (mean)", minimum=1, integer=True)
     output_tokens: quantity("count", "Generated tokens per request (mean)", minimum=1, integer=True)
+    length_distribution: Literal["fixed", "uniform", "exponential", "lognormal"] = Field(
+        "fixed", description="how prompt and output lengths vary around their means: fixed, uniform (0 to twice the "
+                             "mean), exponential, or lognormal (with length_sigma)")
+    length_sigma: float = Field(0.5, gt=0, le=3, description="σ of the lognormal lengths' logarithm")
+    arrivals: Literal["poisson", "bursty", "uniform"] = Field(
+        "poisson", description="arrival process: poisson, bursty (Poisson bursts of burst_size requests), or uniform "
+                               "(evenly spaced)")
+    burst_size: PositiveInt = Field(8, description="requests per burst when arrivals are bursty")
 
     @model_validator(mode="after")
     def _one_rate(self) -> "Traffic":
@@ -46,12 +55,22 @@ class Traffic(Section):
         return "workload.traffic." + ("requests_per_second" if self.requests_per_second is not None
                                       else "requests_per_day")
 
+    @property
+    def length_variation(self) -> float:
+        """The squared coefficient of variation of the lengths, c² = Var / mean²."""
+        import math
+
+        return {"fixed": 0.0, "uniform": 1 / 3, "exponential": 1.0,
+                "lognormal": math.exp(self.length_sigma ** 2) - 1}[self.length_distribution]
+
 
 class LatencyTargets(Section):
     time_to_first_token: Optional[quantity("seconds", "Target time to first token, e.g. '500 ms'",
                                            exclusive_minimum=0)] = None
     time_per_output_token: Optional[quantity("seconds", "Target time per output token, e.g. '50 ms'",
                                              exclusive_minimum=0)] = None
+    percentile: Literal[50, 90, 95, 99] = Field(
+        90, description="the percentile the targets hold at: 90 means 90 % of requests meet them (MLPerf: 99)")
 
 
 class ServingWorkload(Section):
@@ -70,41 +89,89 @@ class ServingWorkload(Section):
         return self
 
 
-class ServingStrategy(Section):
-    """One replica: its layout, weight and KV-cache formats, and the engine's limits."""
+ENGINES = ("vllm", "tensorrt-llm", "sglang")
 
+
+class ServingStrategy(Section):
+    """One replica: its engine, layout, weight and KV-cache formats, and the engine's limits."""
+
+    engine: Literal["vllm", "tensorrt-llm", "sglang"] = Field(
+        "vllm", description="the serving engine whose defaults apply (catalog/engines.yaml): vllm, tensorrt-llm, "
+                            "sglang")
     tensor_parallel: PositiveInt = Field(1, description="TP degree of one replica")
     pipeline_parallel: PositiveInt = Field(1, description="PP stages of one replica")
     pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
         None, description="transformer layers of each stage, first to last (default as for training)")
     expert_parallel: PositiveInt = Field(1, description="EP degree (MoE): experts split over the TP ranks")
-    weight_precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
-        "bf16", description="weight format (int8/int4 weight-only, with per-group scales)")
+    weight_precision: Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"] = Field(
+        "bf16", description="weight format (fp4: NVFP4, a scale per 16 weights; int8/int4 weight-only, with per-group "
+                            "scales)")
     quantization_group_size: PositiveInt = Field(128, description="weights per quantization scale (int8/int4)")
     kv_cache_precision: Literal["bf16", "fp16", "fp8", "int8"] = Field("bf16", description="KV-cache format")
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element (TP all-reduce messages)",
                                            exclusive_minimum=0) = default(2, "16-bit activations")
-    memory_fraction: quantity("ratio", "Share of device memory the engine may use (vLLM "
-                              "gpu_memory_utilization)", exclusive_minimum=0, maximum=1) = \
-        default(0.9, "vLLM's gpu_memory_utilization default")
-    max_batch_size: quantity("count", "Most sequences the engine batches (max_num_seqs)", minimum=1,
-                             integer=True) = default(256, "vLLM's max_num_seqs default")
+    memory_fraction: Optional[quantity("ratio", "Share of memory the engine may use (default: the engine's, e.g. "
+                                       "vLLM's gpu_memory_utilization 0.9)", exclusive_minimum=0, maximum=1)] = None
+    max_batch_size: Optional[quantity("count", "Most sequences the engine runs at once (default: the engine's "
+                                      "max_num_seqs)", minimum=1, integer=True)] = None
+    max_batched_tokens: Optional[quantity("count", "Tokens one engine step may carry (default: the engine's "
+                                          "max_num_batched_tokens)", minimum=1, integer=True)] = None
+
+
+_REPLACED = {"prefill_mfu": "matmul_efficiency (the family's GEMM efficiency: prefill and decode share one step model)",
+             "decode_mfu": "matmul_efficiency", "decode_bandwidth_efficiency": "memory_bandwidth_efficiency"}
+
+
+class SpeculativeDecoding(Section):
+    """A draft proposes tokens the target model verifies in one step (Leviathan et al. 2023)."""
+
+    draft_tokens: PositiveInt = Field(description="tokens the draft proposes per step, k")
+    acceptance_rate: quantity("ratio", "Chance each draft token is accepted, α", minimum=0, maximum=1)
+    draft_cost: quantity("ratio", "One draft token's cost as a share of a target decode step", minimum=0) = \
+        default(0.05, "a draft model about 1/20 of the target's size")
 
 
 class ServingAssumptions(Section):
-    """The roofline's efficiencies and the engine's reserve."""
+    """The efficiencies of the step model (default: the accelerator family's and the engine's) and the load policy."""
 
     attention_flops: Literal["full", "causal", "none"] = Field(
         "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
-    prefill_mfu: quantity("ratio", "Share of peak prefill sustains", exclusive_minimum=0, maximum=1) = \
-        default(0.5, "prefill is large matrix multiplies; BLIS uses 0.45 on H100")
-    decode_mfu: quantity("ratio", "Share of peak decode sustains once compute-bound", exclusive_minimum=0,
-                         maximum=1) = default(0.5, "as prefill")
-    decode_bandwidth_efficiency: quantity("ratio", "Share of memory bandwidth decode achieves",
-                                          exclusive_minimum=0, maximum=1) = \
-        default(0.8, "AIConfigurator's empirical 0.8 of HBM bandwidth")
-    activation_reserve: quantity("bytes", "Memory per accelerator for activations, CUDA graphs and buffers",
-                                 minimum=0) = default(3e9, "AIConfigurator reserves 3.5 GB on H100")
+    matmul_efficiency: Optional[quantity(
+        "ratio", "Share of the dense peak a large GEMM sustains (default: the family's curve)", exclusive_minimum=0,
+        maximum=1)] = None
+    memory_bandwidth_efficiency: Optional[quantity(
+        "ratio", "Share of memory bandwidth reading weights and KV sustains (default: the family's curve)",
+        exclusive_minimum=0, maximum=1)] = None
+    attention_efficiency: Optional[quantity(
+        "ratio", "Share of the 16-bit peak fused attention sustains (default: the family's curve)",
+        exclusive_minimum=0, maximum=1)] = None
+    efficiency_curve: Optional[str] = Field(
+        None, description="a curve file written by `botec measure --efficiency-curve` on this accelerator")
+    kernel_overhead: Optional[quantity("seconds", "Fixed time per kernel (default: the engine's, CUDA graphs)",
+                                       minimum=0)] = None
+    step_overhead: Optional[quantity("seconds", "Engine CPU time per step not hidden (default: the engine's)",
+                                     minimum=0)] = None
+    allreduce_latency: Optional[quantity("seconds", "Latency of one small TP all-reduce (default: the engine's)",
+                                         minimum=0)] = None
+    activation_reserve: Optional[quantity("bytes", "Non-KV memory per accelerator: activations, CUDA graphs, "
+                                          "buffers (default: the engine's)", minimum=0)] = None
+    prefix_cache_hit_rate: quantity("ratio", "Share of prompt tokens found in the prefix cache", minimum=0,
+                                    maximum=1) = default(0.0, "no shared prefixes assumed; state your workload's")
+    speculative_decoding: Optional[SpeculativeDecoding] = Field(
+        None, description="draft tokens, acceptance rate and draft cost, when the engine speculates")
+    utilization_cap: quantity("ratio", "Largest share of a replica's capacity to load it to", exclusive_minimum=0,
+                              maximum=1) = default_range(
+        0.8, 0.6, 0.9, "headroom for bursts and failover; queues grow as utilization nears 1")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _REPLACED.items():
+                if old in data:
+                    raise ContractError(f"{old} was replaced in botec 0.3 by the engine step model: state {new}",
+                                        field=f"assumptions.{old}")
+        return data
 
 
 class ServingContract(ContractBase):

@@ -1,5 +1,6 @@
-"""What a serving estimate means: what binds the batch, where decode turns compute-bound, whether the
-latency targets are physically reachable, how many replicas and why, what a token costs."""
+"""What a serving estimate means: what binds the running batch, where the step turns compute-bound, whether the
+latency targets are reachable at their percentile and at the fleet's load, how many replicas and why, and what a
+token costs (never the price of a fleet that misses its targets)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from botec.findings import Finding
 from botec.graph import Quantity
 from botec.units import format_number
 
-_BATCH_LIMITS = {"max_concurrent_requests": "the KV cache binds", "tpot_batch_limit": "the TPOT target binds",
-                 "max_batch_size": "the engine's max_batch_size binds"}
+_SATURATION_LIMITS = {"max_concurrent_requests": "the KV cache binds", "max_batch_size": "the engine's max_batch_size "
+                                                                                       "binds"}
+
+
+def _percentile(q: dict[str, Quantity]) -> str:
+    return f"P{round(q['latency_percentile'].value * 100)}"
 
 
 def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:
@@ -19,68 +24,63 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
         return format_number(q[name].value)
 
     found: list[Finding] = []
-    concurrent, batch = q["max_concurrent_requests"].value, q["decode_batch_size"].value
+    concurrent, saturated = q["max_concurrent_requests"].value, q["saturation_batch_size"].value
     memory_text = (f"weights take {f('weight_memory_bytes')} of {f('usable_memory_bytes')} usable per accelerator "
-                   f"({f('weight_spare_bytes')} spare); at {n('kv_tokens_per_request')}-token contexts "
-                   f"({f('kv_bytes_per_request')} of KV cache each) {n('max_concurrent_requests')} requests fit")
-    binding = next((text for name, text in _BATCH_LIMITS.items() if name in q and q[name].value == batch), "")
+                   f"({f('weight_spare_bytes')} spare); at a mean of {n('mean_kv_tokens_per_request')} cached tokens "
+                   f"per running request {n('max_concurrent_requests')} requests fit")
+    binding = next((text for name, text in _SATURATION_LIMITS.items() if q[name].value == saturated),
+                   "the step's token budget binds")
     found.append(Finding("serving", "ok" if concurrent >= 1 else "fail",
-                         f"{memory_text}; batch {n('decode_batch_size')}: {binding}" if binding else memory_text,
-                         ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests",
-                          "decode_batch_size")))
+                         f"{memory_text}; saturated, {n('saturation_batch_size')} run: {binding}",
+                         ("weight_memory_bytes", "max_concurrent_requests", "saturation_batch_size")))
+    found.append(Finding("serving", "info",
+                         f"offline (saturated): {f('offline_output_tokens_per_s_per_accelerator')} output tokens per "
+                         f"accelerator, {f('offline_requests_per_s_per_replica')} per replica",
+                         ("offline_output_tokens_per_s_per_accelerator", "offline_requests_per_s_per_replica")))
     critical = q["critical_batch_size"].value
-    if critical > 0:
-        regime = "memory-bound" if batch < critical else "compute-bound"
-        found.append(Finding("serving", "info",
-                             f"decode is memory-bound below batch {format_number(critical)}; at batch "
-                             f"{n('decode_batch_size')} it is {regime} ({f('time_per_output_token_seconds')} per token)",
-                             ("critical_batch_size", "decode_batch_size", "time_per_output_token_seconds")))
-    else:
-        found.append(Finding("serving", "info",
-                             "decode is memory-bound at every batch: reading a sequence's KV cache costs more than "
-                             "computing its token", ("critical_batch_size",)))
-    if "time_to_first_token_target_seconds" in q:
-        if q["time_to_first_token_seconds"].value > q["time_to_first_token_target_seconds"].value:
+    regime = "memory-bound" if q["decode_batch_size"].value < critical else "compute-bound"
+    found.append(Finding("serving", "info",
+                         f"a step is memory-bound below {format_number(critical)} tokens (the weight read); at the "
+                         f"fleet's load {n('decode_batch_size')} requests decode together: {regime} "
+                         f"({f('time_per_output_token_seconds')} per token on average)",
+                         ("critical_batch_size", "decode_batch_size", "time_per_output_token_seconds")))
+    percentile = _percentile(q)
+    reachable = q["targets_reachable"].value >= 1
+    for short, target, floor, at, advice in (
+            ("TTFT", "time_to_first_token_target_seconds", "time_to_first_token_floor_seconds",
+             "time_to_first_token_percentile_seconds", "raise tensor_parallel or the target"),
+            ("TPOT", "time_per_output_token_target_seconds", "time_per_output_token_floor_seconds",
+             "time_per_output_token_percentile_seconds",
+             "raise tensor_parallel, quantize, or use a faster device")):
+        if target not in q:
+            found.append(Finding("serving", "info", f"{short} {f(at)} ({percentile}) at the fleet's load; no target "
+                                                    f"stated", (at,)))
+        elif q[floor].value > q[target].value:
             found.append(Finding("serving", "fail",
-                                 f"the TTFT target {f('time_to_first_token_target_seconds')} is below the physical "
-                                 f"floor: one prefill of {n('prompt_tokens')} tokens takes "
-                                 f"{f('time_to_first_token_seconds')} on this replica; raise tensor_parallel or the "
-                                 "target", ("time_to_first_token_seconds", "time_to_first_token_target_seconds")))
+                                 f"the {short} target {f(target)} is below the physical floor of {f(floor)} (one "
+                                 f"request on an idle replica): no load meets it; {advice}", (floor, target)))
         else:
-            found.append(Finding("serving", "ok", f"TTFT {f('time_to_first_token_seconds')} unloaded, target "
-                                                  f"{f('time_to_first_token_target_seconds')}",
-                                 ("time_to_first_token_seconds", "time_to_first_token_target_seconds")))
+            level = "ok" if q[at].value <= q[target].value * (1 + 1e-9) else "warn"
+            found.append(Finding("serving", level, f"{short} {f(at)} ({percentile}) at the fleet's load, target "
+                                                   f"{f(target)}; floor {f(floor)}", (at, target, floor)))
+    if reachable:
+        limits = {"ttft_limited_requests_per_s": "the TTFT target", "tpot_limited_requests_per_s": "the TPOT target"}
+        per_replica = q["requests_per_s_per_replica"].value
+        cap = q["utilization_cap"].value * q["offline_requests_per_s_per_replica"].value
+        why = "the utilization cap" if per_replica >= cap * (1 - 1e-9) else next(
+            (text for name, text in limits.items() if q[name].value <= per_replica * (1 + 1e-9)), "the targets")
+        text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
+                f"{f('requests_per_s')}: each replica carries at most {f('requests_per_s_per_replica')} ({why} binds), "
+                f"{f('serving_utilization')} of the fleet's saturated capacity in use")
+        found.append(Finding("capacity", "info", text, ("replicas", "serving_accelerators", "serving_utilization")))
     else:
-        found.append(Finding("serving", "info", f"TTFT {f('time_to_first_token_seconds')} unloaded; no target stated "
-                                                "(workload.latency.time_to_first_token)",
-                             ("time_to_first_token_seconds",)))
-    if "time_per_output_token_target_seconds" in q:
-        if q["time_per_output_token_floor_seconds"].value > q["time_per_output_token_target_seconds"].value:
-            found.append(Finding("serving", "fail",
-                                 f"the TPOT target {f('time_per_output_token_target_seconds')} is below the physical "
-                                 f"floor of {f('time_per_output_token_floor_seconds')} (batch 1: reading the weights "
-                                 "alone takes longer); raise tensor_parallel, quantize, or use a faster device",
-                                 ("time_per_output_token_floor_seconds", "time_per_output_token_target_seconds")))
-        else:
-            found.append(Finding("serving", "ok", f"TPOT {f('time_per_output_token_seconds')} at batch "
-                                                  f"{n('decode_batch_size')}, target "
-                                                  f"{f('time_per_output_token_target_seconds')}",
-                                 ("time_per_output_token_seconds", "time_per_output_token_target_seconds")))
-    else:
-        found.append(Finding("serving", "info", f"TPOT {f('time_per_output_token_seconds')} at batch "
-                                                f"{n('decode_batch_size')}; no target stated "
-                                                "(workload.latency.time_per_output_token)",
-                             ("time_per_output_token_seconds",)))
-    text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
-            f"{f('requests_per_s')} ({f('serving_utilization')} utilized; one replica carries "
-            f"{f('requests_per_s_per_replica')})")
-    if "replicas_for_time_to_first_token" in q:
-        throughput, ttft_replicas = q["replicas_for_throughput"].value, q["replicas_for_time_to_first_token"].value
-        if ttft_replicas > throughput:
-            text += (f"; the TTFT target needs {format_number(ttft_replicas)} replicas even though throughput needs "
-                     f"{format_number(throughput)}")
-    found.append(Finding("capacity", "info", text, ("replicas", "serving_accelerators", "serving_utilization")))
-    if "serving_cost_per_day_usd" in q:
+        found.append(Finding("capacity", "fail", f"no fleet meets the targets: {f('replicas')} replicas would carry "
+                                                 f"{f('requests_per_s')} for throughput alone, missing them; not "
+                                                 "priced", ("replicas", "targets_reachable")))
+    if not reachable:
+        found.append(Finding("cost", "info", "no price: the latency targets cannot be met on this replica",
+                             ("targets_reachable",)))
+    elif "serving_cost_per_day_usd" in q:
         found.append(Finding("cost", "info",
                              f"{f('serving_cost_per_day_usd')} per day: {f('cost_per_million_output_tokens_usd')} per "
                              f"million output tokens, {f('cost_per_million_input_tokens_usd')} per million input "
@@ -90,7 +90,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
     else:
         found.append(Finding("cost", "info", "no cost figures: state supply.price_per_accelerator_hour",
                              ("serving_accelerators",)))
-    if "api_cost_per_day_usd" in q and "serving_cost_per_day_usd" in q:
+    if reachable and "api_cost_per_day_usd" in q and "serving_cost_per_day_usd" in q:
         api, own = q["api_cost_per_day_usd"].value, q["serving_cost_per_day_usd"].value
         cheaper = "self-hosting is cheaper" if own < api else "the API is cheaper"
         found.append(Finding("cost", "info",
@@ -100,5 +100,6 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                              ("api_cost_per_day_usd", "serving_cost_per_day_usd", "break_even_requests_per_s")))
     if "energy_per_token_joules" in q:
         found.append(Finding("cost", "info", f"energy: {format_number(q['energy_per_token_joules'].value)} J per "
-                                             "token at rated power, PUE included", ("energy_per_token_joules",)))
+                                             "token at the fleet's average draw, PUE included",
+                             ("energy_per_token_joules",)))
     return found

@@ -173,21 +173,29 @@ class Formulas:
 
     def formula(self, *, unit: str, meaning: str, expression: str, source: str | None = None,
                 choice: tuple[str, str] | None = None, detail: bool = False, account: str | None = None,
-                zero_when: str | None = None, prose: bool = False):
+                zero_when: str | None = None, prose: bool = False, reads: tuple[str, ...] | None = None):
         """Define the quantity the decorated function is named after.
 
         ``choice=("step_time", "components")`` marks one of several methods for one quantity; a
         graph uses the option its ``choices`` name (the first defined by default). ``zero_when``
         names conditions on inputs under which the quantity is 0 and its other inputs are not read.
         ``prose=True`` says the expression is words (it cannot be checked against the function).
+        ``reads``: the inputs of a function written ``def name(**values)`` (a model over many inputs, as
+        the serving replica's): it is called with them as keywords, and its expression is words (prose).
         """
 
         def define(function: Callable[..., Any]) -> Callable[..., Any]:
             code = function.__code__
+            inputs = tuple(reads) if reads is not None else tuple(code.co_varnames[: code.co_argcount])
+            called = function
+            if reads is not None:
+                def called(*values, _function=function, _names=inputs):
+                    return _function(**dict(zip(_names, values)))
             self.definitions.append(Definition(
                 name=function.__name__, account=account or self.account, unit=unit, meaning=meaning,
-                expression=expression, inputs=tuple(code.co_varnames[: code.co_argcount]), function=function,
-                source=source, choice=choice, detail=detail, zero_when=_conditions(zero_when), prose=prose))
+                expression=expression, inputs=inputs, function=called,
+                source=source, choice=choice, detail=detail, zero_when=_conditions(zero_when),
+                prose=prose or reads is not None))
             return function
 
         return define

@@ -11,6 +11,8 @@ from botec.graph import Given
 from botec.graph.elementwise import minimum
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.catalog.engines import engine_presets
+from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stated import StatedInputs
@@ -19,7 +21,7 @@ from botec.layout import Layout, layout_of
 __all__ = ["build", "derive", "WEIGHT_BYTES", "KV_BYTES"]
 
 # Bytes per element of each format; weight-only INT8/INT4 also keep one 16-bit scale per quantization group.
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16, "int8": 1.0, "int4": 0.5}
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
 SCALE_BYTES = 2.0
 
@@ -67,17 +69,19 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         "output_tokens": stated.given("output_tokens", traffic.output_tokens, "workload.traffic.output_tokens"),
         "attention_window_tokens": Given(float(window), "assumed", window_source, "workload.model"),
         "requests_per_s": stated.given("requests_per_s", traffic.per_second, traffic.rate_field),
-        "memory_fraction": stated.given("memory_fraction", strategy.memory_fraction, "strategy.memory_fraction"),
-        "max_batch_size": stated.given("max_batch_size", strategy.max_batch_size, "strategy.max_batch_size"),
-        "activation_reserve_bytes": stated.given("activation_reserve_bytes", assumptions.activation_reserve,
-                                                 "assumptions.activation_reserve"),
-        "prefill_mfu": stated.given("prefill_mfu", assumptions.prefill_mfu, "assumptions.prefill_mfu"),
-        "decode_mfu": stated.given("decode_mfu", assumptions.decode_mfu, "assumptions.decode_mfu"),
-        "decode_bandwidth_efficiency": stated.given("decode_bandwidth_efficiency",
-                                                    assumptions.decode_bandwidth_efficiency,
-                                                    "assumptions.decode_bandwidth_efficiency"),
-    }
-    choices = {}
+        "prefix_cache_hit_rate": stated.given("prefix_cache_hit_rate", assumptions.prefix_cache_hit_rate,
+                                              "assumptions.prefix_cache_hit_rate"),
+        "utilization_cap": stated.given("utilization_cap", assumptions.utilization_cap, "assumptions.utilization_cap"),
+        "latency_percentile": Given(workload.latency.percentile / 100, "assumed", f"P{workload.latency.percentile}",
+                                    "workload.latency.percentile"),
+        "prompt_length_variation": Given(traffic.length_variation, "assumed",
+                                         f"{traffic.length_distribution} lengths: c² = Var / mean²",
+                                         "workload.traffic.length_distribution"),
+        "attention_width_per_context_token": Given(float(_attention_width(arch)), "derived",
+                                                   "absorbed MLA: a × (2·r_kv + d_rope)" if arch.mla
+                                                   else "a × (d_qk + d_v)", "workload.model"),
+    } | _speculation(assumptions.speculative_decoding, stated) | _engine(strategy, assumptions, prompt, stated)
+    choices = {"kv_budget": engine_presets()[strategy.engine].value("kv_budget_rule")}
     for target, name, choice in (("time_to_first_token", "time_to_first_token_target_seconds", "ttft_target"),
                                  ("time_per_output_token", "time_per_output_token_target_seconds", "tpot_target")):
         value = getattr(workload.latency, target)
@@ -85,16 +89,20 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         choices[choice] = "stated" if value is not None else "none"
 
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
-    compute_precision = "fp8" if precision == "fp8" else "bf16"
+    compute_precision = precision if precision in ("fp8", "fp4") else "bf16"
     if device is not None and compute_precision not in device.peak_flops_per_s:
-        if compute_precision == "fp8":
-            raise ContractError(f"{device.key} has no FP8 tensor cores: FP8 weights would run as BF16; use bf16, int8 "
-                                "or int4 (weight-only) or an accelerator with FP8", field="strategy.weight_precision")
+        if compute_precision in ("fp8", "fp4"):
+            raise ContractError(f"{device.key} has no {compute_precision.upper()} tensor cores: those weights would run "
+                                "as BF16; use bf16, int8 or int4 (weight-only) or an accelerator with "
+                                f"{compute_precision.upper()}", field="strategy.weight_precision")
         if "fp16" in device.peak_flops_per_s:  # Volta: no BF16; 16-bit weights and activations run in FP16
             compute_precision = "fp16"
     label, accelerator = accelerator_given(supply, device, compute_precision, "strategy.weight_precision", stated,
                                            bandwidth_needed_for="serving reads the weights every decode step")
     fixed |= accelerator | facility_given(supply, device, stated)
+    fixed |= efficiency_given(assumptions, supply, device, compute_precision, base_dir, stated)
+    if assumptions.kernel_overhead is None:  # a serving engine captures the decode step in CUDA graphs
+        fixed["kernel_overhead_seconds"] = _engine_given(strategy.engine, "kernel_overhead", "assumptions.kernel_overhead")
     if supply.api_price is not None:
         api = supply.api_price
         for name, value, key in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
@@ -110,6 +118,59 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                   formats_label=f"{precision} weights, {strategy.kv_cache_precision} KV cache", spec=spec, spec_given={},
                   fixed=fixed, tiers=tiers_of(supply, device, stated),
                   stated_fields={k: tuple(v) for k, v in stated.fields.items()}, absent=stated.absent, derive=derive)
+
+
+def _attention_width(arch) -> int:
+    """Multiply-adds one query makes per cached token per layer: a·(d_qk + d_v); absorbed MLA attends in the
+    latent, a·(2·r_kv + d_rope) (formula audit row 30: FlashMLA, vLLM)."""
+    if arch.mla:
+        return arch.attention_heads * (2 * arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
+    return arch.attention_heads * (arch.qk_head_dim + arch.v_head_dim)
+
+
+def _engine_given(engine: str, figure: str, field: str) -> Given:
+    preset = engine_presets()[engine]
+    entry = preset[figure]
+    return Given(entry.value, "catalog", f"{preset.name}: {entry.basis}: {entry.source}", field, entry.low, entry.high)
+
+
+def _engine(strategy, assumptions, prompt_tokens: int, stated: StatedInputs) -> dict[str, Given]:
+    """The engine's figures, each replaced where the contract states its own."""
+    given: dict[str, Given] = {}
+    for name, figure, field, own in (
+            ("memory_fraction", "memory_fraction", "strategy.memory_fraction", strategy.memory_fraction),
+            ("max_batch_size", "max_batch_size", "strategy.max_batch_size", strategy.max_batch_size),
+            ("max_batched_tokens", "max_batched_tokens", "strategy.max_batched_tokens", strategy.max_batched_tokens),
+            ("activation_reserve_bytes", "activation_reserve", "assumptions.activation_reserve",
+             assumptions.activation_reserve),
+            ("step_overhead_seconds", "step_overhead", "assumptions.step_overhead", assumptions.step_overhead),
+            ("allreduce_latency_seconds", "allreduce_latency", "assumptions.allreduce_latency",
+             assumptions.allreduce_latency)):
+        if own is not None:
+            given[name] = stated.given(name, own, field)
+        else:
+            given[name] = _engine_given(strategy.engine, figure, field)
+            stated.fields.setdefault(field, []).append(name)
+    preset = engine_presets()[strategy.engine]
+    budget = given["max_batched_tokens"]
+    if not preset.value("chunked_prefill") and strategy.max_batched_tokens is None and budget.value < prompt_tokens:
+        given["max_batched_tokens"] = Given(float(prompt_tokens), "catalog", f"{preset.name} prefills a prompt whole "
+                                            "(no chunked prefill by default): a step carries at least the prompt",
+                                            "strategy.max_batched_tokens")
+    return given
+
+
+def _speculation(speculative, stated: StatedInputs) -> dict[str, Given]:
+    if speculative is None:
+        off = "no speculative decoding"
+        return {"draft_tokens": Given(0.0, "assumed", off, "assumptions.speculative_decoding"),
+                "draft_acceptance_rate": Given(0.0, "assumed", off, "assumptions.speculative_decoding"),
+                "draft_step_cost": Given(0.0, "assumed", off, "assumptions.speculative_decoding")}
+    field = "assumptions.speculative_decoding"
+    return {"draft_tokens": Given(float(speculative.draft_tokens), "assumed", None, f"{field}.draft_tokens"),
+            "draft_acceptance_rate": stated.given("draft_acceptance_rate", speculative.acceptance_rate,
+                                                  f"{field}.acceptance_rate"),
+            "draft_step_cost": stated.given("draft_step_cost", speculative.draft_cost, f"{field}.draft_cost")}
 
 
 def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:

@@ -85,8 +85,10 @@ def methods(result: Estimate) -> list[str]:
     contract = result.contract
     model = contract.workload.model
     if result.kind == "serving":
-        lines = ["serving: roofline prefill and decode (max of compute and memory time, plus TP all-reduces); "
-                 "queueing approximated for the TTFT target"]
+        strategy = contract.strategy
+        lines = [f"serving: {strategy.engine} engine steps of in-flight batching (decode tokens + a prefill chunk) "
+                 "on the rooflines; load by Little's law, the prompt queue as M/G/1; targets at "
+                 f"P{contract.workload.latency.percentile}"]
         flops = f"FLOPs 2·N(active, matmul) per token + attention scores counted {contract.assumptions.attention_flops}"
         lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")
         return lines

@@ -114,24 +114,28 @@ def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: li
     return series
 
 
-def batch_figure(result: Estimate):
-    """Serving: TPOT and throughput against the decode batch."""
+def load_figure(result: Estimate):
+    """Serving: TTFT and TPOT, mean and at the targets' percentile, against the load on one replica."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    largest = max(2, int(result.value("max_concurrent_requests")))
-    batches = sorted({max(1, round(largest * f)) for f in (0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)})
-    series = _serving_sweep(result, "decode_batch_size", batches,
-                            ["time_per_output_token_seconds", "decode_tokens_per_s_per_replica"])
+    capacity = result.value("offline_requests_per_s_per_replica")
+    loads = [capacity * f for f in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)]
+    outputs = ["time_to_first_token_seconds", "time_to_first_token_percentile_seconds",
+               "time_per_output_token_seconds", "time_per_output_token_percentile_seconds"]
+    series = _serving_sweep(result, "requests_per_s_on_a_replica", loads, outputs)
+    percentile = f"P{round(result.value('latency_percentile') * 100)}"
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=batches, y=[t * 1e3 for t in series["time_per_output_token_seconds"]],
-                             name="TPOT (ms)", mode="lines+markers"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=batches, y=series["decode_tokens_per_s_per_replica"], name="tokens/s per replica",
-                             mode="lines+markers"), secondary_y=True)
-    fig.update_xaxes(title_text="decode batch")
-    fig.update_yaxes(title_text="ms per token", secondary_y=False)
-    fig.update_yaxes(title_text="tokens/s", secondary_y=True)
-    return _layout(fig, "Latency and throughput against batch", "ms per token")
+    for name, label, secondary in (("time_to_first_token_seconds", "TTFT mean", False),
+                                   ("time_to_first_token_percentile_seconds", f"TTFT {percentile}", False),
+                                   ("time_per_output_token_seconds", "TPOT mean", True),
+                                   ("time_per_output_token_percentile_seconds", f"TPOT {percentile}", True)):
+        fig.add_trace(go.Scatter(x=loads, y=[t * 1e3 for t in series[name]], name=f"{label} (ms)",
+                                 mode="lines+markers"), secondary_y=secondary)
+    fig.update_xaxes(title_text="requests/s on one replica (saturation: {:.3g})".format(capacity))
+    fig.update_yaxes(title_text="TTFT, ms", secondary_y=False)
+    fig.update_yaxes(title_text="TPOT, ms per token", secondary_y=True)
+    return _layout(fig, "Latency against load (one replica)", "ms")
 
 
 def context_figure(result: Estimate):
@@ -140,10 +144,10 @@ def context_figure(result: Estimate):
 
     window = result.value("attention_window_tokens")
     contexts = [c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072) if c <= max(window, 512)]
-    series = _serving_sweep(result, "kv_tokens_per_request", contexts, ["max_concurrent_requests"])
+    series = _serving_sweep(result, "mean_kv_tokens_per_request", contexts, ["max_concurrent_requests"])
     fig = go.Figure(go.Scatter(x=contexts, y=series["max_concurrent_requests"], mode="lines+markers",
                                name="concurrent requests"))
-    fig.update_xaxes(type="log", title_text="tokens per request (prompt + output)")
+    fig.update_xaxes(type="log", title_text="mean cached tokens per running request")
     return _layout(fig, "Concurrency that fits against context length", "requests")
 
 
@@ -173,7 +177,7 @@ def figures(result: Estimate) -> list:
     """Every figure that applies to the estimate, in reading order."""
     found = [memory_figure(result), step_figure(result)]
     if result.kind == "serving":
-        found += [batch_figure(result), context_figure(result)]
+        found += [load_figure(result), context_figure(result)]
         output = "cost_per_million_output_tokens_usd" if "cost_per_million_output_tokens_usd" in result.quantities \
             else "time_per_output_token_seconds"
     else:

@@ -38,7 +38,50 @@ def catalog_json() -> str:
         "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": p.state_bytes_per_parameter}
                        for p in optimizer_presets().values()],
         "nodes": [dataclasses.asdict(n) for n in node_presets().values()],
+        "engines": _engines_json(),
     }, indent=2, ensure_ascii=False)
+
+
+# Serving-engine presets (strategy.engine): one row per figure, one column per engine.
+_ENGINE_UNITS = {"ratio": "fraction", "bytes": "B", "seconds": "s", "count": "count", "rule": None, "flag": None}
+_BASIS_MARK = {"documented": "d", "measured": "m", "assumed": "a"}
+_ENGINE_TITLE = ("Serving engines (strategy.engine; value (low–high) and basis: d documented, m measured, "
+                 "a assumed)")
+
+
+def _engines_json() -> list[dict]:
+    from botec.catalog.engines import DEFAULT_ENGINE, ENGINE_FIGURES, engine_presets
+
+    return [{"key": p.key, "name": p.name, "default": p.key == DEFAULT_ENGINE,
+             "figures": {name: dataclasses.asdict(f) | {"unit": _ENGINE_UNITS[ENGINE_FIGURES[name]]}
+                         for name, f in p.figures.items()}}
+            for p in engine_presets().values()]
+
+
+def _engine_value(value, kind: str) -> str:
+    if kind == "flag":
+        return "yes" if value else "no"
+    if kind == "rule":
+        return str(value).replace("_", " ")
+    if kind in ("bytes", "seconds"):
+        return format_quantity(value, "B" if kind == "bytes" else "s")
+    return format_number(value)
+
+
+def _engine_cell(figure, kind: str) -> str:
+    """``9 µs (5 µs–15 µs) m``: the value, its range when it has one, and its basis."""
+    text = _engine_value(figure.value, kind)
+    if figure.has_range:
+        text += f" ({_engine_value(figure.low, kind)}–{_engine_value(figure.high, kind)})"
+    return f"{text} {_BASIS_MARK.get(figure.basis, figure.basis)}"
+
+
+def _engine_rows() -> tuple[list[str], list[list[str]]]:
+    from botec.catalog.engines import DEFAULT_ENGINE, ENGINE_FIGURES, engine_presets
+
+    presets = list(engine_presets().values())
+    header = ["figure"] + [p.key + (" (default)" if p.key == DEFAULT_ENGINE else "") for p in presets]
+    return header, [[name] + [_engine_cell(p[name], kind) for p in presets] for name, kind in ENGINE_FIGURES.items()]
 
 
 def _accelerator_rows() -> list[list[str]]:
@@ -85,6 +128,13 @@ def catalog_markdown() -> str:
         row + ["; ".join(f"{tier}: {s}" for tier, s in (("intra", n.intra_node_achieved_source),
                                                       ("inter", n.inter_node_achieved_source)) if s) or "—"]
         for row, n in zip(_node_rows(), node_presets().values())])
+    from botec.catalog.engines import engine_presets
+
+    header, rows = _engine_rows()
+    lines += ["", _ENGINE_TITLE + ":", ""] + markdown_table(header, rows)
+    lines += ["", "Serving-engine sources:", ""]
+    lines += markdown_table(["engine", "figure", "basis", "source"], [
+        [p.key, name, f.basis, f.source] for p in engine_presets().values() for name, f in p.figures.items()])
     return "\n".join(lines)
 
 
@@ -142,6 +192,13 @@ def catalog_text(console) -> None:
                                                     p.master_weight_bytes_per_parameter,
                                                     p.optimizer_state_bytes_per_parameter,
                                                     p.state_bytes_per_parameter)), p.description)
+    console.print(table)
+    header, rows = _engine_rows()
+    table = rich_table(_ENGINE_TITLE)
+    for column in header:
+        table.add_column(column, overflow="fold", no_wrap=column == "figure")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 

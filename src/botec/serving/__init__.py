@@ -1,5 +1,6 @@
-"""The serving estimate: weights and KV cache, prefill and decode by roofline, replicas for a
-traffic target, unit economics, composed into the ``SERVING`` graph."""
+"""The serving estimate: weights and KV cache, the engine step of in-flight batching on the rooflines, a
+replica at saturation and under load, replicas for a traffic target within its latency targets, unit
+economics, composed into the ``SERVING`` graph."""
 
 from botec import economics
 from botec.formulas import device, links, transformer, weights
@@ -12,4 +13,5 @@ SERVING = Graph("serving", transformer.formulas, device.formulas, weights.formul
 # What every serving estimate must resolve; a missing one names the contract field to state.
 REQUIRED = ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests", "time_to_first_token_seconds",
             "time_per_output_token_floor_seconds", "time_per_output_token_seconds", "decode_batch_size",
-            "requests_per_s_per_replica", "replicas", "serving_accelerators")
+            "offline_output_tokens_per_s_per_accelerator", "requests_per_s_per_replica", "replicas",
+            "serving_accelerators")

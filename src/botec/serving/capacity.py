@@ -1,10 +1,10 @@
 """Capacity for a traffic target: replicas, accelerators, utilization.
 
-Replicas must carry the traffic (λ / requests per replica) and keep the time to first token
-within its target under load. With prefill taking a share ρ = λ_r · TTFT of a replica's time,
-a waiting prompt sees about TTFT / (1 − ρ) (an M/M/1-style approximation: queueing, not
-modelled by the roofline, grows as the replica fills), so each replica may take at most
-λ_r = (1 − TTFT / target) / TTFT requests per second.
+The fleet has the fewest replicas that carry the traffic with every latency target met at its
+percentile, each loaded to at most the utilization cap (:mod:`botec.serving.latency` finds the
+largest load per replica that meets the targets). A target no load can meet (its floor, on an idle
+replica, is above it) leaves no such fleet: the replicas are then counted for throughput alone and
+the estimate says the target is unreachable instead of pricing a fleet that would miss it.
 """
 
 from botec.graph import Formulas, ceil, maximum, where
@@ -14,33 +14,20 @@ formulas = Formulas(account="capacity")
 formulas.input("requests_per_s", unit="requests/s", meaning="target traffic (mean arrivals)")
 
 
-@formulas.formula(unit="replicas", meaning="replicas the traffic needs for throughput",
-                  expression="⌈requests_per_s / requests_per_s_per_replica⌉")
-def replicas_for_throughput(requests_per_s, requests_per_s_per_replica):
-    return ceil(requests_per_s / requests_per_s_per_replica)
+@formulas.formula(unit="1", meaning="1 when every stated latency target can be met at some load, else 0",
+                  expression="1 if requests_per_s_per_replica > 0 else 0")
+def targets_reachable(requests_per_s_per_replica):
+    return where(requests_per_s_per_replica > 0, 1.0, 0.0)
 
 
-@formulas.formula(unit="replicas", meaning="replicas that keep the loaded TTFT within its target",
-                  expression="⌈requests_per_s × time_to_first_token_seconds / (1 − time_to_first_token_seconds"
-                             " / time_to_first_token_target_seconds)⌉ (when the unloaded TTFT meets the target)",
+@formulas.formula(unit="replicas", meaning="replicas to deploy: the fewest that carry the traffic within the targets",
+                  expression="⌈requests_per_s / requests_per_s_per_replica⌉ (unreachable targets: ⌈requests_per_s"
+                             " / (utilization_cap × offline_requests_per_s_per_replica)⌉, throughput alone)",
                   prose=True)
-def replicas_for_time_to_first_token(requests_per_s, time_to_first_token_seconds, time_to_first_token_target_seconds):
-    headroom = 1 - time_to_first_token_seconds / time_to_first_token_target_seconds
-    return where(headroom > 0, ceil(requests_per_s * time_to_first_token_seconds / maximum(headroom, 1e-9)), 1.0)
-
-
-@formulas.formula(unit="replicas", meaning="replicas to deploy",
-                  expression="max(replicas_for_throughput, replicas_for_time_to_first_token, 1)",
-                  choice=("ttft_target", "stated"))
-def replicas(replicas_for_throughput, replicas_for_time_to_first_token):
-    return maximum(maximum(replicas_for_throughput, replicas_for_time_to_first_token), 1)
-
-
-@formulas.formula(unit="replicas", meaning="replicas to deploy", expression="max(replicas_for_throughput, 1)",
-                  choice=("ttft_target", "none"))
-def replicas(replicas_for_throughput):  # noqa: F811
-    """No TTFT target: as many as the traffic needs."""
-    return maximum(replicas_for_throughput, 1)
+def replicas(requests_per_s, requests_per_s_per_replica, utilization_cap, offline_requests_per_s_per_replica):
+    throughput_only = ceil(requests_per_s / (utilization_cap * offline_requests_per_s_per_replica))
+    within = ceil(requests_per_s / maximum(requests_per_s_per_replica, 1e-300))
+    return maximum(where(requests_per_s_per_replica > 0, within, throughput_only), 1)
 
 
 @formulas.formula(unit="accelerators", meaning="accelerators the serving fleet needs",
@@ -49,10 +36,10 @@ def serving_accelerators(replicas, replica_accelerators):
     return replicas * replica_accelerators
 
 
-@formulas.formula(unit="requests/s", meaning="traffic the fleet can carry at full load",
-                  expression="replicas × requests_per_s_per_replica")
-def served_requests_per_s(replicas, requests_per_s_per_replica):
-    return replicas * requests_per_s_per_replica
+@formulas.formula(unit="requests/s", meaning="traffic the fleet can carry at saturation",
+                  expression="replicas × offline_requests_per_s_per_replica")
+def served_requests_per_s(replicas, offline_requests_per_s_per_replica):
+    return replicas * offline_requests_per_s_per_replica
 
 
 @formulas.formula(unit="fraction", meaning="share of the fleet's capacity the traffic uses",

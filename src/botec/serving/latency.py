@@ -1,37 +1,67 @@
-"""Serving latency and throughput by roofline.
+"""Serving latency and throughput: in-flight batching, step by step, at saturation and under load.
 
-Prefill is compute-bound: its FLOPs, 2·N per prompt token plus the attention scores, at the
-replica's peak times a prefill efficiency. A decode step at batch B reads the weights once and
-each sequence's KV cache, and computes 2·N FLOPs per sequence (plus attention):
+An engine step carries one token of each running request that decodes and a chunk of prompt
+tokens; its time comes from the rooflines of :mod:`botec.serving.step` (the function the simulator
+calls too), written here as per-unit costs: seconds per token of GEMMs, per step of weight reads,
+per cached token of attention, ... The replica's regimes (:mod:`botec.serving.load`):
 
-    t_step(B) = max(B · a, w + B · k) + c₀ + B · c₁
+- **saturation** (offline): as many requests run as memory, the engine's batch cap and its token
+  budget allow; its throughput is the offline figure;
+- **under a load**: the decoding requests follow from the arrivals by Little's law; a share of the
+  steps carries a prefill chunk; prompts queue for that chunk (M/G/1); TTFT and TPOT at the mean and
+  at the percentile the targets name.
 
-with a the compute time per sequence, w the weight read, k one sequence's KV read (bytes over
-memory bandwidth × efficiency), c₀ + B·c₁ the tensor-parallel all-reduces (two per layer). The
-step is memory-bound below the critical batch w / (a − k) (Databricks' MBU; the scaling book's
-B* = FLOPs / bandwidth). Every request in the batch gets one token per step, so TPOT = t_step(B).
-Queueing is not modelled here (capacity.py adds a utilization margin for the TTFT target).
+Pipeline stages keep p micro-batches in flight (vLLM's virtual engines): a token passes the p stages
+in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serve (Agrawal et al.
+2024) chunked prefill; Kleinrock, Queueing Systems vol. 1 (M/G/1); Leviathan et al. 2023
+(speculative decoding).
 """
 
-from botec.formulas.collectives import all_reduce_seconds
-from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
-from botec.graph import Formulas, floor, maximum, minimum
+from botec.graph import Formulas, maximum, minimum, where
+from botec.serving import load as model
+from botec.serving.step import speculative_tokens_per_step
 
 formulas = Formulas(account="serving")
 
-formulas.input("prefill_mfu", unit="1",
-               meaning="share of peak sustained by prefill (large matrix multiplies)")
-formulas.input("decode_mfu", unit="1",
-               meaning="share of peak sustained by decode once it is compute-bound")
-formulas.input("decode_bandwidth_efficiency", unit="1",
-               meaning="share of memory bandwidth decode achieves reading weights and KV cache")
-formulas.input("time_to_first_token_target_seconds", unit="s",
-               meaning="target time to first token (TTFT)")
-formulas.input("time_per_output_token_target_seconds", unit="s",
-               meaning="target time per output token (TPOT)")
-formulas.input("max_batch_size", unit="requests",
-               meaning="cap on concurrent sequences the engine batches (max_num_seqs)")
+formulas.input("time_to_first_token_target_seconds", unit="s", meaning="target time to first token (TTFT)")
+formulas.input("time_per_output_token_target_seconds", unit="s", meaning="target time per output token (TPOT)")
+formulas.input("latency_percentile", unit="fraction", meaning="the percentile the latency targets hold at (0.9: P90)")
+formulas.input("max_batch_size", unit="requests", meaning="cap on running sequences (max_num_seqs)")
+formulas.input("max_batched_tokens", unit="tokens", meaning="tokens one engine step may carry (its token budget)")
+formulas.input("step_overhead_seconds", unit="s", meaning="engine CPU time per step not hidden behind the GPU")
+formulas.input("allreduce_latency_seconds", unit="s", meaning="latency of one small tensor-parallel all-reduce")
+formulas.input("matmul_efficiency", unit="1", account="compute",
+               meaning="share of the dense peak a large GEMM sustains (e_mm; the family's curve)")
+formulas.input("memory_bandwidth_efficiency", unit="1", account="compute",
+               meaning="share of the memory bandwidth memory-bound ops sustain (e_mem)")
+formulas.input("attention_efficiency", unit="1", account="compute",
+               meaning="share of the 16-bit peak a fused attention kernel sustains (e_attn)")
+formulas.input("kernel_overhead_seconds", unit="s", account="compute",
+               meaning="fixed time of every kernel (the engine's, the decode step in CUDA graphs)")
+formulas.input("attention_peak_flops_per_s", unit="FLOP/s", account="compute", detail=True,
+               meaning="the 16-bit dense peak attention runs at")
+formulas.input("attention_width_per_context_token", unit="1", detail=True,
+               meaning="per layer, a·(d_qk + d_v): multiply-adds one query makes per cached token (absorbed MLA: "
+                       "a·(2·r_kv + d_rope))")
+formulas.input("prefix_cache_hit_rate", unit="fraction", meaning="share of prompt tokens found in the prefix cache")
+formulas.input("draft_tokens", unit="tokens", meaning="speculative decoding: draft tokens proposed per step (0: off)")
+formulas.input("draft_acceptance_rate", unit="fraction", meaning="speculative decoding: chance a draft token is accepted")
+formulas.input("draft_step_cost", unit="fraction",
+               meaning="speculative decoding: one draft token's cost as a share of a target decode step")
+formulas.input("prompt_length_variation", unit="1", detail=True,
+               meaning="squared coefficient of variation of prompt lengths (0 for fixed lengths)")
+formulas.input("utilization_cap", unit="fraction", meaning="the largest share of a replica's capacity it is loaded to")
 
+KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
+_NORMAL = {0.5: 0.0, 0.9: 1.2815516, 0.95: 1.6448536, 0.99: 2.3263479}   # standard normal quantiles z_q
+
+
+def _z(q):
+    """The standard normal quantile of ``q`` (the percentiles a target may name: 50, 90, 95, 99)."""
+    return sum(where(abs(q - level) < 1e-9, z, 0.0) for level, z in _NORMAL.items())
+
+
+# --- the per-unit costs of a step on one accelerator of the fullest stage -----------------------
 
 @formulas.formula(unit="accelerators", meaning="accelerators of one serving replica",
                   expression="tensor_parallel × pipeline_parallel")
@@ -39,180 +69,294 @@ def replica_accelerators(tensor_parallel, pipeline_parallel):
     return tensor_parallel * pipeline_parallel
 
 
-@formulas.formula(unit="FLOP", meaning="prefill work for one prompt",
-                  expression="2 × matmul_parameters × prompt_tokens + attention_forward_flops_per_context_token"
-                             " × prompt_tokens² × attention_flops_factor",
-                  source="forward only: 2 FLOPs per parameter per token; QKᵀ and attention × V over the prompt",
+@formulas.formula(unit="s", meaning="GEMM time per token a step carries (compute-bound side)",
+                  expression="2 × (matmul_parameters − lm_head_matmul_parameters) × pipeline_stage_layers"
+                             " / (layers × tensor_parallel) / (matmul_efficiency × peak_flops_per_s)", detail=True)
+def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipeline_stage_layers, layers,
+                           tensor_parallel, matmul_efficiency, peak_flops_per_s):
+    flops = 2 * (matmul_parameters - lm_head_matmul_parameters) * pipeline_stage_layers / (layers * tensor_parallel)
+    return flops / (matmul_efficiency * peak_flops_per_s)
+
+
+@formulas.formula(unit="B", meaning="routed-expert weights resident on one accelerator",
+                  expression="expert_parameters_per_device × weight_bytes_per_parameter", detail=True)
+def expert_weight_bytes(expert_parameters_per_device, weight_bytes_per_parameter):
+    return expert_parameters_per_device * weight_bytes_per_parameter
+
+
+@formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts)",
+                  expression="(weight_memory_bytes − expert_weight_bytes)"
+                             " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)")
+def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, memory_bandwidth_efficiency,
+                        memory_bandwidth_bytes_per_s):
+    return (weight_memory_bytes - expert_weight_bytes) / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+
+
+@formulas.formula(unit="s", meaning="time to read every routed expert resident on one accelerator",
+                  expression="expert_weight_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
+                  detail=True)
+def expert_read_seconds(expert_weight_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s):
+    return expert_weight_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+
+
+@formulas.formula(unit="fraction", meaning="chance a token picks a given expert: k / E",
+                  expression="experts_per_token / experts", zero_when="experts == 0", detail=True)
+def expert_pick_probability(experts_per_token, experts):
+    return experts_per_token / experts
+
+
+@formulas.formula(unit="s", meaning="attention compute per cached token a query reads (compute-bound side)",
+                  expression="2 × pipeline_stage_layers × attention_width_per_context_token / tensor_parallel"
+                             " / (attention_efficiency × attention_peak_flops_per_s)", detail=True)
+def attention_seconds_per_context_token(pipeline_stage_layers, attention_width_per_context_token, tensor_parallel,
+                                        attention_efficiency, attention_peak_flops_per_s):
+    return (2 * pipeline_stage_layers * attention_width_per_context_token / tensor_parallel
+            / (attention_efficiency * attention_peak_flops_per_s))
+
+
+@formulas.formula(unit="s", meaning="time to read one cached token's K and V (memory-bound side)",
+                  expression="kv_bytes_per_token_per_device / (memory_bandwidth_efficiency"
+                             " × memory_bandwidth_bytes_per_s)", detail=True)
+def kv_read_seconds_per_context_token(kv_bytes_per_token_per_device, memory_bandwidth_efficiency,
+                                      memory_bandwidth_bytes_per_s):
+    return kv_bytes_per_token_per_device / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+
+
+@formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
+                  expression="2 × lm_head_matmul_parameters / tensor_parallel / (matmul_efficiency"
+                             " × peak_flops_per_s)", detail=True)
+def logit_seconds_per_token(lm_head_matmul_parameters, tensor_parallel, matmul_efficiency, peak_flops_per_s):
+    return 2 * lm_head_matmul_parameters / tensor_parallel / (matmul_efficiency * peak_flops_per_s)
+
+
+@formulas.formula(unit="s", meaning="tensor-parallel all-reduce time per token a step carries (bandwidth side)",
+                  expression="2 × pipeline_stage_layers × 2 × (tensor_parallel − 1) / tensor_parallel × hidden_size"
+                             " × activation_bytes_per_element / tp_link_bytes_per_s",
+                  zero_when="tensor_parallel == 1", detail=True)
+def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidden_size, activation_bytes_per_element,
+                                    tp_link_bytes_per_s):
+    return (2 * pipeline_stage_layers * 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size
+            * activation_bytes_per_element / tp_link_bytes_per_s)
+
+
+@formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
+                  expression="(9 × pipeline_stage_layers + 2) × kernel_overhead_seconds + step_overhead_seconds"
+                             " + (2 × pipeline_stage_layers × allreduce_latency_seconds if tensor_parallel > 1 else 0)",
                   prose=True)
-def prefill_flops_per_request(matmul_parameters, prompt_tokens, attention_forward_flops_per_context_token,
-                              attention_flops_factor):
-    attention = attention_forward_flops_per_context_token * prompt_tokens ** 2 * attention_flops_factor
-    return 2 * matmul_parameters * prompt_tokens + attention
+def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
+                           allreduce_latency_seconds, tensor_parallel):
+    kernels = (KERNELS_PER_LAYER * pipeline_stage_layers + 2) * kernel_overhead_seconds
+    all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
+    return kernels + step_overhead_seconds + all_reduces
 
 
-@formulas.formula(unit="s", meaning="compute time of one prefill on a replica",
-                  expression="prefill_flops_per_request / (tensor_parallel × peak_flops_per_s × prefill_mfu)")
-def prefill_compute_seconds(prefill_flops_per_request, tensor_parallel, peak_flops_per_s, prefill_mfu):
-    """Pipeline stages run one after the other for a single prompt: only TP divides the work."""
-    return prefill_flops_per_request / (tensor_parallel * peak_flops_per_s * prefill_mfu)
+# --- requests ---------------------------------------------------------------------------------
+
+@formulas.formula(unit="tokens", meaning="prompt tokens a request's prefill computes (those not in the prefix cache)",
+                  expression="prompt_tokens × (1 − prefix_cache_hit_rate)")
+def prefill_tokens_per_request(prompt_tokens, prefix_cache_hit_rate):
+    return prompt_tokens * (1 - prefix_cache_hit_rate)
 
 
-@formulas.formula(unit="s", meaning="time to read the replica's weights once",
-                  expression="weight_memory_bytes × pipeline_parallel / (memory_bandwidth_bytes_per_s"
-                             " × decode_bandwidth_efficiency)")
-def weight_read_seconds(weight_memory_bytes, pipeline_parallel, memory_bandwidth_bytes_per_s,
-                        decode_bandwidth_efficiency):
-    """Each stage reads its accelerator's weights; stages run in turn."""
-    return weight_memory_bytes * pipeline_parallel / (memory_bandwidth_bytes_per_s * decode_bandwidth_efficiency)
+@formulas.formula(unit="tokens", meaning="mean tokens a prefill token attends (the cached prefix and the causal "
+                                         "part of its own prompt)",
+                  expression="prompt_tokens × prefix_cache_hit_rate + prefill_tokens_per_request / 2", detail=True)
+def prefill_attention_tokens(prompt_tokens, prefix_cache_hit_rate, prefill_tokens_per_request):
+    return prompt_tokens * prefix_cache_hit_rate + prefill_tokens_per_request / 2
 
 
-@formulas.formula(unit="s", meaning="tensor-parallel all-reduces of one prefill",
-                  expression="2 × layers × all-reduce(prompt_tokens × hidden_size × activation_bytes_per_element"
-                             " over tensor_parallel)", zero_when="tensor_parallel == 1", prose=True)
-def prefill_communication_seconds(layers, prompt_tokens, hidden_size, activation_bytes_per_element, tensor_parallel,
-                                  tp_link_bytes_per_s, tp_link_latency_seconds):
-    message = prompt_tokens * hidden_size * activation_bytes_per_element
-    return (TP_ALL_REDUCES_PER_LAYER_FORWARD * layers
-            * all_reduce_seconds(message, tensor_parallel, tp_link_bytes_per_s, tp_link_latency_seconds))
+@formulas.formula(unit="tokens", meaning="tokens a decoding request gains per step (E; 1 without speculation)",
+                  expression="(1 − α^(k+1)) / (1 − α), k = draft_tokens, α = draft_acceptance_rate",
+                  source="Leviathan et al. 2023, eq. 1", prose=True)
+def tokens_per_step(draft_tokens, draft_acceptance_rate):
+    return speculative_tokens_per_step(draft_tokens, draft_acceptance_rate)
 
 
-@formulas.formula(unit="s", meaning="time to first token with no queue (prefill of one prompt)",
-                  expression="max(prefill_compute_seconds, weight_read_seconds) + prefill_communication_seconds")
-def time_to_first_token_seconds(prefill_compute_seconds, weight_read_seconds, prefill_communication_seconds):
-    return maximum(prefill_compute_seconds, weight_read_seconds) + prefill_communication_seconds
+@formulas.formula(unit="requests", meaning="requests a replica runs at saturation",
+                  expression="max(1, min(max_concurrent_requests, max_batch_size, ⌊max_batched_tokens / (draft_tokens"
+                             " + 1 + tokens_per_step × prefill_tokens_per_request / output_tokens)⌋))",
+                  source="a step carries each running request's decode tokens and the prompts replacing those that "
+                         "finish", prose=True)
+def saturation_batch_size(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens, tokens_per_step,
+                          prefill_tokens_per_request, output_tokens):
+    return model.batch_limit(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens + 1,
+                             tokens_per_step * prefill_tokens_per_request / output_tokens)
 
 
-@formulas.formula(unit="tokens", meaning="mean tokens in a request's cache while it decodes",
-                  expression="min(prompt_tokens + output_tokens / 2, attention_window_tokens)")
-def mean_context_tokens(prompt_tokens, output_tokens, attention_window_tokens):
-    return minimum(prompt_tokens + output_tokens / 2, attention_window_tokens)
+# Every formula that runs the replica model reads these inputs (the fields of botec.serving.load.Replica).
+REPLICA = tuple(model.Replica.__dataclass_fields__)
 
 
-@formulas.formula(unit="FLOP", meaning="decode work for one new token of one sequence",
-                  expression="2 × matmul_parameters + attention_forward_flops_per_context_token × mean_context_tokens")
-def decode_flops_per_token(matmul_parameters, attention_forward_flops_per_context_token, mean_context_tokens):
-    """The new token attends every token of its context: no causal halving."""
-    return 2 * matmul_parameters + attention_forward_flops_per_context_token * mean_context_tokens
+def _replica(values: dict) -> model.Replica:
+    return model.Replica(**{name: values[name] for name in REPLICA})
 
 
-@formulas.formula(unit="s", meaning="decode compute time per sequence per step (a)",
-                  expression="decode_flops_per_token / (tensor_parallel × peak_flops_per_s × decode_mfu)")
-def decode_compute_seconds_per_sequence(decode_flops_per_token, tensor_parallel, peak_flops_per_s, decode_mfu):
-    return decode_flops_per_token / (tensor_parallel * peak_flops_per_s * decode_mfu)
+def _at(values: dict, rate) -> model.Load:
+    return model.at_load(_replica(values), rate)
 
 
-@formulas.formula(unit="s", meaning="time to read one sequence's KV cache per step (k)",
-                  expression="kv_bytes_per_token_per_device × mean_context_tokens × pipeline_parallel"
-                             " / (memory_bandwidth_bytes_per_s × decode_bandwidth_efficiency)")
-def kv_read_seconds_per_sequence(kv_bytes_per_token_per_device, mean_context_tokens, pipeline_parallel,
-                                 memory_bandwidth_bytes_per_s, decode_bandwidth_efficiency):
-    return (kv_bytes_per_token_per_device * mean_context_tokens * pipeline_parallel
-            / (memory_bandwidth_bytes_per_s * decode_bandwidth_efficiency))
+@formulas.formula(unit="s", meaning="fastest time per output token: one request alone (the TPOT floor)",
+                  expression="pipeline_parallel × engine step(1 decoding request, no prefill) / tokens_per_step",
+                  source="botec.serving.step.engine_step_seconds", reads=REPLICA)
+def time_per_output_token_floor_seconds(**values):
+    replica = _replica(values)
+    return replica.pipeline_parallel * replica.stage_step(1.0, 0.0) / replica.tokens_per_step
 
 
-@formulas.formula(unit="s", meaning="latency part of a decode step's TP all-reduces (c₀)",
-                  expression="2 × layers × all-reduce(0 B over tensor_parallel)", zero_when="tensor_parallel == 1",
-                  prose=True)
-def decode_communication_fixed_seconds(layers, tensor_parallel, tp_link_bytes_per_s, tp_link_latency_seconds):
-    return TP_ALL_REDUCES_PER_LAYER_FORWARD * layers * all_reduce_seconds(0.0, tensor_parallel, tp_link_bytes_per_s,
-                                                                          tp_link_latency_seconds)
+@formulas.formula(unit="s", meaning="fastest time to first token: one prompt on an idle replica",
+                  expression="⌈prefill_tokens_per_request / max_batched_tokens⌉ chunks, each an engine step through "
+                             "the pipeline_parallel stages", reads=REPLICA)
+def time_to_first_token_floor_seconds(**values):
+    return _at(values, 0.0).prefill_seconds
 
 
-@formulas.formula(unit="s", meaning="bandwidth part of a decode step's TP all-reduces per sequence (c₁)",
-                  expression="2 × layers × all-reduce(hidden_size × activation_bytes_per_element over tensor_parallel,"
-                             " α = 0)", zero_when="tensor_parallel == 1", prose=True)
-def decode_communication_seconds_per_sequence(layers, hidden_size, activation_bytes_per_element, tensor_parallel,
-                                              tp_link_bytes_per_s):
-    return TP_ALL_REDUCES_PER_LAYER_FORWARD * layers * all_reduce_seconds(
-        hidden_size * activation_bytes_per_element, tensor_parallel, tp_link_bytes_per_s, 0.0)
+@formulas.formula(unit="s", meaning="time for every request of a saturated replica to take one step",
+                  expression="pipeline_parallel × engine step(saturation_batch_size / pipeline_parallel decoding, "
+                             "the prompts that replace finished requests)", reads=REPLICA, detail=True)
+def saturation_round_seconds(**values):
+    return model.saturation(_replica(values))[0]
 
 
-@formulas.formula(unit="s", meaning="fastest possible decode step: batch 1 (the TPOT floor)",
-                  expression="max(decode_compute_seconds_per_sequence, weight_read_seconds + kv_read_seconds_per_sequence)"
-                             " + decode_communication_fixed_seconds + decode_communication_seconds_per_sequence")
-def time_per_output_token_floor_seconds(decode_compute_seconds_per_sequence, weight_read_seconds,
-                                        kv_read_seconds_per_sequence, decode_communication_fixed_seconds,
-                                        decode_communication_seconds_per_sequence):
-    return (maximum(decode_compute_seconds_per_sequence, weight_read_seconds + kv_read_seconds_per_sequence)
-            + decode_communication_fixed_seconds + decode_communication_seconds_per_sequence)
+@formulas.formula(unit="requests/s", meaning="requests one replica completes per second at saturation (offline)",
+                  expression="saturation_batch_size × tokens_per_step / (output_tokens × saturation_round_seconds)")
+def offline_requests_per_s_per_replica(saturation_batch_size, tokens_per_step, output_tokens,
+                                       saturation_round_seconds):
+    return saturation_batch_size * tokens_per_step / (output_tokens * saturation_round_seconds)
 
 
-@formulas.formula(unit="requests", meaning="batch above which decode is compute-bound (0: never)",
-                  expression="weight_read_seconds / (decode_compute_seconds_per_sequence − kv_read_seconds_per_sequence)"
-                             " if decode_compute_seconds_per_sequence > kv_read_seconds_per_sequence else 0")
-def critical_batch_size(weight_read_seconds, decode_compute_seconds_per_sequence, kv_read_seconds_per_sequence):
-    """B · a = w + B · k  ⇒  B* = w / (a − k); when reading a sequence's KV costs more than computing on it, never."""
-    gap = decode_compute_seconds_per_sequence - kv_read_seconds_per_sequence
-    return maximum(weight_read_seconds / maximum(gap, 1e-30), 0) * (gap > 0)
+@formulas.formula(unit="tokens/s", meaning="output tokens per second per accelerator at saturation (offline: the "
+                                           "figure MLPerf's Offline scenario and max-throughput tables report)",
+                  expression="offline_requests_per_s_per_replica × output_tokens / replica_accelerators")
+def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_replica, output_tokens,
+                                                replica_accelerators):
+    return offline_requests_per_s_per_replica * output_tokens / replica_accelerators
 
 
-@formulas.formula(unit="requests", meaning="largest batch whose decode step meets the TPOT target",
-                  expression="⌊min((T − c₀) / (a + c₁), (T − c₀ − w) / (k + c₁))⌋,"
-                             " T = time_per_output_token_target_seconds", prose=True)
-def tpot_batch_limit(time_per_output_token_target_seconds, decode_communication_fixed_seconds,
-                     decode_communication_seconds_per_sequence, decode_compute_seconds_per_sequence,
-                     weight_read_seconds, kv_read_seconds_per_sequence):
-    room = time_per_output_token_target_seconds - decode_communication_fixed_seconds
-    compute_bound = room / (decode_compute_seconds_per_sequence + decode_communication_seconds_per_sequence)
-    memory_bound = (room - weight_read_seconds) / (kv_read_seconds_per_sequence
-                                                   + decode_communication_seconds_per_sequence)
-    return maximum(floor(minimum(compute_bound, memory_bound)), 0)
+@formulas.formula(unit="requests/s", meaning="the largest load per replica whose TTFT meets its target at the stated "
+                                             "percentile (within the utilization cap)",
+                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target",
+                  reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
+                                   "time_to_first_token_target_seconds"),
+                  choice=("ttft_target", "stated"), detail=True)
+def ttft_limited_requests_per_s(**values):
+    replica, q = _replica(values), values["latency_percentile"]
+    target = values["time_to_first_token_target_seconds"]
+    return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
+                                     lambda load: model.ttft_quantile(load, q) <= target)
 
 
-@formulas.formula(unit="requests", meaning="sequences decoded together on a replica",
-                  expression="max(min(max_concurrent_requests, tpot_batch_limit, max_batch_size), 1)",
-                  choice=("tpot_target", "stated"))
-def decode_batch_size(max_concurrent_requests, tpot_batch_limit, max_batch_size):
-    """The throughput-maximizing batch: as large as memory, the TPOT target and the engine allow."""
-    return maximum(minimum(minimum(max_concurrent_requests, tpot_batch_limit), max_batch_size), 1)
+@formulas.formula(unit="requests/s", meaning="the load per replica the TTFT allows (no target: the utilization cap)",
+                  expression="utilization_cap × offline_requests_per_s_per_replica", choice=("ttft_target", "none"),
+                  detail=True)
+def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_replica):  # noqa: F811
+    return utilization_cap * offline_requests_per_s_per_replica
 
 
-@formulas.formula(unit="requests", meaning="sequences decoded together on a replica",
-                  expression="max(min(max_concurrent_requests, max_batch_size), 1)", choice=("tpot_target", "none"))
-def decode_batch_size(max_concurrent_requests, max_batch_size):  # noqa: F811
-    """No TPOT target: as large as memory and the engine allow."""
-    return maximum(minimum(max_concurrent_requests, max_batch_size), 1)
+@formulas.formula(unit="requests/s", meaning="the largest load per replica whose TPOT meets its target at the stated "
+                                             "percentile (within the utilization cap)",
+                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target",
+                  reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
+                                   "time_per_output_token_target_seconds"),
+                  choice=("tpot_target", "stated"), detail=True)
+def tpot_limited_requests_per_s(**values):
+    replica, z = _replica(values), _z(values["latency_percentile"])
+    target = values["time_per_output_token_target_seconds"]
+    return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
+                                     lambda load: model.tpot_quantile(replica, load, z) <= target)
 
 
-@formulas.formula(unit="s", meaning="time per output token at the chosen batch (TPOT)",
-                  expression="max(B × a, w + B × k) + c₀ + B × c₁, B = decode_batch_size", prose=True)
-def time_per_output_token_seconds(decode_batch_size, decode_compute_seconds_per_sequence, weight_read_seconds,
-                                  kv_read_seconds_per_sequence, decode_communication_fixed_seconds,
-                                  decode_communication_seconds_per_sequence):
-    batch = decode_batch_size
-    return (maximum(batch * decode_compute_seconds_per_sequence,
-                    weight_read_seconds + batch * kv_read_seconds_per_sequence)
-            + decode_communication_fixed_seconds + batch * decode_communication_seconds_per_sequence)
+@formulas.formula(unit="requests/s", meaning="the load per replica the TPOT allows (no target: the utilization cap)",
+                  expression="utilization_cap × offline_requests_per_s_per_replica", choice=("tpot_target", "none"),
+                  detail=True)
+def tpot_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_replica):  # noqa: F811
+    return utilization_cap * offline_requests_per_s_per_replica
 
 
-@formulas.formula(unit="s", meaning="latency of a whole request with no queue",
-                  expression="time_to_first_token_seconds + output_tokens × time_per_output_token_seconds")
+@formulas.formula(unit="requests/s", meaning="the load one replica carries meeting every target (0: none can be met)",
+                  expression="min(ttft_limited_requests_per_s, tpot_limited_requests_per_s)")
+def requests_per_s_per_replica(ttft_limited_requests_per_s, tpot_limited_requests_per_s):
+    return minimum(ttft_limited_requests_per_s, tpot_limited_requests_per_s)
+
+
+# --- at the fleet's load ----------------------------------------------------------------------
+
+@formulas.formula(unit="requests/s", meaning="arrivals each replica of the fleet receives",
+                  expression="requests_per_s / replicas")
+def requests_per_s_on_a_replica(requests_per_s, replicas):
+    return requests_per_s / replicas
+
+
+@formulas.formula(unit="requests", meaning="requests decoding together on a replica at the fleet's load",
+                  expression="requests_per_s_on_a_replica × output_tokens / tokens_per_step × round time (Little's "
+                             "law), at most saturation_batch_size", reads=REPLICA + ("requests_per_s_on_a_replica",))
+def decode_batch_size(**values):
+    return _at(values, values["requests_per_s_on_a_replica"]).batch
+
+
+@formulas.formula(unit="s", meaning="mean time per output token at the fleet's load (TPOT)",
+                  expression="pipeline_parallel × ((1 − ρ) × step without a prefill chunk + ρ × step with one)"
+                             " / tokens_per_step, ρ the share of steps carrying a chunk",
+                  reads=REPLICA + ("requests_per_s_on_a_replica",))
+def time_per_output_token_seconds(**values):
+    return _at(values, values["requests_per_s_on_a_replica"]).tpot_mean
+
+
+@formulas.formula(unit="s", meaning="time per output token at the targets' percentile, at the fleet's load",
+                  expression="mean TPOT + z_q × the spread of a request's steps with and without a chunk over its"
+                             " output_tokens / tokens_per_step steps",
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"))
+def time_per_output_token_percentile_seconds(**values):
+    replica = _replica(values)
+    load = model.at_load(replica, values["requests_per_s_on_a_replica"])
+    return model.tpot_quantile(replica, load, _z(values["latency_percentile"]))
+
+
+@formulas.formula(unit="s", meaning="mean time to first token at the fleet's load (TTFT): the prompt's wait and "
+                                    "its prefill",
+                  expression="ρ·S·(1 + c²) / (2(1 − ρ)) + S: the M/G/1 wait for the prefill chunk, S the prompt's "
+                             "chunks through the stages",
+                  source="Pollaczek–Khinchine (Kleinrock 1975)", reads=REPLICA + ("requests_per_s_on_a_replica",))
+def time_to_first_token_seconds(**values):
+    load = _at(values, values["requests_per_s_on_a_replica"])
+    return load.wait_mean + load.prefill_seconds
+
+
+@formulas.formula(unit="s", meaning="time to first token at the targets' percentile, at the fleet's load",
+                  expression="(W̄ / ρ) × ln(ρ / (1 − q)) + S when ρ > 1 − q, else S: the wait's exponential tail",
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"))
+def time_to_first_token_percentile_seconds(**values):
+    load = _at(values, values["requests_per_s_on_a_replica"])
+    return model.ttft_quantile(load, values["latency_percentile"])
+
+
+@formulas.formula(unit="fraction", meaning="share of a replica's step time spent on prompts at the fleet's load",
+                  expression="ρ × (step with a chunk − step without) / mean step",
+                  reads=REPLICA + ("requests_per_s_on_a_replica",))
+def prefill_time_share(**values):
+    load = _at(values, values["requests_per_s_on_a_replica"])
+    return load.busy_share * (load.tpot_high - load.tpot_low) / maximum(load.tpot_mean, 1e-30)
+
+
+@formulas.formula(unit="s", meaning="mean latency of a whole request at the fleet's load",
+                  expression="time_to_first_token_seconds + (output_tokens − 1) × time_per_output_token_seconds")
 def end_to_end_latency_seconds(time_to_first_token_seconds, output_tokens, time_per_output_token_seconds):
-    return time_to_first_token_seconds + output_tokens * time_per_output_token_seconds
+    return time_to_first_token_seconds + (output_tokens - 1) * time_per_output_token_seconds
 
 
-@formulas.formula(unit="tokens/s", meaning="tokens generated per second by one replica while decoding",
-                  expression="decode_batch_size / time_per_output_token_seconds")
-def decode_tokens_per_s_per_replica(decode_batch_size, time_per_output_token_seconds):
-    return decode_batch_size / time_per_output_token_seconds
+@formulas.formula(unit="tokens/s", meaning="tokens generated per second by one replica at the fleet's load",
+                  expression="requests_per_s_on_a_replica × output_tokens")
+def decode_tokens_per_s_per_replica(requests_per_s_on_a_replica, output_tokens):
+    return requests_per_s_on_a_replica * output_tokens
 
 
-@formulas.formula(unit="requests/s", meaning="requests one replica completes per second",
-                  expression="1 / (time_to_first_token_seconds + output_tokens × time_per_output_token_seconds"
-                             " / decode_batch_size)")
-def requests_per_s_per_replica(time_to_first_token_seconds, output_tokens, time_per_output_token_seconds,
-                               decode_batch_size):
-    """Each prefill holds the replica alone; decode steps are shared by the batch (continuous batching)."""
-    return 1 / (time_to_first_token_seconds + output_tokens * time_per_output_token_seconds / decode_batch_size)
+@formulas.formula(unit="tokens/s", meaning="output tokens per second per accelerator at the fleet's load",
+                  expression="decode_tokens_per_s_per_replica / replica_accelerators")
+def output_tokens_per_s_per_accelerator(decode_tokens_per_s_per_replica, replica_accelerators):
+    return decode_tokens_per_s_per_replica / replica_accelerators
 
 
-@formulas.formula(unit="fraction", meaning="share of a replica's busy time spent on prefill",
-                  expression="time_to_first_token_seconds × requests_per_s_per_replica")
-def prefill_time_share(time_to_first_token_seconds, requests_per_s_per_replica):
-    return time_to_first_token_seconds * requests_per_s_per_replica
-
-
-@formulas.formula(unit="tokens/s", meaning="output tokens per second per accelerator at full load",
-                  expression="output_tokens × requests_per_s_per_replica / replica_accelerators")
-def output_tokens_per_s_per_accelerator(output_tokens, requests_per_s_per_replica, replica_accelerators):
-    return output_tokens * requests_per_s_per_replica / replica_accelerators
+@formulas.formula(unit="requests", meaning="decode tokens per step above which the weight GEMMs turn compute-bound",
+                  expression="weight_read_seconds / gemm_seconds_per_token")
+def critical_batch_size(weight_read_seconds, gemm_seconds_per_token):
+    """g · T = w  ⇒  T* = w / g: below it a step's time is the weight read (Databricks' MBU; the scaling book's B*)."""
+    return weight_read_seconds / gemm_seconds_per_token

@@ -9,7 +9,7 @@ for multi-head latent attention, whose latent is shared by all heads and so not 
 (:mod:`botec.formulas.weights`: split over TP, PP and EP), resident at the weight precision.
 """
 
-from botec.graph import Formulas, floor, maximum
+from botec.graph import Formulas, floor, maximum, minimum
 
 formulas = Formulas(account="serving")
 
@@ -24,7 +24,8 @@ formulas.input("output_tokens", unit="tokens", meaning="generated tokens per req
 formulas.input("attention_window_tokens", unit="tokens",
                meaning="tokens each layer attends to at most (the sliding window, or the model's context)")
 formulas.input("memory_fraction", unit="1",
-               meaning="share of device memory the serving engine may use (vLLM's gpu_memory_utilization)")
+               meaning="share of memory the serving engine may use (vLLM's gpu_memory_utilization; TensorRT-LLM's "
+                       "kv_cache_free_gpu_mem_fraction of the free memory)")
 formulas.input("activation_reserve_bytes", unit="B",
                meaning="memory per accelerator kept for activations, CUDA graphs and runtime buffers")
 
@@ -77,19 +78,39 @@ def weight_spare_bytes(usable_memory_bytes, weight_memory_bytes):
 
 
 @formulas.formula(unit="B", meaning="memory left for the KV cache on one accelerator",
-                  expression="usable_memory_bytes − weight_memory_bytes − activation_reserve_bytes")
+                  expression="usable_memory_bytes − weight_memory_bytes − activation_reserve_bytes",
+                  source="vLLM and SGLang: a share of the device's memory, less the weights and the non-KV reserve",
+                  choice=("kv_budget", "of_total"))
 def kv_budget_bytes(usable_memory_bytes, weight_memory_bytes, activation_reserve_bytes):
     """Negative: the weights alone do not fit."""
     return usable_memory_bytes - weight_memory_bytes - activation_reserve_bytes
 
 
-@formulas.formula(unit="requests", meaning="largest number of concurrent requests whose KV cache fits",
-                  expression="max(⌊kv_budget_bytes / kv_bytes_per_request⌋, 0)")
-def max_concurrent_requests(kv_budget_bytes, kv_bytes_per_request):
-    return maximum(floor(kv_budget_bytes / kv_bytes_per_request), 0)
+@formulas.formula(unit="B", meaning="memory left for the KV cache on one accelerator",
+                  expression="memory_fraction × (device_memory_bytes − weight_memory_bytes − activation_reserve_bytes)",
+                  source="TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory the weights and activations "
+                         "leave free", choice=("kv_budget", "of_free"))
+def kv_budget_bytes(memory_fraction, device_memory_bytes, weight_memory_bytes,  # noqa: F811
+                    activation_reserve_bytes):
+    return memory_fraction * (device_memory_bytes - weight_memory_bytes - activation_reserve_bytes)
 
 
-@formulas.formula(unit="B", meaning="KV cache of the decode batch at full context, on one accelerator",
-                  expression="kv_bytes_per_request × decode_batch_size", detail=True)
-def kv_cache_bytes(kv_bytes_per_request, decode_batch_size):
-    return kv_bytes_per_request * decode_batch_size
+@formulas.formula(unit="tokens", meaning="mean tokens a running request holds in the cache (paged: blocks as it grows)",
+                  expression="min(prompt_tokens + output_tokens / 2, attention_window_tokens)",
+                  source="vLLM's PagedAttention allocates blocks as a sequence grows: the running requests hold "
+                         "their prompt and half their output on average (formula audit row 33)")
+def mean_kv_tokens_per_request(prompt_tokens, output_tokens, attention_window_tokens):
+    return minimum(prompt_tokens + output_tokens / 2, attention_window_tokens)
+
+
+@formulas.formula(unit="requests", meaning="largest number of concurrent requests whose KV cache fits, on average",
+                  expression="max(⌊kv_budget_bytes / (kv_bytes_per_token_per_device × mean_kv_tokens_per_request)⌋, 0)")
+def max_concurrent_requests(kv_budget_bytes, kv_bytes_per_token_per_device, mean_kv_tokens_per_request):
+    return maximum(floor(kv_budget_bytes / (kv_bytes_per_token_per_device * mean_kv_tokens_per_request)), 0)
+
+
+@formulas.formula(unit="B", meaning="KV cache of the running requests at the fleet's load, on one accelerator",
+                  expression="kv_bytes_per_token_per_device × mean_kv_tokens_per_request × decode_batch_size",
+                  detail=True)
+def kv_cache_bytes(kv_bytes_per_token_per_device, mean_kv_tokens_per_request, decode_batch_size):
+    return kv_bytes_per_token_per_device * mean_kv_tokens_per_request * decode_batch_size

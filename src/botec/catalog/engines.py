@@ -1,0 +1,164 @@
+"""The serving-engine presets of ``engines.yaml``: vLLM, TensorRT-LLM and SGLang.
+
+A step-level model of in-flight batching runs, each engine step, the decode tokens of the running requests plus
+a chunk of prefill tokens; the engine's own settings shape the result. Each preset names them, every figure with
+a value, an optional range (low, high), a basis (documented, measured, assumed) and a source:
+
+- ``memory_fraction``     the share of device memory the engine lets itself use;
+- ``kv_budget_rule``      how that share becomes a KV budget: ``of_total`` (KV = f·M − W − R) or ``of_free``
+                          (KV = f·(M − W − R)), M the device memory, W the weights, R the reserve below;
+- ``activation_reserve``  non-KV memory per device counted against the budget (activations, CUDA graphs,
+                          communication buffers), bytes;
+- ``max_batch_size``      the default cap on running sequences;
+- ``max_batched_tokens``  tokens per engine step (the prefill chunk plus the decode tokens);
+- ``chunked_prefill``     whether prefills are split across steps by default;
+- ``step_overhead``       CPU time per step not overlapped with the GPU, seconds;
+- ``kernel_overhead``     fixed GPU time per kernel of a CUDA-graph-captured decode step, seconds;
+- ``allreduce_latency``   one small-message tensor-parallel all-reduce inside a node, seconds;
+- ``prefix_caching``      whether the engine reuses cached prefixes by default.
+
+A contract picks one with ``strategy.engine`` (:data:`DEFAULT_ENGINE` when it names none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from botec.catalog import CatalogError
+from botec.units import UnitError, parse_quantity
+
+__all__ = ["DEFAULT_ENGINE", "ENGINE_FIGURES", "BASES", "KV_BUDGET_RULES", "EngineFigure", "EnginePreset",
+           "engine_presets", "engine_preset", "parse_engines"]
+
+DEFAULT_ENGINE = "vllm"
+"""The preset a serving contract gets when ``strategy.engine`` names none."""
+
+ENGINE_FIGURES = {
+    "memory_fraction": "ratio",
+    "kv_budget_rule": "rule",
+    "activation_reserve": "bytes",
+    "max_batch_size": "count",
+    "max_batched_tokens": "count",
+    "chunked_prefill": "flag",
+    "step_overhead": "seconds",
+    "kernel_overhead": "seconds",
+    "allreduce_latency": "seconds",
+    "prefix_caching": "flag",
+}
+"""Every figure a preset must state, with the kind of value it takes (a unit dimension, ``rule`` or ``flag``)."""
+
+BASES = ("documented", "measured", "assumed")
+KV_BUDGET_RULES = ("of_total", "of_free")
+_FILE = "engines.yaml"
+
+
+@dataclass(frozen=True)
+class EngineFigure:
+    """One figure: a number in base units (with its range), a KV-budget rule, or a flag."""
+
+    value: float | str | bool
+    low: float | None      # numbers only; equal to value when no range is given
+    high: float | None
+    basis: str             # documented | measured | assumed
+    source: str
+
+    @property
+    def has_range(self) -> bool:
+        return self.low is not None and (self.low != self.value or self.high != self.value)
+
+
+@dataclass(frozen=True)
+class EnginePreset:
+    key: str
+    name: str
+    figures: dict[str, EngineFigure]
+
+    def __getitem__(self, name: str) -> EngineFigure:
+        return self.figures[name]
+
+    def value(self, name: str) -> float | str | bool:
+        return self.figures[name].value
+
+
+def _number(raw, dimension: str, where: str) -> float:
+    try:
+        return parse_quantity(raw, dimension)
+    except UnitError as error:
+        raise CatalogError(f"{where}: {error}") from None
+
+
+def _figure(kind: str, raw, where: str) -> EngineFigure:
+    if not isinstance(raw, dict) or "value" not in raw:
+        raise CatalogError(f"{where} needs a mapping with a value, a basis and a source")
+    basis, source = raw.get("basis"), " ".join(str(raw.get("source") or "").split())
+    if basis not in BASES:
+        raise CatalogError(f"{where}.basis must be one of {', '.join(BASES)} (got {basis!r})")
+    if not source:
+        raise CatalogError(f"{where} needs a source (document, version or commit, date)")
+    value = raw["value"]
+    if kind in ("rule", "flag"):
+        if "low" in raw or "high" in raw:
+            raise CatalogError(f"{where} takes no low/high (a {'rule' if kind == 'rule' else 'true/false'} figure)")
+        if kind == "rule" and value not in KV_BUDGET_RULES:
+            raise CatalogError(f"{where}.value must be one of {', '.join(KV_BUDGET_RULES)} (got {value!r})")
+        if kind == "flag" and not isinstance(value, bool):
+            raise CatalogError(f"{where}.value must be true or false (got {value!r})")
+        return EngineFigure(value=value, low=None, high=None, basis=basis, source=source)
+    number = _number(value, kind, f"{where}.value")
+    low = _number(raw["low"], kind, f"{where}.low") if raw.get("low") is not None else number
+    high = _number(raw["high"], kind, f"{where}.high") if raw.get("high") is not None else number
+    if not low <= number <= high:
+        raise CatalogError(f"{where} needs low <= value <= high (got {low:g}, {number:g}, {high:g})")
+    if number < 0 or (kind == "ratio" and high > 1):
+        raise CatalogError(f"{where} is out of range (got {number:g}{', at most 1' if kind == 'ratio' else ''})")
+    return EngineFigure(value=number, low=low, high=high, basis=basis, source=source)
+
+
+def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
+    """The presets of a parsed ``engines.yaml``, every figure checked; a :class:`CatalogError` naming
+    ``file``, the preset and the key otherwise."""
+    engines = data.get("engines") if isinstance(data, dict) else None
+    if not isinstance(engines, dict) or not engines:
+        raise CatalogError(f"{file}: needs an 'engines' mapping of presets")
+    out = {}
+    for key, entry in engines.items():
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{file}: {key} must be a mapping of figures")
+        unknown = sorted(set(entry) - set(ENGINE_FIGURES) - {"name"})
+        if unknown:
+            raise CatalogError(f"{file}: {key}.{unknown[0]} is not a figure (expected {', '.join(ENGINE_FIGURES)})")
+        missing = [name for name in ENGINE_FIGURES if name not in entry]
+        if missing:
+            raise CatalogError(f"{file}: {key}.{missing[0]} is missing (every preset states "
+                               f"{', '.join(ENGINE_FIGURES)})")
+        figures = {name: _figure(kind, entry[name], f"{file}: {key}.{name}")
+                   for name, kind in ENGINE_FIGURES.items()}
+        out[str(key)] = EnginePreset(key=str(key), name=str(entry.get("name") or key), figures=figures)
+    if DEFAULT_ENGINE not in out:
+        raise CatalogError(f"{file}: the default engine {DEFAULT_ENGINE!r} has no preset")
+    return out
+
+
+@lru_cache(maxsize=None)
+def engine_presets() -> dict[str, EnginePreset]:
+    """Every serving-engine preset of ``engines.yaml``, parsed and checked, keyed as a contract names it."""
+    from importlib import resources
+
+    from botec.catalog import load_yaml_text
+
+    text = resources.files("botec.catalog").joinpath(_FILE).read_text(encoding="utf-8")
+    return parse_engines(load_yaml_text(text, unique_keys=True))
+
+
+def engine_preset(key: str | None = None) -> EnginePreset:
+    """The preset ``key`` names (the default engine's when ``None``); a :class:`CatalogError` with a
+    suggestion for an unknown one."""
+    from botec.catalog import did_you_mean
+
+    table = engine_presets()
+    name = DEFAULT_ENGINE if key is None else key
+    if name not in table:
+        raise CatalogError(f"unknown serving engine {name!r}{did_you_mean(name, table)} "
+                           f"(known: {', '.join(table)})")
+    return table[name]
