@@ -9,7 +9,7 @@ import json
 import pytest
 
 from botec.catalog import CatalogError, load_yaml_text
-from botec.catalog.engines import (BASES, DEFAULT_ENGINE, ENGINE_FIGURES, KV_BUDGET_RULES, engine_preset,
+from botec.catalog.engines import (BASES, DEFAULT_ENGINE, ENGINE_FIGURES, KV_BUDGET_RULES, KV_RESERVATIONS, engine_preset,
                                    engine_presets, parse_engines)
 
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
@@ -42,6 +42,8 @@ def test_ranges_are_ordered_and_kinds_hold():
                 assert isinstance(figure.value, bool) and figure.low is None and figure.high is None
             elif kind == "rule":
                 assert figure.value in KV_BUDGET_RULES and figure.low is None
+            elif kind == "reservation":
+                assert figure.value in KV_RESERVATIONS and figure.low is None
             else:
                 assert 0 <= figure.low <= figure.value <= figure.high, (preset.key, name)
         assert 0 < preset.value("memory_fraction") <= preset["memory_fraction"].high <= 1

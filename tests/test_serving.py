@@ -78,13 +78,17 @@ W = PARAMETERS * 2 / BANDWIDTH                     # the weights, read once per 
 A = 2 * 32 * 32 * (128 + 128) / (PEAK * 0.5)       # attention seconds per cached token a query reads
 C = KV_PER_TOKEN / BANDWIDTH                       # KV read seconds per cached token
 L = 2 * HEAD / (PEAK * 0.5)                        # LM head seconds per sampled token
+# memory-bound ops per token, 2-byte activations over 32 layers: norms and residual adds 10·h, the gated
+# activation 3·f (read gate and up, write their product)
+E = 2 * 32 * (10 * 4096 + 3 * 14336) / BANDWIDTH
 
 
 def step(decoding, context, prefill=0.0, prefill_context=0.0, sampled=None):
-    """engine_step_seconds written out: max(g·T, w) + max(a·(C_d + C_p), c·(C_d + p)) + l·s."""
+    """engine_step_seconds written out: max(g·T, w) + max(a·(C_d + C_p), c·(C_d + p)) + l·s + e·T."""
     tokens = decoding + prefill
     sampled = decoding if sampled is None else sampled
-    return max(G * tokens, W) + max(A * (context + prefill_context), C * (context + prefill)) + L * sampled
+    return (max(G * tokens, W) + max(A * (context + prefill_context), C * (context + prefill)) + L * sampled
+            + E * tokens)
 
 
 def test_the_step_function_is_the_written_roofline():
@@ -103,7 +107,8 @@ def test_memory_bound_decode_floor_by_hand():
     """Batch 1: the weights and one sequence's KV at its mean context (1,024 + 256 / 2) through the bandwidth."""
     result = run(serving(assumptions=FIGURES))
     assert result.value("weight_read_seconds") == pytest.approx(W)
-    assert result.value("time_per_output_token_floor_seconds") == pytest.approx(W + C * 1152 + L)
+    assert result.value("elementwise_seconds_per_token") == pytest.approx(E)
+    assert result.value("time_per_output_token_floor_seconds") == pytest.approx(W + C * 1152 + L + E)
 
 
 def test_prefill_floor_by_hand():
@@ -111,7 +116,7 @@ def test_prefill_floor_by_hand():
     attention over 512 tokens per query on average, the LM head for its last position."""
     result = run(serving(assumptions=FIGURES))
     assert result.value("time_to_first_token_floor_seconds") == pytest.approx(
-        max(G * 1024, W) + max(A * 1024 * 512, C * 1024) + L)
+        max(G * 1024, W) + max(A * 1024 * 512, C * 1024) + L + E * 1024)
 
 
 def test_tensor_parallel_all_reduces_by_hand():
@@ -128,13 +133,19 @@ def test_tensor_parallel_all_reduces_by_hand():
 
 def test_saturation_by_hand():
     """Prompt 1,024, output 256, a 8,192-token budget: each running request brings 1 decode token and 1,024 / 256 = 4
-    prompt tokens of the request replacing it: at most ⌊8,192 / 5⌋ = 1,638 run, fewer when the KV cache binds."""
+    prompt tokens of the request replacing it: at most ⌊8,192 / 5⌋ = 1,638 run, fewer when the KV cache binds.
+    The B/256 requests finishing each step are replaced by whole prompts: a step carries n·1,024 prompt tokens
+    (n ≥ 1) or, when fewer than one finishes per step, a share n of the steps carries one prompt: the mean step is
+    that mixture, not the step of the mean."""
     result = run(serving(assumptions=FIGURES))
     fits = result.value("max_concurrent_requests")
     batch = min(fits, 1024, 8192 // 5)                              # vLLM's max_num_seqs 1,024
     assert result.value("saturation_batch_size") == batch
-    prefill = batch * 4
-    seconds = step(batch, batch * 1152, prefill, prefill * 512, batch + batch / 256)
+    finishing = batch / 256
+    chunk = min(8192 - batch, 1024 * max(1.0, finishing))
+    share = min(1.0, finishing * 1024 / chunk)
+    seconds = ((1 - share) * step(batch, batch * 1152)
+               + share * step(batch, batch * 1152, chunk, chunk * 512, batch + chunk / 1024))
     assert result.value("saturation_round_seconds") == pytest.approx(seconds)
     assert result.value("offline_requests_per_s_per_replica") == pytest.approx(batch / (256 * seconds))
     assert result.value("offline_output_tokens_per_s_per_accelerator") == pytest.approx(batch / seconds)
@@ -155,6 +166,32 @@ def test_load_follows_littles_law():
     assert batch == pytest.approx(rate * 256 * tpot, rel=0.05)
     assert tpot > result.value("time_per_output_token_floor_seconds")
     assert result.value("time_to_first_token_seconds") >= result.value("time_to_first_token_floor_seconds")
+
+
+def test_under_load_a_share_of_steps_carries_a_whole_prompt():
+    """At 10 requests/s each 1,024-token prompt fits one step's budget: a share ρ = λ·t̄ of the steps carries one,
+    so t̄ = (1 − ρ)·t₀ + ρ·t₁ solves to t₀ / (1 − λ·(t₁ − t₀)), the steps holding the B + 1 requests a decoding
+    request steps with; TTFT is the M/G/1 wait ρ_q·S/(2(1 − ρ_q)) with ρ_q = λ·S (fixed lengths), half a decode
+    step when the engine is stepping (probability 1 − e^(−B)), and the prompt's own step S, both at the batch B an
+    arrival finds."""
+    import math
+
+    result = run(serving(traffic={"requests_per_second": 10}, assumptions=FIGURES))
+    rate, batch = 10.0, result.value("decode_batch_size")
+    seen = batch + 1                  # a decoding request steps with itself and the B others it finds
+    without = step(seen, seen * 1152)
+    with_prompt = step(seen, seen * 1152, 1024, 1024 * 512, seen + 1)
+    mean = without / (1 - rate * (with_prompt - without))
+    share = rate * mean
+    assert result.value("time_per_output_token_seconds") == pytest.approx(mean, rel=1e-6)
+    assert batch == pytest.approx(rate * 256 * mean, rel=1e-6)                     # Little's law
+    # an arriving prompt finds the time-average batch B (Poisson arrivals see time averages); prompts keep the
+    # engine busy a share λ·S of the time (the M/G/1 utilization)
+    prompt_step = step(batch, batch * 1152, 1024, 1024 * 512, batch + 1)
+    busy = rate * prompt_step
+    wait = busy * prompt_step / (2 * (1 - busy))
+    in_progress = (1 - math.exp(-batch)) * step(batch, batch * 1152) / 2
+    assert result.value("time_to_first_token_seconds") == pytest.approx(wait + in_progress + prompt_step, rel=1e-6)
 
 
 def test_capacity_and_unit_economics():
@@ -213,6 +250,69 @@ def test_moe_decode_reads_only_the_experts_its_tokens_pick():
     assert experts > 4 * result.value("weight_read_seconds")         # most of the weights are routed experts
     # batch 1 reads the dense weights and 8/256 of the experts: far below reading all of them
     assert result.value("time_per_output_token_floor_seconds") < result.value("weight_read_seconds") + 0.2 * experts
+
+
+def test_data_parallel_attention_stops_copying_the_mla_latent():
+    """DeepSeek-V3 on 8 ranks: with attention data-parallel each rank caches only its own requests (the KV splits
+    8 ways instead of being copied on every rank) and holds whole attention weights: 187,107,328 per layer (q down
+    7168·1536 + norm 1536 + q up 1536·128·192; kv down 7168·576 + norm 512 + kv up 512·128·256; out 128·128·7168),
+    7/8 of them beyond the TP share, over 61 layers, one byte each in FP8."""
+    strategy = {"tensor_parallel": 8, "expert_parallel": 8, "weight_precision": "fp8"}
+    copied = run(serving("deepseek-v3", "h200", strategy=strategy, supply={"cluster": {"node": "dgx-h200"}}))
+    spread = run(serving("deepseek-v3", "h200", strategy=strategy | {"data_parallel_attention": True},
+                         supply={"cluster": {"node": "dgx-h200"}}))
+    assert spread.value("kv_bytes_per_token_per_device") == 70_272 / 8
+    assert spread.value("replicated_attention_parameters") == pytest.approx(187_107_328 * 61 * 7 / 8)
+    assert spread.value("weight_memory_bytes") - copied.value("weight_memory_bytes") == pytest.approx(
+        187_107_328 * 61 * 7 / 8)
+    # the budget shrinks by those weights, the cache per request by 8: several times the requests fit
+    budget_ratio = spread.value("kv_budget_bytes") / copied.value("kv_budget_bytes")
+    assert spread.value("max_concurrent_requests") == pytest.approx(
+        8 * budget_ratio * copied.value("max_concurrent_requests"), rel=0.01)
+    assert spread.value("max_concurrent_requests") > 5 * copied.value("max_concurrent_requests")
+    with pytest.raises(ContractError, match="strategy.data_parallel_attention"):
+        parse_contract(serving(strategy={"data_parallel_attention": True}))
+
+
+def test_disaggregated_prefill_and_decode_by_hand():
+    """One prefill and one decode instance of Llama 3.1-8B (TP 1 each) in a DGX H100: decode steps carry no
+    prompt chunk, prompts queue for the prefill instance, and each prompt's KV (131,072 B per token) crosses
+    NVLink before its first token."""
+    from botec.serving.step import StepModel
+
+    data = serving(strategy={"disaggregation": {"prefill_instances": 1}}, supply={"cluster": {"node": "dgx-h100"}})
+    result = run(data)
+    q = result.value
+    step = StepModel.from_quantities(result.quantities)
+    prompt, output, budget, mean_kv = 1024, 256, q("max_batched_tokens"), q("mean_kv_tokens_per_request")
+    assert q("replica_accelerators") == 2
+    assert q("kv_transfer_seconds") == pytest.approx(131_072 * prompt / q("intra_node_bytes_per_s"))
+    # the decode instance: its batch is capped by memory and max_num_seqs only (no prompt share of the budget)
+    batch = min(q("max_concurrent_requests"), q("max_batch_size"), budget)
+    assert q("saturation_batch_size") == batch
+    decode_capacity = batch / (output * step.step(batch, batch * mean_kv))
+    # the prefill instance fills each step with b prompt tokens (the last position of each prompt sampled)
+    full_step = step.step(0.0, 0.0, budget, budget * prompt / 2, budget / prompt)
+    prefill_capacity = budget / (prompt * full_step)
+    assert q("offline_requests_per_s_per_replica") == pytest.approx(min(decode_capacity, prefill_capacity), rel=1e-6)
+    # TPOT: a decode step at the batch Little's law gives, never a prompt chunk in it
+    decoding = q("decode_batch_size")
+    seen = decoding + 1
+    assert q("time_per_output_token_seconds") == pytest.approx(step.step(seen, seen * mean_kv), rel=1e-9)
+    assert decoding == pytest.approx(1.0 * output * step.step(seen, seen * mean_kv), rel=1e-6)
+    # TTFT on an idle pair: one prefill step of the whole prompt, then the KV transfer
+    alone = step.step(0.0, 0.0, prompt, prompt * prompt / 2, 1.0)
+    assert q("time_to_first_token_floor_seconds") == pytest.approx(alone + q("kv_transfer_seconds"), rel=1e-9)
+    # under load the prompt waits in an M/G/1 queue whose mean service is P·t_b/b
+    busy = 1.0 * prompt * full_step / budget
+    wait = busy * (prompt * full_step / budget) / (2 * (1 - busy))
+    assert q("time_to_first_token_seconds") == pytest.approx(wait + alone + q("kv_transfer_seconds"), rel=1e-6)
+    assert q("prefill_time_share") == 0.5
+    # nine instances do not fit one node: the KV crosses the NICs; a stated bandwidth replaces the tier's
+    wide = run(serving(strategy={"disaggregation": {"prefill_instances": 8}}, supply={"cluster": {"node": "dgx-h100"}}))
+    assert wide.value("kv_transfer_seconds") == pytest.approx(131_072 * prompt / wide.value("inter_node_bytes_per_s"))
+    stated = run(serving(strategy={"disaggregation": {"prefill_instances": 1, "kv_transfer_bandwidth": "25 GB/s"}}))
+    assert stated.value("kv_transfer_seconds") == pytest.approx(131_072 * prompt / 25e9)
 
 
 def test_engines_set_the_memory_budget():

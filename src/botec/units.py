@@ -93,6 +93,7 @@ def _build_dimensions() -> dict[str, tuple[str, dict[str, float]]]:
         "flop_rate": ("a compute rate such as '200 TFLOP/s' or '989 TFLOPS'", flop_rate | {"": 1.0}),
         "seconds": ("a duration such as '1 h', '30 min', '14 s' or a number of seconds", _SECONDS),
         "count": ("a count such as '2,048', '1e9', '7B' or '2T tokens'", _COUNT_SCALE),
+        "count_rate": ("a rate such as '28,837 tokens/s', '12.5k tokens/s' or '4 requests/s'", _COUNT_SCALE),
         "ratio": ("a fraction such as 0.3 or '30%'", {"": 1.0, "%": 0.01}),
         "watts": ("a power such as '700 W' or '1.2 kW'", _prefixed(["W"]) | {"": 1.0}),
         "usd": ("an amount of money in US dollars such as '$1,200' or '1200 USD'", {"": 1.0, "USD": 1.0, "$": 1.0}),
@@ -109,6 +110,7 @@ DIMENSIONS: dict[str, tuple[str, dict[str, float]]] = _build_dimensions()
 
 # The dimension a value in a quantity's unit is read in (counts for every unit not listed).
 _DIMENSION_OF_UNIT = {"s": "seconds", "B": "bytes", "B/parameter": "bytes", "B/s": "byte_rate",
+                      "tokens/s": "count_rate", "requests/s": "count_rate",
                       "FLOP/s": "flop_rate", "FLOP": "flop", "USD": "usd", "USD/h": "usd_per_hour", "W": "watts",
                       "fraction": "ratio", "1": "ratio"}
 
@@ -150,6 +152,12 @@ def parse_quantity(value: object, dimension: str) -> float:
         words = unit.split()
         if words and words[-1] in _COUNT_NOUNS:
             unit = " ".join(words[:-1])
+    if dimension == "count_rate":  # "28.8k tokens/s", "4 requests/s": a count per second
+        words = unit.split()
+        per_second = words[-1].removesuffix("/s") if words and words[-1].endswith("/s") else None
+        if per_second is None or per_second not in _COUNT_NOUNS + ("tok", "req", ""):
+            raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}")
+        unit = " ".join(words[:-1])
     if match["currency"]:
         unit = "$" + unit if unit.startswith("/") else (unit or "$")
     factor = table.get(unit)

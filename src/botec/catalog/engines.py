@@ -9,6 +9,9 @@ a value, an optional range (low, high), a basis (documented, measured, assumed) 
                           (KV = f·(M − W − R)), M the device memory, W the weights, R the reserve below;
 - ``activation_reserve``  non-KV memory per device counted against the budget (activations, CUDA graphs,
                           communication buffers), bytes;
+- ``kv_reservation``      the KV cache a running request holds: ``incremental`` (blocks as it grows, preempting
+                          when they run out: the prompt and half the output on average) or ``full`` (its whole
+                          prompt + output reserved when admitted, so it is never evicted);
 - ``max_batch_size``      the default cap on running sequences;
 - ``max_batched_tokens``  tokens per engine step (the prefill chunk plus the decode tokens);
 - ``chunked_prefill``     whether prefills are split across steps by default;
@@ -28,7 +31,7 @@ from functools import lru_cache
 from botec.catalog import CatalogError
 from botec.units import UnitError, parse_quantity
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_FIGURES", "BASES", "KV_BUDGET_RULES", "EngineFigure", "EnginePreset",
+__all__ = ["DEFAULT_ENGINE", "ENGINE_FIGURES", "BASES", "KV_BUDGET_RULES", "KV_RESERVATIONS", "EngineFigure", "EnginePreset",
            "engine_presets", "engine_preset", "parse_engines"]
 
 DEFAULT_ENGINE = "vllm"
@@ -38,6 +41,7 @@ ENGINE_FIGURES = {
     "memory_fraction": "ratio",
     "kv_budget_rule": "rule",
     "activation_reserve": "bytes",
+    "kv_reservation": "reservation",
     "max_batch_size": "count",
     "max_batched_tokens": "count",
     "chunked_prefill": "flag",
@@ -50,6 +54,8 @@ ENGINE_FIGURES = {
 
 BASES = ("documented", "measured", "assumed")
 KV_BUDGET_RULES = ("of_total", "of_free")
+KV_RESERVATIONS = ("incremental", "full")
+_CHOICES = {"rule": KV_BUDGET_RULES, "reservation": KV_RESERVATIONS}
 _FILE = "engines.yaml"
 
 
@@ -97,11 +103,11 @@ def _figure(kind: str, raw, where: str) -> EngineFigure:
     if not source:
         raise CatalogError(f"{where} needs a source (document, version or commit, date)")
     value = raw["value"]
-    if kind in ("rule", "flag"):
+    if kind in ("rule", "reservation", "flag"):
         if "low" in raw or "high" in raw:
-            raise CatalogError(f"{where} takes no low/high (a {'rule' if kind == 'rule' else 'true/false'} figure)")
-        if kind == "rule" and value not in KV_BUDGET_RULES:
-            raise CatalogError(f"{where}.value must be one of {', '.join(KV_BUDGET_RULES)} (got {value!r})")
+            raise CatalogError(f"{where} takes no low/high (a {'true/false' if kind == 'flag' else kind} figure)")
+        if kind in _CHOICES and value not in _CHOICES[kind]:
+            raise CatalogError(f"{where}.value must be one of {', '.join(_CHOICES[kind])} (got {value!r})")
         if kind == "flag" and not isinstance(value, bool):
             raise CatalogError(f"{where}.value must be true or false (got {value!r})")
         return EngineFigure(value=value, low=None, high=None, basis=basis, source=source)

@@ -92,6 +92,17 @@ class ServingWorkload(Section):
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
 
 
+class Disaggregation(Section):
+    """Prefill and decode in separate instances (NVIDIA Dynamo, SGLang and vLLM disaggregated serving): prompts
+    run on prefill instances, whose KV cache then crosses the network to a decode instance."""
+
+    prefill_instances: PositiveInt = Field(
+        1, description="prefill instances per decode instance (the P of xPyD), each with the replica's TP × PP")
+    kv_transfer_bandwidth: Optional[quantity(
+        "byte_rate", "Bytes per second one accelerator sends KV at (default: the tier between the instances: "
+        "NVLink when they share a node, else the NICs)", exclusive_minimum=0)] = None
+
+
 class ServingStrategy(Section):
     """One replica: its engine, layout, weight and KV-cache formats, and the engine's limits."""
 
@@ -103,6 +114,10 @@ class ServingStrategy(Section):
     pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
         None, description="transformer layers of each stage, first to last (default as for training)")
     expert_parallel: PositiveInt = Field(1, description="EP degree (MoE): experts split over the TP ranks")
+    data_parallel_attention: bool = Field(
+        False, description="attention data-parallel over the TP ranks (SGLang --enable-dp-attention, TensorRT-LLM "
+                           "enable_attention_dp, vLLM data-parallel + expert-parallel): each rank holds whole attention "
+                           "weights and caches only its own requests, so MLA's latent is no longer copied on every rank")
     weight_precision: Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"] = Field(
         "bf16", description="weight format (fp4: NVFP4, a scale per 16 weights; int8/int4 weight-only, with per-group "
                             "scales)")
@@ -116,6 +131,20 @@ class ServingStrategy(Section):
                                       "max_num_seqs)", minimum=1, integer=True)] = None
     max_batched_tokens: Optional[quantity("count", "Tokens one engine step may carry (default: the engine's "
                                           "max_num_batched_tokens)", minimum=1, integer=True)] = None
+    kv_reservation: Optional[Literal["incremental", "full"]] = Field(
+        None, description="the KV cache a running request holds (default: the engine's): incremental (blocks as it "
+                          "grows: vLLM, SGLang, TensorRT-LLM MAX_UTILIZATION) or full (prompt + output reserved at "
+                          "admission: TensorRT-LLM GUARANTEED_NO_EVICT)")
+    disaggregation: Optional[Disaggregation] = Field(
+        None, description="prefill and decode in separate instances, the KV cache sent between them (default: "
+                          "both in every step, in-flight batching)")
+
+    @model_validator(mode="after")
+    def _attention_ranks(self) -> "ServingStrategy":
+        if self.data_parallel_attention and self.tensor_parallel == 1:
+            raise ContractError("data-parallel attention spreads requests over the tensor-parallel ranks: it needs "
+                                "tensor_parallel > 1", field="strategy.data_parallel_attention")
+        return self
 
 
 _REPLACED = {"prefill_mfu": "matmul_efficiency (the family's GEMM efficiency: prefill and decode share one step model)",

@@ -26,7 +26,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
     found: list[Finding] = []
     concurrent, saturated = q["max_concurrent_requests"].value, q["saturation_batch_size"].value
     memory_text = (f"weights take {f('weight_memory_bytes')} of {f('usable_memory_bytes')} usable per accelerator "
-                   f"({f('weight_spare_bytes')} spare); at a mean of {n('mean_kv_tokens_per_request')} cached tokens "
+                   f"({f('weight_spare_bytes')} spare); at {n('reserved_kv_tokens_per_request')} cached tokens held "
                    f"per running request {n('max_concurrent_requests')} requests fit")
     binding = next((text for name, text in _SATURATION_LIMITS.items() if q[name].value == saturated),
                    "the step's token budget binds")
@@ -37,6 +37,15 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                          f"offline (saturated): {f('offline_output_tokens_per_s_per_accelerator')} output tokens per "
                          f"accelerator, {f('offline_requests_per_s_per_replica')} per replica",
                          ("offline_output_tokens_per_s_per_accelerator", "offline_requests_per_s_per_replica")))
+    if q["prefill_instances"].value > 0:
+        prefill, decode = q["prefill_pool_requests_per_s"].value, q["decode_requests_per_s_per_replica"].value
+        found.append(Finding("serving", "info",
+                             f"disaggregated: {n('prefill_instances')} prefill instance(s) per decode instance; at "
+                             f"saturation the prompts {f('prefill_pool_requests_per_s')}, the decoding "
+                             f"{f('decode_requests_per_s_per_replica')}: the {'prefill' if prefill < decode else 'decode'}"
+                             f" side binds; each prompt's KV crosses in {f('kv_transfer_seconds')}",
+                             ("prefill_pool_requests_per_s", "decode_requests_per_s_per_replica",
+                              "kv_transfer_seconds")))
     critical = q["critical_batch_size"].value
     regime = "memory-bound" if q["decode_batch_size"].value < critical else "compute-bound"
     found.append(Finding("serving", "info",

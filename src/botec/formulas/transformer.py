@@ -14,7 +14,7 @@ the full s × s score matrix is counted (PaLM App. B: 12·L·H·Q·T; nanoGPT) o
 (Megatron).
 """
 
-from botec.graph import Formulas
+from botec.graph import Formulas, where
 
 formulas = Formulas(account="workload")
 
@@ -85,3 +85,27 @@ formulas.input("mtp_matmul_parameters", unit="parameters", detail=True,
 formulas.input("lm_head_matmul_parameters", unit="parameters", detail=True,
                meaning="the output layer's matmul parameters (V·h, tied or not): the one matmul full recomputation "
                        "does not repeat")
+
+
+@formulas.formula(unit="1", meaning="elements per token the activation function reads and writes per layer, "
+                                    "averaged over dense and MoE layers, before the TP split",
+                  expression="(3 if mlp_gated else 2) × ((layers − moe_layers) × ffn_size + moe_layers × "
+                             "(experts_per_token + shared_experts) × expert_ffn_size) / layers", detail=True,
+                  prose=True)
+def activation_function_elements(mlp_gated, layers, moe_layers, ffn_size, experts_per_token, shared_experts,
+                                 expert_ffn_size):
+    touched = where(mlp_gated, 3, 2)  # gated: read gate and up, write their product; plain: read, write
+    return touched * ((layers - moe_layers) * ffn_size
+                      + moe_layers * (experts_per_token + shared_experts) * expert_ffn_size) / layers
+
+
+def memory_bound_elements_per_token(hidden_size, activation_function_elements, tensor_parallel, experts_per_token,
+                                    moe_layers, layers, norm_share=1.0):
+    """Elements one token's memory-bound ops read and write in one layer on one TP rank, forward: two norms
+    (read h, write h) and two residual adds (read 2h, write h) on the hidden state, 10·h (× ``norm_share``:
+    1/t with sequence parallelism, 1 without); the activation function on the MLP's width, split over the TP
+    ranks; and the MoE token permutation (scatter to and gather from k experts, 4·k·h, averaged over the layers).
+    Training's op-level model and the serving step both count these (:mod:`botec.training.ops`,
+    :mod:`botec.serving.step`)."""
+    return (10 * hidden_size * norm_share + activation_function_elements / tensor_parallel
+            + 4 * experts_per_token * hidden_size * moe_layers / layers)

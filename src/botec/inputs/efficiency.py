@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from botec.catalog.efficiency import FIGURES, families, family_efficiency
+from botec.catalog.efficiency import FIGURES, families, family_efficiency, matmul_efficiency_in
 from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
@@ -94,7 +94,7 @@ def efficiency_given(assumptions, supply, device, precision: str, base_dir: Path
     for figure in FIGURES:
         name_in_graph, field = INPUT_OF[figure], f"assumptions.{figure}"
         own = getattr(assumptions, figure)
-        catalog = figures[figure]
+        catalog = matmul_efficiency_in(figures, precision) if figure == "matmul_efficiency" else figures[figure]
         if own is not None:
             given[name_in_graph] = stated.given(name_in_graph, own, field)
         elif figure in measured:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from botec.architecture import breakdown
 from botec.contract.serving import ServingContract
 from botec.errors import ContractError
 from botec.graph import Given
@@ -81,7 +82,9 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                                    "absorbed MLA: a × (2·r_kv + d_rope)" if arch.mla
                                                    else "a × (d_qk + d_v)", "workload.model"),
     } | _speculation(assumptions.speculative_decoding, stated) | _engine(strategy, assumptions, prompt, stated)
-    choices = {"kv_budget": engine_presets()[strategy.engine].value("kv_budget_rule")}
+    preset = engine_presets()[strategy.engine]
+    choices = {"kv_budget": preset.value("kv_budget_rule"),
+               "kv_reservation": strategy.kv_reservation or preset.value("kv_reservation")}
     for target, name, choice in (("time_to_first_token", "time_to_first_token_target_seconds", "ttft_target"),
                                  ("time_per_output_token", "time_per_output_token_target_seconds", "tpot_target")):
         value = getattr(workload.latency, target)
@@ -188,7 +191,17 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
     layout = _layout(inputs, spec, tiers)
     valid = checked(layout, rows)
     arch = inputs.architecture
-    split = 1.0 if arch.mla else minimum(layout.tensor_parallel, float(arch.kv_heads))
+    tp = layout.tensor_parallel
+    if inputs.contract.strategy.data_parallel_attention:
+        split, split_source = tp, "data-parallel attention: each TP rank caches only its own requests"
+        attention_per_layer = breakdown(arch).parts["attention_per_layer"]
+        replicated = attention_per_layer * layout.pipeline_stage_layers * (1 - 1 / tp)
+        replicated_source = "data-parallel attention: the stage's attention weights × (1 − 1/TP) beyond the TP share"
+    else:
+        split = 1.0 if arch.mla else minimum(tp, float(arch.kv_heads))
+        split_source = ("MLA's latent is shared by all heads: not split by TP" if arch.mla
+                        else "min(TP, KV heads): heads are replicated beyond that")
+        replicated, replicated_source = 0.0, "attention split over the TP ranks"
     given = dict(fixed) | {
         "tensor_parallel": Given(layout.tensor_parallel, "assumed", None, "strategy.tensor_parallel"),
         "pipeline_parallel": Given(layout.pipeline_parallel, "assumed", None, "strategy.pipeline_parallel"),
@@ -201,8 +214,39 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
                                     "strategy.pipeline_parallel"),
         "last_stage_layers": Given(layout.last_stage_layers, "derived", "the last stage (with the LM head)",
                                    "strategy.pipeline_parallel"),
-        "kv_tensor_split": Given(split, "assumed", "MLA's latent is shared by all heads: not split by TP" if arch.mla
-                                 else "min(TP, KV heads): heads are replicated beyond that", "strategy.tensor_parallel"),
+        "kv_tensor_split": Given(split, "assumed", split_source, "strategy.tensor_parallel"),
+        "replicated_attention_parameters": Given(replicated, "derived", replicated_source,
+                                                 "strategy.data_parallel_attention"),
     }
+    given |= _disaggregation(inputs.contract.strategy, layout, tiers, inputs.stated_fields)
     links, placement, missing, unplaced = place(layout, tiers, rows)
     return Varied(given | links, layout, valid, unplaced, missing, placement)
+
+
+def _disaggregation(strategy, layout: Layout, tiers: Tiers, stated_fields) -> dict[str, Given]:
+    """Prefill instances per decode instance (0: in-flight batching of both) and the bandwidth each accelerator
+    sends the KV cache at: the contract's, else NVLink when the 1 + n instances share a node, else the NICs."""
+    field = "strategy.disaggregation"
+    plan = strategy.disaggregation
+    if plan is None:
+        return {"prefill_instances": Given(0.0, "assumed", "prefill and decode share every step (in-flight batching)",
+                                           field),
+                "kv_transfer_bytes_per_s": Given(1.0, "assumed", "no KV transfer: one instance", field)}
+    instances = Given(float(plan.prefill_instances), "assumed", None, f"{field}.prefill_instances")
+    if plan.kv_transfer_bandwidth is not None:
+        own = plan.kv_transfer_bandwidth
+        bandwidth = Given(own.value, own.provenance, own.source, f"{field}.kv_transfer_bandwidth", own.low, own.high)
+        return {"prefill_instances": instances, "kv_transfer_bytes_per_s": bandwidth}
+    span = (1 + plan.prefill_instances) * layout.tensor_parallel * layout.pipeline_parallel
+    per_node = tiers.accelerators_per_node.value if tiers.accelerators_per_node is not None else None
+    inside = per_node is None or span <= per_node
+    tier = tiers.intra if inside else tiers.inter
+    if tier is None:
+        where_ = "inside a node" if inside else "across nodes"
+        raise ContractError(f"the {span} accelerators of 1 decode + {plan.prefill_instances} prefill instances send KV "
+                            f"{where_}, and the contract states no such link: state supply.cluster (a node preset) or "
+                            f"{field}.kv_transfer_bandwidth", field=f"{field}.kv_transfer_bandwidth")
+    bandwidth = Given(tier.bytes_per_s.value, tier.bytes_per_s.provenance,
+                      f"{span} accelerators {'inside a node' if inside else 'across nodes'}: {tier.label}",
+                      f"{field}.kv_transfer_bandwidth")
+    return {"prefill_instances": instances, "kv_transfer_bytes_per_s": bandwidth}

@@ -17,6 +17,7 @@ in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serv
 (speculative decoding).
 """
 
+from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.graph import Formulas, maximum, minimum, where
 from botec.serving import load as model
 from botec.serving.step import speculative_tokens_per_step
@@ -51,6 +52,11 @@ formulas.input("draft_step_cost", unit="fraction",
 formulas.input("prompt_length_variation", unit="1", detail=True,
                meaning="squared coefficient of variation of prompt lengths (0 for fixed lengths)")
 formulas.input("utilization_cap", unit="fraction", meaning="the largest share of a replica's capacity it is loaded to")
+formulas.input("prefill_instances", unit="1",
+               meaning="disaggregated serving: prefill instances per decode instance (0: prefill and decode share "
+                       "every step)")
+formulas.input("kv_transfer_bytes_per_s", unit="B/s", detail=True,
+               meaning="disaggregated serving: bytes per second one accelerator sends its KV shard at")
 
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
 _NORMAL = {0.5: 0.0, 0.9: 1.2815516, 0.95: 1.6448536, 0.99: 2.3263479}   # standard normal quantiles z_q
@@ -63,10 +69,20 @@ def _z(q):
 
 # --- the per-unit costs of a step on one accelerator of the fullest stage -----------------------
 
-@formulas.formula(unit="accelerators", meaning="accelerators of one serving replica",
-                  expression="tensor_parallel × pipeline_parallel")
-def replica_accelerators(tensor_parallel, pipeline_parallel):
-    return tensor_parallel * pipeline_parallel
+@formulas.formula(unit="accelerators", meaning="accelerators of one serving replica (disaggregated: one decode "
+                                               "instance and its prefill instances)",
+                  expression="(1 + prefill_instances) × tensor_parallel × pipeline_parallel")
+def replica_accelerators(tensor_parallel, pipeline_parallel, prefill_instances):
+    return (1 + prefill_instances) * tensor_parallel * pipeline_parallel
+
+
+@formulas.formula(unit="s", meaning="disaggregated: time to send a prompt's KV cache from its prefill instance to the "
+                                    "decode instance (each accelerator its shard, in parallel)",
+                  expression="kv_bytes_per_token_per_device × prompt_tokens / kv_transfer_bytes_per_s",
+                  zero_when="prefill_instances == 0", source="DistServe (Zhong et al. 2024) §4: the KV transfer",
+                  detail=True)
+def kv_transfer_seconds(kv_bytes_per_token_per_device, prompt_tokens, kv_transfer_bytes_per_s):
+    return kv_bytes_per_token_per_device * prompt_tokens / kv_transfer_bytes_per_s
 
 
 @formulas.formula(unit="s", meaning="GEMM time per token a step carries (compute-bound side)",
@@ -139,6 +155,22 @@ def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidd
             * activation_bytes_per_element / tp_link_bytes_per_s)
 
 
+@formulas.formula(unit="s", meaning="memory-bound ops per token a step carries: norms, residual adds, the activation "
+                                    "function, the MoE token permutation",
+                  expression="activation_bytes_per_element × pipeline_stage_layers × (10 × hidden_size + "
+                             "activation_function_elements / tensor_parallel + 4 × experts_per_token × hidden_size × "
+                             "moe_layers / layers) / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
+                  source="the memory-bound ops of the training op-level model (botec.training.ops), forward only",
+                  detail=True)
+def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_layers, hidden_size,
+                                  activation_function_elements, tensor_parallel, experts_per_token, moe_layers, layers,
+                                  memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s):
+    elements = memory_bound_elements_per_token(hidden_size, activation_function_elements, tensor_parallel,
+                                               experts_per_token, moe_layers, layers)
+    return (activation_bytes_per_element * pipeline_stage_layers * elements
+            / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
+
+
 @formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
                   expression="(9 × pipeline_stage_layers + 2) × kernel_overhead_seconds + step_overhead_seconds"
                              " + (2 × pipeline_stage_layers × allreduce_latency_seconds if tensor_parallel > 1 else 0)",
@@ -176,11 +208,12 @@ def tokens_per_step(draft_tokens, draft_acceptance_rate):
                   expression="max(1, min(max_concurrent_requests, max_batch_size, ⌊max_batched_tokens / (draft_tokens"
                              " + 1 + tokens_per_step × prefill_tokens_per_request / output_tokens)⌋))",
                   source="a step carries each running request's decode tokens and the prompts replacing those that "
-                         "finish", prose=True)
+                         "finish (disaggregated: decode tokens only)", prose=True)
 def saturation_batch_size(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens, tokens_per_step,
-                          prefill_tokens_per_request, output_tokens):
+                          prefill_tokens_per_request, output_tokens, prefill_instances):
+    colocated = where(prefill_instances > 0, 0.0, 1.0)
     return model.batch_limit(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens + 1,
-                             tokens_per_step * prefill_tokens_per_request / output_tokens)
+                             colocated * tokens_per_step * prefill_tokens_per_request / output_tokens)
 
 
 # Every formula that runs the replica model reads these inputs (the fields of botec.serving.load.Replica).
@@ -217,11 +250,32 @@ def saturation_round_seconds(**values):
     return model.saturation(_replica(values))[0]
 
 
-@formulas.formula(unit="requests/s", meaning="requests one replica completes per second at saturation (offline)",
-                  expression="saturation_batch_size × tokens_per_step / (output_tokens × saturation_round_seconds)")
-def offline_requests_per_s_per_replica(saturation_batch_size, tokens_per_step, output_tokens,
-                                       saturation_round_seconds):
+@formulas.formula(unit="requests/s", meaning="disaggregated: prompts the prefill instances finish per second at "
+                                             "saturation",
+                  expression="prefill_instances × max_batched_tokens / (prefill_tokens_per_request × engine step(a "
+                             "full token budget of prompts))", zero_when="prefill_instances == 0", reads=REPLICA,
+                  detail=True)
+def prefill_pool_requests_per_s(**values):
+    replica = _replica(values)
+    return replica.prefill_instances / replica.prefill_pool(0.0)[1]
+
+
+@formulas.formula(unit="requests/s", meaning="requests the decoding side of a replica completes per second at "
+                                             "saturation",
+                  expression="saturation_batch_size × tokens_per_step / (output_tokens × saturation_round_seconds)",
+                  detail=True)
+def decode_requests_per_s_per_replica(saturation_batch_size, tokens_per_step, output_tokens,
+                                      saturation_round_seconds):
     return saturation_batch_size * tokens_per_step / (output_tokens * saturation_round_seconds)
+
+
+@formulas.formula(unit="requests/s", meaning="requests one replica completes per second at saturation (offline)",
+                  expression="decode_requests_per_s_per_replica (disaggregated: the smaller of it and "
+                             "prefill_pool_requests_per_s)", prose=True)
+def offline_requests_per_s_per_replica(decode_requests_per_s_per_replica, prefill_pool_requests_per_s,
+                                       prefill_instances):
+    return where(prefill_instances > 0, minimum(decode_requests_per_s_per_replica, prefill_pool_requests_per_s),
+                 decode_requests_per_s_per_replica)
 
 
 @formulas.formula(unit="tokens/s", meaning="output tokens per second per accelerator at saturation (offline: the "
@@ -313,28 +367,32 @@ def time_per_output_token_percentile_seconds(**values):
 
 @formulas.formula(unit="s", meaning="mean time to first token at the fleet's load (TTFT): the prompt's wait and "
                                     "its prefill",
-                  expression="ρ·S·(1 + c²) / (2(1 − ρ)) + S: the M/G/1 wait for the prefill chunk, S the prompt's "
-                             "chunks through the stages",
+                  expression="ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S: the M/G/1 wait for the prefill "
+                             "chunk, the step in progress, S the prompt's chunks through the stages (disaggregated: "
+                             "the prefill instance's queue, its prefill and the KV transfer)",
                   source="Pollaczek–Khinchine (Kleinrock 1975)", reads=REPLICA + ("requests_per_s_on_a_replica",))
 def time_to_first_token_seconds(**values):
-    load = _at(values, values["requests_per_s_on_a_replica"])
-    return load.wait_mean + load.prefill_seconds
+    return model.ttft_mean(_at(values, values["requests_per_s_on_a_replica"]))
 
 
 @formulas.formula(unit="s", meaning="time to first token at the targets' percentile, at the fleet's load",
-                  expression="(W̄ / ρ) × ln(ρ / (1 − q)) + S when ρ > 1 − q, else S: the wait's exponential tail",
+                  expression="(W̄ / ρ) × ln(ρ / (1 − q)) when ρ > 1 − q (the wait's exponential tail) + the step in "
+                             "progress at its quantile + S",
                   reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"))
 def time_to_first_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
     return model.ttft_quantile(load, values["latency_percentile"])
 
 
-@formulas.formula(unit="fraction", meaning="share of a replica's step time spent on prompts at the fleet's load",
-                  expression="ρ × (step with a chunk − step without) / mean step",
+@formulas.formula(unit="fraction", meaning="share of a replica's time spent on prompts at the fleet's load",
+                  expression="ρ × (step with a chunk − step without) / mean step (disaggregated: the prefill "
+                             "instances' share of the accelerators, n / (1 + n))",
                   reads=REPLICA + ("requests_per_s_on_a_replica",))
 def prefill_time_share(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
-    return load.busy_share * (load.tpot_high - load.tpot_low) / maximum(load.tpot_mean, 1e-30)
+    instances = values["prefill_instances"]
+    colocated = load.busy_share * (load.tpot_high - load.tpot_low) / maximum(load.tpot_mean, 1e-30)
+    return where(instances > 0, instances / (1 + instances), colocated)
 
 
 @formulas.formula(unit="s", meaning="mean latency of a whole request at the fleet's load",

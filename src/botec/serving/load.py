@@ -6,16 +6,38 @@ stages, B decoding requests, E tokens a request gains per step, P prompt tokens 
 cache hits excluded), O output tokens, λ arrivals per second on the replica, τ the time for every
 running request to take one step (p stage steps), b the token budget of a step.
 
-- Steady state at λ: B = λ·(O/E)·τ (Little's law), each stage step carries B/p decode tokens (× k+1
-  when speculating) and, on average, λ·τ·P/p prefill tokens; τ = p · t_stage. Solved by fixed-point
-  iteration from an empty replica (it converges below saturation; at and above it B is capped).
-- Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); capacity λ_sat = B_sat·E/(O·τ_sat).
-- Prefill queue: the room left in a step, b − B/p·k₁ tokens, is the server of an M/G/1 queue of
-  prompts; a prompt needs ⌈P / room⌉ chunks (S, through the p stages); the server is busy a share
-  ρ = (λ·τ·P/p) / room of the steps. Wait: Pollaczek–Khinchine W̄ = ρ·S·(1 + c²)/(2(1 − ρ)), its
-  q-quantile ≈ (W̄/ρ)·ln(ρ/(1 − q)) (an exponential tail with P(W > 0) = ρ). TTFT = W + S.
+- Prompts per stage step: n = λ·t̄ (t̄ the mean stage step). A step that carries prompt tokens carries a
+  chunk of c = min(room, P·max(1, n)) of them, room = b − B/p·k₁ the budget left beside the decode tokens;
+  a share ρ = min(1, n·P/c) of the steps carries one (n < 1 and P ≤ room: ρ = n, a whole prompt in one
+  step; long prompts: full chunks, ρ = n·P/room). The mean stage step is the mixture
+  t̄ = (1 − ρ)·t₀ + ρ·t₁, t₀ = t(B/p, 0) and t₁ = t(B/p, c): a step with a whole prompt in it is
+  compute-bound while the others are bound by the weight read, so the mean of the steps is not the step
+  of the mean (the roofline is convex).
+- Steady state at λ: B = λ·(O/E)·τ (Little's law), τ = p·t̄; solved by fixed-point iteration from an
+  empty replica (it converges below saturation; at and above it B is capped). A decoding request steps with
+  itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding requests.
+- Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); the prompts replacing the
+  finished requests, n = (B_sat/p)·E/O per stage step; capacity λ_sat = B_sat·E/(O·τ_sat).
+- Prefill queue: an M/G/1 queue with vacations (Kleinrock vol. 1; the decomposition of Fuhrmann and
+  Cooper 1985). Prompts are its customers: one needs ⌈P / room⌉ chunk steps t₁ (S, through the p
+  stages), so they keep the engine busy a share ρ_q = λ·⌈P/room⌉·t₁ of the time; between them the engine
+  takes decode steps t₀ (the vacations), stepping whenever a request decodes (probability 1 − e^(−B),
+  B Poisson-distributed). Wait: Pollaczek–Khinchine W̄ = ρ_q·S·(1 + c²)/(2(1 − ρ_q)), its q-quantile
+  ≈ (W̄/ρ_q)·ln(ρ_q/(1 − q)) (an exponential tail with P(W > 0) = ρ_q), plus the decode step in
+  progress, t₀/2 on average. TTFT = W + that + S. (Engines also put several waiting prompts in one
+  step, which this queue of one prompt at a time leaves out: it errs long.)
 - TPOT: a request's steps carry a chunk with probability ρ: per token μ = p·((1 − ρ)·t₀ + ρ·t₁)/E; its
   q-quantile over the request's O/E steps ≈ μ + z_q · p·√(ρ(1 − ρ))·(t₁ − t₀)/(E·√(O/E)).
+
+The discrete-event simulator (:mod:`botec.simulate`) runs the same steps request by request; its tests
+hold the two together.
+
+Disaggregated (n prefill instances per decode instance, each with the replica's layout; DistServe, Zhong et
+al. 2024; Splitwise, Patel et al. 2024): the decode instance's steps carry decode tokens only (ρ = 0 for
+TPOT, B_sat without the prompts' share of the budget); each prefill instance fills its steps with prompts,
+b tokens per step t_b, so it serves λ/n prompts at utilization ρ_p = (λ/n)·P·t_b/b, an M/G/1 queue whose
+mean service is P·t_b/b; a prompt takes S = ⌈P/b⌉·p·t(min(P, b)) and its KV then crosses to the decode
+instance (X seconds). TTFT = W + S + X. Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
 """
 
 from __future__ import annotations
@@ -26,7 +48,8 @@ from dataclasses import dataclass
 from botec.graph.elementwise import ceil, floor, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
-__all__ = ["Replica", "Load", "at_load", "saturation", "largest_rate_within"]
+__all__ = ["Replica", "Load", "at_load", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
+           "largest_rate_within"]
 
 ITERATIONS = 60
 BISECTIONS = 40
@@ -45,6 +68,7 @@ class Replica:
     logit_seconds_per_token: object
     communication_seconds_per_token: object
     fixed_seconds_per_step: object
+    elementwise_seconds_per_token: object
     pipeline_parallel: object
     tokens_per_step: object           # E
     draft_tokens: object              # k (0: no speculation)
@@ -56,6 +80,8 @@ class Replica:
     max_batched_tokens: object        # b
     saturation_batch_size: object     # B_sat
     prompt_length_variation: object   # c²
+    prefill_instances: object = 0.0   # n: prefill instances per decode instance (0: in-flight batching of both)
+    kv_transfer_seconds: object = 0.0  # X: a prompt's KV from its prefill instance to the decode instance
 
     def stage_step(self, decoding, prefill):
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
@@ -66,7 +92,8 @@ class Replica:
                      kv_read_seconds_per_context_token=self.kv_read_seconds_per_context_token,
                      logit_seconds_per_token=self.logit_seconds_per_token,
                      communication_seconds_per_token=self.communication_seconds_per_token,
-                     fixed_seconds_per_step=self.fixed_seconds_per_step)
+                     fixed_seconds_per_step=self.fixed_seconds_per_step,
+                     elementwise_seconds_per_token=self.elementwise_seconds_per_token)
         verify = self.draft_tokens + 1
         context = decoding * self.mean_kv_tokens_per_request
         finishing = prefill / maximum(self.prefill_tokens_per_request, 1.0)
@@ -79,6 +106,19 @@ class Replica:
         """Prefill tokens a stage step may still carry beside ``decoding`` requests (at least one token)."""
         return maximum(self.max_batched_tokens - decoding * (self.draft_tokens + 1), 1.0)
 
+    @property
+    def disaggregated(self):
+        return self.prefill_instances > 0
+
+    def prefill_pool(self, rate):
+        """Disaggregated: (ρ_p, the mean service P·t_b/b, S) of a prefill instance receiving ``rate`` / n prompts."""
+        stages, budget, prompt = self.pipeline_parallel, self.max_batched_tokens, self.prefill_tokens_per_request
+        full_step = self.stage_step(0.0, budget)
+        service = prompt * full_step / budget
+        busy = minimum(rate / maximum(self.prefill_instances, 1.0) * service, 1.0)
+        alone = ceil(prompt / budget) * stages * self.stage_step(0.0, minimum(prompt, budget))
+        return busy, service, alone
+
 
 @dataclass
 class Load:
@@ -89,39 +129,73 @@ class Load:
     tpot_mean: object
     tpot_low: object        # t₀ (no chunk), per token
     tpot_high: object       # t₁ (a chunk), per token
-    prefill_seconds: object  # S: a prompt's prefill, chunk by chunk through the stages
+    prefill_seconds: object  # S: a prompt's prefill, chunk by chunk through the stages (+ X, disaggregated)
     wait_mean: object       # W̄
+    queue_busy_share: object = None  # the prompt queue's utilization (ρ; ρ_p when disaggregated)
+    stepping_share: object = 0.0     # chance an arriving prompt finds a step in progress (1 − e^(−B))
+    step_in_progress: object = 0.0   # the length of that step (uniformly far through it)
 
 
-def _prefill(replica: Replica, batch, round_seconds, rate):
-    """(ρ, S, t₀, t₁) for decode batch ``batch`` at ``rate`` with round ``round_seconds``."""
-    stages = replica.pipeline_parallel
-    micro = batch / stages
+def _chunks(replica: Replica, micro, prompts_per_step):
+    """(ρ, c): the share of stage steps carrying prompt tokens and the tokens such a step carries, with ``micro``
+    decoding requests per stage step and ``prompts_per_step`` prompts arriving per stage step."""
     room = replica.room(micro)
-    chunk = minimum(room, replica.prefill_tokens_per_request)
-    arriving = rate * round_seconds * replica.prefill_tokens_per_request / stages   # prefill tokens per stage step
-    busy = minimum(arriving / room, 1.0)
+    prompt = replica.prefill_tokens_per_request
+    chunk = minimum(room, prompt * maximum(prompts_per_step, 1.0))
+    busy = minimum(prompts_per_step * prompt / maximum(chunk, 1e-30), 1.0)
+    return busy, chunk
+
+
+def _mean_stage_step(replica: Replica, micro, prompts_per_step):
+    """(t̄, ρ, t₀, t₁): the mean stage step, the share carrying a chunk, and the steps without and with one."""
+    busy, chunk = _chunks(replica, micro, prompts_per_step)
     without, with_chunk = replica.stage_step(micro, 0.0), replica.stage_step(micro, chunk)
-    chunks = ceil(replica.prefill_tokens_per_request / room)
-    return busy, chunks * stages * with_chunk, without, with_chunk
+    return (1 - busy) * without + busy * with_chunk, busy, without, with_chunk
+
+
+def _seen(replica: Replica, batch):
+    """The batch a decoding request steps in: itself and the others, min(B + 1, B_sat) (with Poisson arrivals the
+    others a request finds are distributed as the time average, B; the inspection paradox). It is what makes
+    TPOT at a light load the floor t(1), and what an MoE step's expert reads depend on."""
+    return minimum(batch + 1.0, maximum(replica.saturation_batch_size, 1.0))
 
 
 def at_load(replica: Replica, rate) -> Load:
     """The steady state of a replica at ``rate`` requests/s (capped at its saturation batch)."""
     stages, emitted = replica.pipeline_parallel, replica.tokens_per_step
-    round_seconds = stages * replica.stage_step(0.0, 0.0)
+    colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
+    stage_seconds = replica.stage_step(1.0 / stages, 0.0)
     batch = 0.0
     for _ in range(ITERATIONS):
-        batch = minimum(rate * replica.output_tokens / emitted * round_seconds, replica.saturation_batch_size)
-        prefill = minimum(rate * round_seconds * replica.prefill_tokens_per_request / stages,
-                          replica.room(batch / stages))
-        round_seconds = stages * replica.stage_step(batch / stages, prefill)
-    busy, prefill_seconds, without, with_chunk = _prefill(replica, batch, round_seconds, rate)
+        batch = minimum(rate * replica.output_tokens / emitted * stages * stage_seconds, replica.saturation_batch_size)
+        stage_seconds = _mean_stage_step(replica, _seen(replica, batch) / stages,
+                                         colocated * rate * stage_seconds)[0]
+    stage_seconds, busy, without, with_chunk = _mean_stage_step(replica, _seen(replica, batch) / stages,
+                                                                colocated * rate * stage_seconds)
+    round_seconds = stages * stage_seconds
     low, high = stages * without / emitted, stages * with_chunk / emitted
     mean = (1 - busy) * low + busy * high
-    free = maximum(1 - busy, 1e-9)
-    wait = busy * prefill_seconds * (1 + replica.prompt_length_variation) / (2 * free)
-    return Load(rate, batch, round_seconds, busy, mean, low, high, prefill_seconds, wait)
+    # an arriving prompt finds the time-average batch B (Poisson arrivals see time averages)
+    room = replica.room(batch / stages)
+    alone = replica.stage_step(batch / stages, minimum(room, replica.prefill_tokens_per_request))
+    prefill_seconds = ceil(replica.prefill_tokens_per_request / room) * stages * alone
+    stepping = colocated * (1 - _exp(-batch))
+    in_progress = replica.stage_step(batch / stages, 0.0)
+    chunks = ceil(replica.prefill_tokens_per_request / room)
+    prompt_busy = minimum(rate * chunks * alone, 1.0)   # the prompts' share of the time (M/G/1: ρ = λ·E[S])
+    pool_busy, pool_service, pool_prefill = replica.prefill_pool(rate)
+    queue_busy = where(replica.disaggregated, pool_busy, prompt_busy)
+    service = where(replica.disaggregated, pool_service, prefill_seconds)
+    prefill_seconds = where(replica.disaggregated, pool_prefill + replica.kv_transfer_seconds, prefill_seconds)
+    free = maximum(1 - queue_busy, 1e-9)
+    wait = queue_busy * service * (1 + replica.prompt_length_variation) / (2 * free)
+    return Load(rate, batch, round_seconds, busy, mean, low, high, prefill_seconds, wait, queue_busy, stepping,
+                in_progress)
+
+
+def ttft_mean(load: Load):
+    """Mean time to first token: the queue's wait, half the step in progress when there is one, the prefill."""
+    return load.wait_mean + load.stepping_share * load.step_in_progress / 2 + load.prefill_seconds
 
 
 def tpot_quantile(replica: Replica, load: Load, z):
@@ -132,10 +206,14 @@ def tpot_quantile(replica: Replica, load: Load, z):
 
 
 def ttft_quantile(load: Load, q):
-    """The q-quantile of the time to first token: the wait's exponential tail plus the prefill."""
-    busy = maximum(load.busy_share, 1e-12)
+    """The q-quantile of the time to first token, taken term by term (an upper bound of the sum's quantile): the
+    wait's exponential tail, the step in progress (uniform over its length, found with probability s: its
+    quantile (q − (1 − s))/s of the step, 0 when q ≤ 1 − s), and the prefill."""
+    busy = maximum(load.queue_busy_share, 1e-12)
     tail = where(busy > 1 - q, load.wait_mean / busy * _log(busy / maximum(1 - q, 1e-12)), 0.0)
-    return tail + load.prefill_seconds
+    stepping = maximum(load.stepping_share, 1e-12)
+    residual = maximum(q - (1 - stepping), 0.0) / stepping * load.step_in_progress
+    return tail + residual + load.prefill_seconds
 
 
 def _log(x):
@@ -144,12 +222,23 @@ def _log(x):
     return np.log(x) if not isinstance(x, (int, float)) else math.log(x)
 
 
+def _exp(x):
+    import numpy as np
+
+    return np.exp(x) if not isinstance(x, (int, float)) else math.exp(x)
+
+
 def saturation(replica: Replica):
-    """(round seconds τ_sat, capacity λ_sat in requests/s) with B_sat requests running."""
+    """(round seconds τ_sat, capacity λ_sat in requests/s) with B_sat requests running; disaggregated, the
+    smaller of the decode instance's capacity and the prefill instances' n·b/(P·t_b)."""
     stages, batch = replica.pipeline_parallel, replica.saturation_batch_size
-    prefill = batch / stages * replica.tokens_per_step * replica.prefill_tokens_per_request / replica.output_tokens
-    round_seconds = stages * replica.stage_step(batch / stages, minimum(prefill, replica.room(batch / stages)))
-    return round_seconds, batch * replica.tokens_per_step / (replica.output_tokens * round_seconds)
+    colocated = where(replica.disaggregated, 0.0, 1.0)
+    replacing = colocated * batch / stages * replica.tokens_per_step / replica.output_tokens  # prompts per stage step
+    round_seconds = stages * _mean_stage_step(replica, batch / stages, replacing)[0]
+    decode = batch * replica.tokens_per_step / (replica.output_tokens * round_seconds)
+    _, service, _ = replica.prefill_pool(0.0)
+    prompts = replica.prefill_instances / service
+    return round_seconds, where(replica.disaggregated, minimum(decode, prompts), decode)
 
 
 def largest_rate_within(replica: Replica, capacity, cap, meets):
@@ -166,6 +255,6 @@ def largest_rate_within(replica: Replica, capacity, cap, meets):
 
 
 def batch_limit(max_concurrent, max_batch, budget, decode_tokens, prefill_per_decode):
-    """B_sat = max(1, min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋))."""
+    """B_sat = max(1, min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋)) (disaggregated: E·P/O = 0)."""
     return maximum(minimum(minimum(max_concurrent, max_batch), floor(budget / (decode_tokens + prefill_per_decode))),
                    1.0)

@@ -28,6 +28,9 @@ formulas.input("memory_fraction", unit="1",
                        "kv_cache_free_gpu_mem_fraction of the free memory)")
 formulas.input("activation_reserve_bytes", unit="B",
                meaning="memory per accelerator kept for activations, CUDA graphs and runtime buffers")
+formulas.input("replicated_attention_parameters", unit="parameters",
+               meaning="attention weights a data-parallel attention rank holds beyond its TP share: the stage's "
+                       "attention × (1 − 1/TP); 0 when attention is tensor-parallel")
 
 
 @formulas.formula(unit="B", meaning="KV-cache bytes one token adds, all layers",
@@ -59,10 +62,11 @@ def kv_bytes_per_request(kv_bytes_per_token_per_device, kv_tokens_per_request):
 
 
 @formulas.formula(unit="B", meaning="weights resident on one accelerator",
-                  expression="parameters_per_device × weight_bytes_per_parameter")
-def weight_memory_bytes(parameters_per_device, weight_bytes_per_parameter):
-    """Serving keeps every weight of its share resident: no sharding over replicas."""
-    return parameters_per_device * weight_bytes_per_parameter
+                  expression="(parameters_per_device + replicated_attention_parameters) × weight_bytes_per_parameter")
+def weight_memory_bytes(parameters_per_device, replicated_attention_parameters, weight_bytes_per_parameter):
+    """Serving keeps every weight of its share resident: no sharding over replicas. Data-parallel attention
+    keeps whole attention weights on every rank (SGLang DP attention; the MLP and experts stay split)."""
+    return (parameters_per_device + replicated_attention_parameters) * weight_bytes_per_parameter
 
 
 @formulas.formula(unit="B", meaning="memory the serving engine may use on one accelerator",
@@ -103,10 +107,28 @@ def mean_kv_tokens_per_request(prompt_tokens, output_tokens, attention_window_to
     return minimum(prompt_tokens + output_tokens / 2, attention_window_tokens)
 
 
+@formulas.formula(unit="tokens", meaning="KV-cache tokens the engine holds for a running request",
+                  expression="mean_kv_tokens_per_request",
+                  source="vLLM, SGLang: paged blocks allocated as the sequence grows, preempting when they run out",
+                  choice=("kv_reservation", "incremental"), detail=True)
+def reserved_kv_tokens_per_request(mean_kv_tokens_per_request):
+    return mean_kv_tokens_per_request
+
+
+@formulas.formula(unit="tokens", meaning="KV-cache tokens the engine holds for a running request",
+                  expression="kv_tokens_per_request",
+                  source="TensorRT-LLM GUARANTEED_NO_EVICT: the whole prompt + output reserved when the request is "
+                         "admitted, so it is never evicted",
+                  choice=("kv_reservation", "full"), detail=True)
+def reserved_kv_tokens_per_request(kv_tokens_per_request):  # noqa: F811
+    return kv_tokens_per_request
+
+
 @formulas.formula(unit="requests", meaning="largest number of concurrent requests whose KV cache fits, on average",
-                  expression="max(⌊kv_budget_bytes / (kv_bytes_per_token_per_device × mean_kv_tokens_per_request)⌋, 0)")
-def max_concurrent_requests(kv_budget_bytes, kv_bytes_per_token_per_device, mean_kv_tokens_per_request):
-    return maximum(floor(kv_budget_bytes / (kv_bytes_per_token_per_device * mean_kv_tokens_per_request)), 0)
+                  expression="max(⌊kv_budget_bytes / (kv_bytes_per_token_per_device × reserved_kv_tokens_per_request)"
+                             "⌋, 0)")
+def max_concurrent_requests(kv_budget_bytes, kv_bytes_per_token_per_device, reserved_kv_tokens_per_request):
+    return maximum(floor(kv_budget_bytes / (kv_bytes_per_token_per_device * reserved_kv_tokens_per_request)), 0)
 
 
 @formulas.formula(unit="B", meaning="KV cache of the running requests at the fleet's load, on one accelerator",

@@ -10,6 +10,7 @@ sequences, p prefill tokens) takes
       + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache
       + F_logits / (e_mm · peak)                                          the LM head, sampled tokens only
       + n_ar · (α_ar + 2(t−1)/t · T·h·b / B_link)                        tensor-parallel all-reduces
+      + T · e                                                             norms, residuals, activation, permutation
       + n_kernels · t0 + t_step                                           kernel and engine overheads
 
 with F_gemm = 2·N_active·T / t (matmul parameters per device), W(T) the weights read once per
@@ -54,7 +55,8 @@ def speculative_tokens_per_step(draft_tokens, acceptance_rate):
 def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
                         *, gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability,
                         attention_seconds_per_context_token, kv_read_seconds_per_context_token,
-                        logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step):
+                        logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
+                        elementwise_seconds_per_token=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
@@ -63,25 +65,26 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     whole cache) and ``prefill_context_tokens`` the sum, over prefill tokens, of the tokens each attends;
     ``sampled_tokens`` the positions the LM head runs for.
 
-        t = max(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·(C_d + C_p), c·(C_d + p)) + l·s + r·T + f
+        t = max(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·(C_d + C_p), c·(C_d + p)) + l·s + (r + e)·T + f
 
     g = gemm_seconds_per_token, w = weight_read_seconds, x = expert_read_seconds, a =
     attention_seconds_per_context_token, c = kv_read_seconds_per_context_token, l =
-    logit_seconds_per_token, r = communication_seconds_per_token, f = fixed_seconds_per_step.
+    logit_seconds_per_token, r = communication_seconds_per_token, f = fixed_seconds_per_step, e =
+    elementwise_seconds_per_token (the memory-bound ops of each token).
     """
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
     gemms = maximum(gemm_seconds_per_token * tokens, weights)
     attention = maximum(attention_seconds_per_context_token * (decode_context_tokens + prefill_context_tokens),
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
-    return (gemms + attention + logit_seconds_per_token * sampled_tokens + communication_seconds_per_token * tokens
-            + fixed_seconds_per_step)
+    return (gemms + attention + logit_seconds_per_token * sampled_tokens
+            + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
 
 
 # The graph quantities an engine step reads, in the order of engine_step_seconds's keyword arguments.
 STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds", "expert_pick_probability",
                "attention_seconds_per_context_token", "kv_read_seconds_per_context_token", "logit_seconds_per_token",
-               "communication_seconds_per_token", "fixed_seconds_per_step")
+               "communication_seconds_per_token", "fixed_seconds_per_step", "elementwise_seconds_per_token")
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class StepModel:
     logit_seconds_per_token: float
     communication_seconds_per_token: float
     fixed_seconds_per_step: float
+    elementwise_seconds_per_token: float = 0.0
 
     @classmethod
     def from_quantities(cls, quantities) -> "StepModel":

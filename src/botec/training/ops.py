@@ -35,6 +35,7 @@ prediction modules) runs on the last pipeline stage.
 """
 
 from botec.graph import Formulas, maximum, where
+from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.layout import Recompute
 
 formulas = Formulas(account="compute")
@@ -202,18 +203,6 @@ def attention_core_backward_seconds(attention_core_flops, fused_attention, atten
     return where(fused_attention, fused, 2 * attention_core_seconds)
 
 
-@formulas.formula(unit="1", meaning="elements per token the activation function reads and writes per layer, "
-                                    "averaged over dense and MoE layers, before the TP split",
-                  expression="(3 if mlp_gated else 2) × ((layers − moe_layers) × ffn_size + moe_layers × "
-                             "(experts_per_token + shared_experts) × expert_ffn_size) / layers", detail=True,
-                  prose=True)
-def activation_function_elements(mlp_gated, layers, moe_layers, ffn_size, experts_per_token, shared_experts,
-                                 expert_ffn_size):
-    touched = where(mlp_gated, 3, 2)  # gated: read gate and up, write their product; plain: read, write
-    return touched * ((layers - moe_layers) * ffn_size
-                      + moe_layers * (experts_per_token + shared_experts) * expert_ffn_size) / layers
-
-
 @formulas.formula(unit="s", meaning="forward time of one layer's memory-bound ops: norms, residual adds, activation "
                                     "function, MoE token permutation",
                   expression="b × (T_n × 10 × h + T × activation_function_elements / t + T × 4 × k_e × h × moe_layers "
@@ -224,9 +213,9 @@ def elementwise_seconds(microbatch_tokens, hidden_size, sequence_parallel, tenso
                         activation_function_elements, experts_per_token, moe_layers, layers,
                         activation_bytes_per_element, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
                         kernel_overhead_seconds):
-    norm_tokens = microbatch_tokens / where(sequence_parallel, tensor_parallel, 1)
-    elements = (norm_tokens * 10 * hidden_size + microbatch_tokens * activation_function_elements / tensor_parallel
-                + microbatch_tokens * 4 * experts_per_token * hidden_size * moe_layers / layers)
+    norm_share = 1 / where(sequence_parallel, tensor_parallel, 1)
+    elements = microbatch_tokens * memory_bound_elements_per_token(
+        hidden_size, activation_function_elements, tensor_parallel, experts_per_token, moe_layers, layers, norm_share)
     return (activation_bytes_per_element * elements / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
             + ELEMENTWISE_KERNELS_PER_LAYER * kernel_overhead_seconds)
 
