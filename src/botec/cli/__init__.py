@@ -18,7 +18,7 @@ from botec.cli.common import app
 from botec.errors import UserError
 
 # The commands register themselves on import, and `botec --help` lists them in this order.
-from botec.cli import estimating, serving_app, catalogs, measuring, exploring, validating  # noqa: E402,F401,I001
+from botec.cli import estimating, serving_app, simulating, catalogs, measuring, exploring, validating  # noqa: E402,F401,I001
 
 __all__ = ["app", "main"]
 

@@ -1,0 +1,80 @@
+"""A fleet: n replicas behind a load balancer, each simulated as :class:`~botec.simulate.replica.Replica`.
+
+The replicas share nothing but the balancer's choices, made when a request arrives from the requests each
+replica has outstanding (sent and not finished) at that instant:
+
+- ``round-robin``: replica k mod n for the k-th request, whatever their load;
+- ``least-outstanding``: the replica with the fewest outstanding requests (ties: the next in turn), as
+  Envoy's LEAST_REQUEST and NGINX's least_conn do with full information;
+- ``power-of-two``: two distinct replicas drawn at random (seeded), the one with fewer outstanding
+  requests (Mitzenmacher 2001, "The power of two choices in randomized load balancing").
+
+A replica is advanced to an arrival only when the balancer needs its count (every replica for
+least-outstanding, the two drawn for power-of-two, none for round-robin) or when it receives a request;
+after the last arrival every replica runs until it is empty.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from botec.errors import UserError
+from botec.simulate.replica import Engine, Ledger, Replica
+
+__all__ = ["BALANCERS", "run_fleet"]
+
+BALANCERS = ("round-robin", "least-outstanding", "power-of-two")
+
+
+def run_fleet(engine: Engine, ledger: Ledger, replicas: int, balancer: str = "least-outstanding", seed: int = 0,
+              accepted=None, progress=None) -> list[Replica]:
+    """Serve every request of ``ledger`` (those ``accepted``, a boolean sequence; default all) on ``replicas``
+    replicas behind ``balancer``; return the replicas (their stats) once all are empty. ``progress(done,
+    total)`` is called as the arrivals are dispatched and once at the end."""
+    if balancer not in BALANCERS:
+        raise UserError(f"--balancer: expected one of {', '.join(BALANCERS)}, got {balancer!r}")
+    if replicas < 1:
+        raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
+    streams = np.random.SeedSequence(seed).spawn(replicas + 1)
+    fleet = [Replica(engine, ledger, k, np.random.default_rng(streams[k])) for k in range(replicas)]
+    arrivals = ledger.arrival
+    total = len(arrivals)
+    accepted = [True] * total if accepted is None else list(accepted)
+    report_every = max(total // 200, 1)
+    balancer_rng = np.random.default_rng(streams[-1])
+    if balancer == "power-of-two" and replicas > 1:
+        first_pick = balancer_rng.integers(replicas, size=total).tolist()
+        second_pick = ((np.array(first_pick) + balancer_rng.integers(1, replicas, size=total)) % replicas).tolist()
+    turn = 0
+    for request, at in enumerate(arrivals):
+        if not accepted[request]:
+            continue
+        if replicas == 1:
+            chosen = fleet[0]
+        elif balancer == "round-robin":
+            chosen = fleet[turn % replicas]
+        elif balancer == "least-outstanding":
+            best, chosen = math.inf, None
+            for k in range(replicas):
+                replica = fleet[(turn + k) % replicas]
+                replica.advance(at)
+                count = replica.outstanding(at)
+                if count < best:
+                    best, chosen = count, replica
+        else:
+            one, two = fleet[first_pick[request]], fleet[second_pick[request]]
+            one.advance(at)
+            two.advance(at)
+            chosen = two if two.outstanding(at) < one.outstanding(at) else one
+        turn += 1
+        chosen.advance(at)
+        chosen.arrive(request)
+        if progress is not None and request % report_every == 0:
+            progress(request, total)
+    for replica in fleet:
+        replica.advance(math.inf)
+    if progress is not None:
+        progress(total, total)
+    return fleet

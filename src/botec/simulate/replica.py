@@ -1,0 +1,543 @@
+"""One serving replica, simulated event by event: iteration-level scheduling of in-flight batching.
+
+The engine runs steps (Orca's iteration-level scheduling, Yu et al. 2022). Each step carries one token
+of every decoding request (k + 1 when speculating) and, with chunked prefill (Sarathi-Serve, Agrawal et
+al. 2024), chunks of the prompts being prefilled, first come first served, filling what is left of the
+step's token budget. Its time is :func:`botec.serving.step.engine_step_seconds` — the function the
+estimate uses — on the batch the step really holds: the decoding requests and the sum of their contexts,
+the prefill tokens and the sum of the tokens each attends, the positions sampled.
+
+Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keeps the policy):
+
+- **admission**: the queue's head joins while fewer than ``max_batch_size`` requests run, the step has
+  token budget left (chunked prefill), and the KV cache has the blocks for its prompt (paged attention,
+  Kwon et al. 2023: blocks of 16 tokens; capacity ⌊kv_budget_bytes / kv_bytes_per_token_per_device / 16⌋
+  blocks). First come, first served: a head that does not fit blocks the queue.
+- **prefill**: chunked, a step carries the decode tokens and then prompt chunks up to the budget b (b −
+  ⌈B/p⌉·(k+1) per micro-batch, at least one token); without chunked prefill (TensorRT-LLM's preset) a step
+  prefills whole prompts, as many as the budget holds (at least one), and decodes pause for it. The last
+  prompt token's step samples the first output token: the time to first token ends with that step.
+- **prefix caching** removes ⌊h·P⌉ of a prompt's P tokens (h = ``prefix_cache_hit_rate``) from its prefill
+  (at least the last token is computed); they still occupy KV blocks and are attended.
+- **decode**: a request's context (prompt + tokens generated) grows by a token per step and its blocks
+  with it; a sliding attention window W caps both what a token attends and what the cache keeps.
+- **preemption** (recompute): when the decoders' new blocks would overflow the cache, the most recently
+  admitted running request is evicted; it returns to the queue's front with its generated tokens kept
+  as prompt, to be prefilled again.
+- **speculative decoding** (Leviathan et al. 2023): each step a request gains 1 + the accepted prefix of
+  k drafts, each accepted with probability α, at most what its output still needs; the step verifies
+  k + 1 tokens per request and adds the draft model's k steps at ``draft_step_cost`` of a decode step
+  (as :meth:`botec.serving.load.Replica.stage_step` does).
+
+**Pipeline parallelism** follows :mod:`botec.serving.load`: p stages keep p micro-batches in flight (vLLM's
+virtual engines), each of B/p requests, so one simulated step is a *round* in which every running request
+takes one step: τ = p · t_stage(B/p decoding, their contexts / p, the prefill tokens / p, ...), each
+micro-batch with its own budget b. A token's latency is p stage steps. With p = 1 a round is a step.
+
+**Speed.** Between events (an admission, a chunk, a request finishing, a context reaching the window, a
+preemption) a decode-only batch is constant but for its contexts, each growing by one token a step.
+With no prefill tokens every term of the step time is affine in the decode context (the attention term is
+max(a·C, c·C) = C·max(a, c)), so the step time is exactly linear in the step index: t_j = t₀ + j·Δ, with
+t₀ and Δ from two calls of the step function. A run of n such steps takes n·t₀ + Δ·n(n − 1)/2 seconds,
+and the step in progress at a given time solves a quadratic: no error, no per-step loop. The KV blocks
+the run adds are counted by each request's phase modulo 16 (a request needs a new block every 16
+steps), so they too cost O(16), not O(batch). Speculating, a step's gains are random: those runs go step by
+step, each request drawn (numpy) — slower, and exact.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from botec.errors import UserError
+from botec.serving.step import StepModel, engine_step_seconds
+
+__all__ = ["BLOCK_TOKENS", "Engine", "Ledger", "Replica", "ReplicaStats", "steps_to_reach", "attended_tokens"]
+
+BLOCK_TOKENS = 16
+"""Tokens per KV-cache block (vLLM's default block size)."""
+
+_WAITING, _PREFILLING, _DECODING, _DONE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A replica's figures, read from an estimate: the step costs and the engine's limits."""
+
+    step_model: StepModel
+    pipeline_parallel: int
+    max_batch_size: int
+    max_batched_tokens: int
+    kv_capacity_blocks: int
+    attention_window_tokens: int
+    prefix_cache_hit_rate: float
+    draft_tokens: int
+    draft_acceptance_rate: float
+    draft_step_cost: float
+    chunked_prefill: bool
+
+    @classmethod
+    def from_estimate(cls, result) -> "Engine":
+        """From a serving estimate's quantities (``result.quantities``) and its engine preset's chunked-prefill flag."""
+        from botec.catalog.engines import engine_presets
+
+        q = {name: quantity.value for name, quantity in result.quantities.items()}
+        tokens = q["kv_budget_bytes"] / q["kv_bytes_per_token_per_device"]
+        blocks = math.floor(tokens / BLOCK_TOKENS) if math.isfinite(tokens) else 0
+        if blocks < 1:
+            raise UserError("the weights leave no room for a KV cache on this replica: nothing to simulate "
+                            f"(kv_budget_bytes = {q['kv_budget_bytes']:.4g})")
+        engine = result.contract.strategy.engine
+        return cls(step_model=StepModel.from_quantities(result.quantities),
+                   pipeline_parallel=int(q["pipeline_parallel"]), max_batch_size=int(q["max_batch_size"]),
+                   max_batched_tokens=int(q["max_batched_tokens"]), kv_capacity_blocks=blocks,
+                   attention_window_tokens=int(q["attention_window_tokens"]),
+                   prefix_cache_hit_rate=float(q["prefix_cache_hit_rate"]), draft_tokens=int(q["draft_tokens"]),
+                   draft_acceptance_rate=float(q["draft_acceptance_rate"]),
+                   draft_step_cost=float(q["draft_step_cost"]),
+                   chunked_prefill=bool(engine_presets()[engine].value("chunked_prefill")))
+
+    def round_function(self):
+        """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,
+        p × a stage step on 1/p of the batch (see the module docstring), plus the draft model's k steps when
+        speculating. Every term is :func:`engine_step_seconds` with the StepModel's costs bound once."""
+        costs = {f.name: getattr(self.step_model, f.name) for f in fields(self.step_model)}
+        stages, drafts, draft_cost = self.pipeline_parallel, self.draft_tokens, self.draft_step_cost
+        verified = drafts + 1
+
+        def step(decoding, decode_context, prefill, prefill_context, sampled):
+            return engine_step_seconds(decoding, decode_context, prefill, prefill_context, sampled, **costs)
+
+        if stages == 1 and drafts == 0:
+            return step
+
+        def round_seconds(decoding, decode_context, prefill, prefill_context, sampled):
+            micro, context = decoding / stages, decode_context / stages
+            stage = step(micro * verified, context * verified, prefill / stages, prefill_context / stages,
+                         sampled / stages)
+            if drafts:
+                stage += drafts * draft_cost * step(micro, context, 0.0, 0.0, micro)
+            return stages * stage
+
+        return round_seconds
+
+    def cached_tokens(self, prompt_tokens):
+        """Prompt tokens found in the prefix cache: ⌊h·P⌉, leaving at least one to compute (elementwise)."""
+        return np.minimum(np.rint(self.prefix_cache_hit_rate * np.asarray(prompt_tokens)),
+                          np.asarray(prompt_tokens) - 1).astype(np.int64)
+
+    def footprint_blocks(self, prompt_tokens, output_tokens):
+        """KV blocks a request holds at its last step: ⌈min(P + O − 1, W) / 16⌉ (elementwise)."""
+        tokens = np.minimum(np.asarray(prompt_tokens) + np.asarray(output_tokens) - 1, self.attention_window_tokens)
+        return -(-tokens // BLOCK_TOKENS)
+
+
+class Ledger:
+    """Per-request state and records, shared by the replicas of a fleet (a request is served by one).
+
+    Records: ``first_token_s`` (the end of the step that sampled its first token), ``finish_s``, ``replica``,
+    ``preemptions``; NaN / −1 until set. The rest is the scheduler's working state."""
+
+    def __init__(self, arrival_seconds, prompt_tokens, output_tokens, cached_tokens):
+        count = len(arrival_seconds)
+        self.arrival = np.asarray(arrival_seconds, dtype=float).tolist()
+        self.prompt = np.asarray(prompt_tokens).tolist()
+        self.output = np.asarray(output_tokens).tolist()
+        self.cached = np.asarray(cached_tokens).tolist()
+        self.first_token_s = [math.nan] * count
+        self.finish_s = [math.nan] * count
+        self.replica = [-1] * count
+        self.preemptions = [0] * count
+        self.prefill_computed = [0] * count        # prompt tokens computed, recomputation included
+        # working state of the scheduler
+        self.state = [_WAITING] * count
+        self.generated = [0] * count               # tokens generated when it last started decoding (or was evicted)
+        self.decode_start = [0] * count            # the replica's decode-step counter then
+        self.finish_at = [-1] * count              # the counter after its last step (−1: no live heap entry)
+        self.window_at = [-1] * count              # the counter after the step its context reaches the window
+        self.phase = [0] * count                   # counter mod 16 of the steps that need a new block
+        self.growing = [False] * count             # context below the window: it grows and takes blocks
+        self.prefill_left = [0] * count
+        self.prefill_position = [0] * count
+
+
+@dataclass
+class ReplicaStats:
+    """What a replica did: steps, batch sizes (per step and over time), preemptions, admissions."""
+
+    steps: int = 0
+    prefill_steps: int = 0                 # steps carrying prompt tokens
+    decode_request_steps: int = 0          # Σ over steps of the decoding requests (Σ batch size)
+    busy_seconds: float = 0.0
+    decode_batch_seconds: float = 0.0      # ∫ decoding requests dt
+    running_seconds: float = 0.0           # ∫ running requests (decoding + prefilling) dt
+    max_running: int = 0
+    max_decoding: int = 0
+    preemptions: int = 0
+    prefill_tokens: int = 0                # prompt tokens computed, recomputation included
+    first_arrival_s: float = math.nan
+    last_admission_s: float = math.nan     # the start of the step that admitted the last request
+    last_finish_s: float = math.nan
+    speculative_steps: int = 0             # verification steps of a request not capped by its output's end
+    speculative_tokens: int = 0            # tokens those steps gained
+    idle_state: dict = field(default_factory=dict)   # the books when last idle: all zero (a check for tests)
+
+
+def steps_to_reach(seconds: float, first: float, slope: float) -> int:
+    """The smallest j ≥ 1 whose steps, t_i = first + i·slope (i = 0 … j−1), last at least ``seconds``:
+    j·first + slope·j(j − 1)/2 ≥ seconds (the positive root of the quadratic, then checked exactly)."""
+    if slope > 0:
+        half = first - slope / 2
+        j = math.ceil(2 * seconds / (half + math.sqrt(half * half + 2 * slope * seconds)))
+    else:
+        j = math.ceil(seconds / first)
+    j = max(j, 1)
+    while j > 1 and (j - 1) * first + slope * (j - 1) * (j - 2) / 2 >= seconds:
+        j -= 1
+    while j * first + slope * j * (j - 1) / 2 < seconds:
+        j += 1
+    return j
+
+
+def attended_tokens(position: int, tokens: int, window: int) -> int:
+    """Σ over the prompt positions q = position … position + tokens − 1 of min(q + 1, W): the cached tokens
+    each prefill token attends (causal, within a sliding window W)."""
+    end = position + tokens
+    below = min(end, window)                  # positions q < W attend q + 1 tokens
+    total = (below * (below + 1) - position * (position + 1)) // 2 if below > position else 0
+    return total + window * (end - max(position, window)) if end > window else total
+
+
+class Replica:
+    """One engine replica: ``arrive(request)`` queues a request of the :class:`Ledger`, ``advance(until)``
+    runs the steps that start before ``until`` (a step starting at t takes the requests arrived by t).
+
+    The scheduler is one generator (its state in locals, resumed by ``advance``): see the module docstring."""
+
+    def __init__(self, engine: Engine, ledger: Ledger, index: int = 0, rng: np.random.Generator | None = None):
+        self.engine = engine
+        self.ledger = ledger
+        self.index = index
+        self.rng = rng if rng is not None else np.random.default_rng(index)
+        self.queue: deque = deque()
+        self.assigned = 0
+        self.finish_times: list[float] = []
+        self._finished_by = 0
+        self.stats = ReplicaStats()
+        self._loop = self._run()
+        next(self._loop)
+
+    def arrive(self, request: int) -> None:
+        """Queue ``request`` (its arrival time no later than the replica's last ``advance``)."""
+        if not self.assigned:
+            self.stats.first_arrival_s = self.ledger.arrival[request]
+        self.ledger.replica[request] = self.index
+        self.queue.append(request)
+        self.assigned += 1
+
+    def advance(self, until: float) -> None:
+        """Run every step that starts before ``until`` (all of them: ``math.inf``)."""
+        self._loop.send(until)
+
+    def outstanding(self, at: float) -> int:
+        """Requests sent here and not finished by ``at`` (``at`` never decreasing between calls)."""
+        times, done = self.finish_times, self._finished_by
+        while done < len(times) and times[done] <= at:
+            done += 1
+        self._finished_by = done
+        return self.assigned - done
+
+    # --- the scheduler ------------------------------------------------------------------------
+
+    def _run(self):  # noqa: C901 (one loop, kept whole for speed: its state lives in locals)
+        engine, ledger, stats = self.engine, self.ledger, self.stats
+        round_seconds = engine.round_function()
+        window, capacity = engine.attention_window_tokens, engine.kv_capacity_blocks
+        max_batch, budget, stages = engine.max_batch_size, engine.max_batched_tokens, engine.pipeline_parallel
+        drafts, acceptance = engine.draft_tokens, engine.draft_acceptance_rate
+        verified, speculating, chunked = drafts + 1, drafts > 0, engine.chunked_prefill
+        arrival, prompt, output, cached = ledger.arrival, ledger.prompt, ledger.output, ledger.cached
+        first_token_s, finish_s, preemptions = ledger.first_token_s, ledger.finish_s, ledger.preemptions
+        state, generated, decode_start = ledger.state, ledger.generated, ledger.decode_start
+        finish_at, window_at, phase, growing = ledger.finish_at, ledger.window_at, ledger.phase, ledger.growing
+        prefill_left, prefill_position, prefill_computed = (ledger.prefill_left, ledger.prefill_position,
+                                                            ledger.prefill_computed)
+        queue, finish_times, rng = self.queue, self.finish_times, self.rng
+        heappush, heappop, inf = heapq.heappush, heapq.heappop, math.inf
+
+        t = 0.0                  # the clock: the end of the last step
+        counter = 0              # decode steps taken (the clock of every decoding request's progress)
+        decoding = 0             # decoding requests
+        context = 0              # Σ min(P + generated, W) over them: the decode context of the next step
+        growers = 0              # decoding requests whose context still grows
+        used = 0                 # KV blocks held
+        phases = [0] * 16        # growers by the counter mod 16 at which they need a new block
+        running: dict = {}       # admitted requests in admission order (popitem(): the most recent)
+        decoders: dict = {}      # decoding requests
+        prefilling: deque = deque()
+        finishing: list = []     # heap of (counter after the last step, request)
+        windows: list = []       # heap of (counter after the step reaching the window, request)
+
+        def blocks(tokens):
+            return (min(tokens, window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS
+
+        until = yield
+        while True:
+            if not running:
+                if not queue:
+                    stats.idle_state = {"blocks": used, "decoding": decoding, "context": context, "growers": growers}
+                    until = yield
+                    continue
+                if t < arrival[queue[0]]:
+                    t = arrival[queue[0]]          # idle until the head arrived
+            if t >= until:
+                until = yield
+                continue
+
+            # --- 1. the decoders' new blocks this step; evict the most recently admitted until they fit
+            if speculating:
+                need = 0
+                for i in decoders:
+                    seen = prompt[i] + generated[i] - 1
+                    need += blocks(seen + verified) - blocks(seen)
+            else:
+                need = phases[counter & 15] if growers else 0
+            prefill_step = False
+            if not chunked and queue and len(running) < max_batch and used + blocks(
+                    prompt[queue[0]] + generated[queue[0]]) <= capacity:
+                prefill_step = True                # whole prompts first; decodes wait for them
+                need = 0
+            while used + need > capacity and len(running) > 1:
+                victim = running.popitem()[0]
+                stats.preemptions += 1
+                preemptions[victim] += 1
+                if state[victim] == _DECODING:
+                    made = generated[victim] + counter - decode_start[victim]
+                    x = prompt[victim] + made
+                    decoding -= 1
+                    del decoders[victim]
+                    context -= x if x < window else window
+                    if growing[victim]:
+                        growers -= 1
+                        phases[phase[victim]] -= 1
+                        growing[victim] = False
+                        if not speculating and phase[victim] == counter & 15:
+                            need -= 1
+                    if speculating:
+                        need -= blocks(x - 1 + verified) - blocks(x - 1)
+                    finish_at[victim] = window_at[victim] = -1
+                    generated[victim] = made
+                    used -= blocks(x - 1)
+                else:
+                    prefilling.remove(victim)
+                    used -= blocks(prompt[victim] + generated[victim])
+                state[victim] = _WAITING
+                queue.appendleft(victim)
+
+            # --- 2. the prefill this step carries: chunks of the admitted prompts, then new admissions
+            prefill_tokens = prefill_context = 0
+            chunks = []
+            if chunked or prefill_step:
+                if chunked:
+                    room = budget - -(-decoding * verified // stages)
+                    room = room if room > 1 else 1
+                    left = room * stages
+                else:
+                    room = left = budget
+                for i in prefilling:
+                    take = prefill_left[i]
+                    take = take if take < room else room
+                    take = take if take < left else left
+                    chunks.append((i, take))
+                    left -= take
+                    if not left:
+                        break
+                while queue and len(running) < max_batch and (left > 0 or not chunks):
+                    i = queue[0]
+                    held = blocks(prompt[i] + generated[i])
+                    if used + need + held > capacity:
+                        break
+                    queue.popleft()
+                    running[i] = None
+                    state[i] = _PREFILLING
+                    used += held
+                    start = cached[i] if cached[i] < prompt[i] else prompt[i] - 1
+                    prefill_left[i] = prompt[i] + generated[i] - start
+                    prefill_position[i] = start
+                    prefilling.append(i)
+                    take = prefill_left[i]
+                    if chunked:
+                        take = take if take < room else room
+                        take = take if take < left else left
+                    elif chunks and take > left:       # whole prompts only: the next waits for its own step
+                        prefilling.pop()
+                        running.pop(i)
+                        used -= held
+                        state[i] = _WAITING
+                        queue.appendleft(i)
+                        break
+                    stats.last_admission_s = t
+                    chunks.append((i, take))
+                    left -= take
+                for i, take in chunks:
+                    prefill_tokens += take
+                    prefill_context += attended_tokens(prefill_position[i], take, window)
+                if len(running) > stats.max_running:
+                    stats.max_running = len(running)
+
+            if prefill_tokens:
+                # --- 3a. one step with prompt chunks (decoders too, unless prefills run alone)
+                stepping = decoding if chunked else 0
+                completing = [i for i, take in chunks if take == prefill_left[i]]
+                seconds = round_seconds(stepping, context if stepping else 0, prefill_tokens, prefill_context,
+                                        stepping + len(completing))
+                runs, first, slope = 1, seconds, 0.0
+            elif decoding:
+                # --- 3b. decode-only steps until the next event (speculating: one step)
+                stepping, completing = decoding, ()
+                first = round_seconds(decoding, context, 0, 0, decoding)
+                if speculating:
+                    runs, slope = 1, 0.0
+                else:
+                    slope = round_seconds(decoding, context + growers, 0, 0, decoding) - first if growers else 0.0
+                    while finish_at[finishing[0][1]] != finishing[0][0]:
+                        heappop(finishing)
+                    runs = finishing[0][0] - counter
+                    while windows and window_at[windows[0][1]] != windows[0][0]:
+                        heappop(windows)
+                    if windows and windows[0][0] - counter < runs:
+                        runs = windows[0][0] - counter
+                    if until < inf and not queue and len(running) < max_batch:
+                        reach = steps_to_reach(until - t, first, slope)   # an arrival may join after this step
+                        runs = reach if reach < runs else runs
+                    if growers and used + growers * ((runs + 15) >> 4) > capacity:
+                        taken, grown = 0, 0                   # the cache may fill: stop before the step it would
+                        while taken < runs and used + grown + phases[(counter + taken) & 15] <= capacity:
+                            grown += phases[(counter + taken) & 15]
+                            taken += 1
+                        runs = taken
+                        need = grown
+                    elif growers:
+                        need = (runs >> 4) * growers + sum(phases[(counter + j) & 15] for j in range(runs & 15))
+                seconds = runs * first + slope * runs * (runs - 1) / 2
+            else:
+                until = yield                          # nothing can run: wait for arrivals
+                continue
+
+            # --- 4. the clock and the records
+            t += seconds
+            stats.steps += runs
+            stats.busy_seconds += seconds
+            stats.decode_request_steps += stepping * runs
+            stats.decode_batch_seconds += stepping * seconds
+            stats.running_seconds += len(running) * seconds
+            if stepping > stats.max_decoding:
+                stats.max_decoding = stepping
+            if prefill_tokens:
+                stats.prefill_steps += 1
+                stats.prefill_tokens += prefill_tokens
+                for i, take in chunks:
+                    prefill_left[i] -= take
+                    prefill_position[i] += take
+                    prefill_computed[i] += take
+
+            # --- 5. the decoders advance
+            if stepping and speculating:
+                gains = 1 + np.minimum(rng.geometric(1 - acceptance, size=stepping) - 1, drafts) \
+                    if acceptance < 1 else np.full(stepping, verified)
+                counter += 1
+                for i, gain in zip(list(decoders), gains.tolist()):
+                    made = generated[i]
+                    wanted = output[i] - made
+                    if wanted >= verified:
+                        stats.speculative_steps += 1
+                        stats.speculative_tokens += gain
+                    gain = gain if gain < wanted else wanted
+                    x = prompt[i] + made
+                    context += min(x + gain, window) - min(x, window)
+                    used += blocks(x - 1 + gain) - blocks(x - 1)
+                    generated[i] = made + gain
+                    decode_start[i] = counter
+                    if made + gain >= output[i]:
+                        decoding -= 1
+                        del decoders[i]
+                        context -= min(x + gain, window)
+                        used -= blocks(x - 1 + gain)
+                        del running[i]
+                        state[i] = _DONE
+                        finish_s[i] = t
+                        finish_times.append(t)
+            elif stepping:
+                used += need
+                counter += runs
+                context += growers * (runs - 1)
+                while windows and windows[0][0] <= counter:
+                    _, i = heappop(windows)
+                    if window_at[i] == counter and growing[i]:
+                        window_at[i] = -1
+                        growers -= 1
+                        phases[phase[i]] -= 1
+                        growing[i] = False
+                context += growers
+                while finishing and finishing[0][0] <= counter:
+                    end, i = heappop(finishing)
+                    if finish_at[i] != end:
+                        continue
+                    finish_at[i] = window_at[i] = -1
+                    x = prompt[i] + output[i]
+                    decoding -= 1
+                    del decoders[i]
+                    if growing[i]:
+                        context -= x
+                        growers -= 1
+                        phases[phase[i]] -= 1
+                        growing[i] = False
+                    else:
+                        context -= window
+                    used -= blocks(x - 1)
+                    del running[i]
+                    state[i] = _DONE
+                    finish_s[i] = t
+                    finish_times.append(t)
+
+            # --- 6. prompts whose last token this step computed: their first token; they decode from the next step
+            for i in completing:
+                prefilling.remove(i)
+                made = generated[i] + 1
+                generated[i] = made
+                if first_token_s[i] != first_token_s[i]:           # NaN: the first time
+                    first_token_s[i] = t
+                x = prompt[i] + made
+                if made >= output[i]:
+                    used -= blocks(x - 1)
+                    del running[i]
+                    state[i] = _DONE
+                    finish_s[i] = t
+                    finish_times.append(t)
+                    continue
+                state[i] = _DECODING
+                decoders[i] = None
+                decoding += 1
+                decode_start[i] = counter
+                context += x if x < window else window
+                if speculating:
+                    continue
+                end = counter + output[i] - made
+                finish_at[i] = end
+                heappush(finishing, (end, i))
+                if x <= window:
+                    growing[i] = True
+                    growers += 1
+                    phase[i] = (counter + 1 - x) & 15
+                    phases[phase[i]] += 1
+                    reached = counter + window - x + 1
+                    if reached < end:
+                        window_at[i] = reached
+                        heappush(windows, (reached, i))
+            if finish_times:
+                stats.last_finish_s = finish_times[-1]
