@@ -110,16 +110,21 @@ def measure(
 def calibrate(
     contract: Path = typer.Argument(..., help="The contract that describes the measured run."),
     measurement_file: Path = typer.Argument(..., metavar="MEASUREMENT",
-                                            help="A file written by `botec measure`, or a Megatron-LM or torchtitan "
-                                                 "training log (detected from the file)."),
+                                            help="A file written by `botec measure`, a Megatron-LM or torchtitan "
+                                                 "training log, or a vLLM or SGLang serving-benchmark result "
+                                                 "(detected from the file)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the calibrated contract here."),
     allow_workload_change: bool = typer.Option(False, "--allow-workload-change",
                                                help="Calibrate even though the measured workload differs."),
-    log_format: Optional[str] = typer.Option(None, "--log-format", metavar="megatron|torchtitan|botec",
+    log_format: Optional[str] = typer.Option(None, "--log-format",
+                                             metavar="megatron|torchtitan|botec|vllm-bench|sglang-bench",
                                              help="Read MEASUREMENT as this (default: detected from the file)."),
     warmup: int = typer.Option(2, "--warmup", min=0,
                                help="Training logs: the logged iterations dropped as warm-up (besides any slower "
                                     "than 2× the median of the rest)."),
+    run: Optional[int] = typer.Option(None, "--run", min=1,
+                                      help="Serving results: which run of a JSON-lines file (1 = the first; "
+                                           "default: the last)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
 ) -> None:
     """Put the estimate beside a measurement, back-solve the assumptions it pins down, name the one that failed.
@@ -129,26 +134,52 @@ def calibrate(
     ...`). A log is compared on what it gives: step time, tokens/s, FLOP/s per accelerator (each side's FLOP
     count stated) and peak memory; the workload is the contract's, checked against what the log states.
 
+    A serving contract is calibrated from a serving benchmark of one server: `vllm bench serve --save-result`
+    (or vLLM's benchmarks/benchmark_serving.py) or `python -m sglang.bench_serving --output-file` (JSON lines:
+    the last run, or --run N). The contract is estimated at the measured traffic on one replica; TTFT, TPOT
+    (mean and percentile), end-to-end latency and output tokens/s are compared, and memory_bandwidth_efficiency
+    (from TPOT) and matmul_efficiency (from TTFT) are back-solved.
+
     Examples: `botec calibrate job.yaml run.json -o job.calibrated.yaml`;
-    `botec calibrate examples/gpt3-175b-search.yaml examples/logs/megatron-gpt3-175b.log`
+    `botec calibrate examples/gpt3-175b-search.yaml examples/logs/megatron-gpt3-175b.log`;
+    `botec calibrate examples/serve-llama3.1-8b-h100.yaml examples/benchmarks/vllm-llama3.1-8b-h100.json`
     """
     from botec.measure.calibrate import calibrate as run_calibration
-    from botec.measure.calibrate import calibrated_contract
+    from botec.measure.calibrate import calibrate_serving, calibrated_contract
     from botec.measure.logs import LogMeasurement, read_measurement
+    from botec.measure.serving_bench import ServingBenchmark
     from botec.report.measurement import calibration_json, calibration_lines
 
-    if log_format is not None and log_format not in ("botec", "megatron", "torchtitan"):
-        raise UserError(f"--log-format: expected megatron, torchtitan or botec, not {log_format!r}")
-    measured = read_measurement(measurement_file, log_format, warmup)
+    formats = ("botec", "megatron", "torchtitan", "vllm-bench", "sglang-bench")
+    if log_format is not None and log_format not in formats:
+        raise UserError(f"--log-format: expected megatron, torchtitan or botec, not {log_format!r} (a serving "
+                        "benchmark: vllm-bench or sglang-bench)")
+    measured = read_measurement(measurement_file, log_format, warmup, run)
     result = load_estimate(contract, [])
-    if result.kind != "training":
-        raise UserError("botec calibrate compares training contracts with `botec measure` runs and training logs")
-    if isinstance(measured, LogMeasurement):
-        source = f"{measurement_file.name} ({measured.tool} log{', ' + measured.date if measured.date else ''})"
+    if isinstance(measured, ServingBenchmark):
+        if result.kind != "serving":
+            raise UserError(f"{measurement_file}: a {measured.tool} serving benchmark calibrates a serving contract "
+                            f"(workload.kind: serving); {contract} is a {result.kind} contract")
+        source = (f"{measurement_file.name} ({measured.tool} serving benchmark"
+                  f"{', run ' + str(measured.run) if measured.runs > 1 else ''}"
+                  f"{', ' + measured.date if measured.date else ''})")
+        calibration = calibrate_serving(contract, measured, source)
     else:
-        source = f"{measurement_file.name} ({measured.created[:10]})"
-    calibration = run_calibration(result, measured, source, allow_workload_change)
+        if result.kind != "training":
+            raise UserError(f"{measurement_file}: botec calibrate compares a serving contract with a vLLM or SGLang "
+                            "serving benchmark result (`vllm bench serve --save-result`, `python -m "
+                            "sglang.bench_serving --output-file`), and training contracts with `botec measure` runs "
+                            "and training logs")
+        if isinstance(measured, LogMeasurement):
+            source = f"{measurement_file.name} ({measured.tool} log{', ' + measured.date if measured.date else ''})"
+        else:
+            source = f"{measurement_file.name} ({measured.created[:10]})"
+        calibration = run_calibration(result, measured, source, allow_workload_change)
     typer.echo(calibration_json(calibration) if format is Format.json
                else "\n".join(calibration_lines(calibration, contract, measurement_file)))
     if output is not None:
+        if isinstance(measured, ServingBenchmark) and not calibration.assumptions:
+            typer.echo(f"botec: no assumption could be back-solved from {measurement_file} (see the diagnosis): "
+                       f"{output} not written", err=True)
+            raise typer.Exit(code=1)
         emit(calibrated_contract(contract, calibration, source), output)

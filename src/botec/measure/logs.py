@@ -91,6 +91,7 @@ from botec.errors import ContractError
 
 if TYPE_CHECKING:
     from botec.measure.measurement import Measurement
+    from botec.measure.serving_bench import ServingBenchmark
 
 __all__ = ["Spread", "LoggedStep", "LogMeasurement", "FORMATS", "TOOL_NAMES", "detect", "parse", "read",
            "read_measurement"]
@@ -548,16 +549,28 @@ def read(path: str | Path, format: Optional[str] = None, warmup: int = WARMUP) -
     return parse(_read_text(path), path, format, warmup)
 
 
-def read_measurement(path: str | Path, format: Optional[str] = None, warmup: int = WARMUP
-                     ) -> Union["Measurement", LogMeasurement]:
-    """What ``botec calibrate`` compares with: a ``botec measure`` file or a training log, detected from the
-    file (``format``: ``botec``, ``megatron`` or ``torchtitan`` to force one)."""
-    from botec.measure import measurement
+def read_measurement(path: str | Path, format: Optional[str] = None, warmup: int = WARMUP,
+                     run: Optional[int] = None) -> Union["Measurement", LogMeasurement, "ServingBenchmark"]:
+    """What ``botec calibrate`` compares with: a ``botec measure`` file, a training log, or a vLLM or SGLang
+    serving-benchmark result, detected from the file (``format``: ``botec``, ``megatron``, ``torchtitan``,
+    ``vllm-bench`` or ``sglang-bench`` to force one; ``run``: which run of a serving result, default the last)."""
+    from botec.measure import measurement, serving_bench
 
+    if run is not None and format in ("botec",) + FORMATS:
+        raise ContractError("picks a run of a serving benchmark result (vllm-bench, sglang-bench), not of a "
+                            f"{format} file", field="--run")
     if format == "botec":
         return measurement.read(path)
     text = _read_text(path)
+    if format in serving_bench.FORMATS:
+        return serving_bench.parse(text, path, format, run)
     if format is None:
+        serving = serving_bench.detect(text)
+        if serving is not None:
+            return serving_bench.parse(text, path, serving, run)
+        if run is not None:
+            raise ContractError("picks a run of a serving benchmark result (vllm-bench, sglang-bench); this file is "
+                                "not one", field="--run", origin=str(path))
         if not text.strip() and Path(str(path)).suffix.lower() != ".json":
             raise ContractError(f"empty file: expected {EXPECTED}", origin=str(path))
         format = detect(text, path)

@@ -59,7 +59,14 @@ def calibration_json(calibration) -> str:
         data["measured"] = calibration.measured
     if calibration.missing:
         data["missing"] = calibration.missing
+    if getattr(calibration, "serving", None):
+        data["serving"] = calibration.serving     # the measured load as botec read it (a serving benchmark)
     return json.dumps(data, indent=2)
+
+
+def _assumption_text(path: str, value: float) -> str:
+    """A back-solved value: a time (a serving step overhead) with its unit, a ratio as a plain number."""
+    return format_quantity(value, "s") if path == "assumptions.step_overhead" else f"{value:.4g}"
 
 
 def calibration_lines(calibration, contract, measurement_file) -> list[str]:
@@ -74,7 +81,10 @@ def calibration_lines(calibration, contract, measurement_file) -> list[str]:
         lines.append("not compared (the measurement does not have them):")
         lines += [f"  {line}" for line in calibration.missing]
     lines.append("assumptions the measurement pins down:")
-    lines += [f"  {path} = {value:.4g}  [{note}]" for path, (value, note) in calibration.assumptions.items()]
+    lines += [f"  {path} = {_assumption_text(path, value)}  [{note}]"
+              for path, (value, note) in calibration.assumptions.items()]
+    if not calibration.assumptions and getattr(calibration, "serving", None):
+        lines.append("  none (see the diagnosis)")
     lines += [f"  note: {note}" for note in calibration.notes]
     lines.append("diagnosis:")
     lines += [f"  {line}" for line in calibration.diagnosis]
