@@ -10,8 +10,9 @@ import pytest
 from botec.catalog import FAMILIES, accelerators, node_presets, optimizer_presets
 
 REQUIRED = ["v100-sxm2", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h800", "h200",
-            "b200", "mi300x", "l4", "l40s", "tpu-v4", "tpu-v5e", "tpu-v5p"]
-FIGURES = ("peak_flops_per_s", "memory", "memory_bandwidth", "link_bandwidth", "tdp")
+            "b200", "mi300x", "l4", "l40s", "tpu-v4", "tpu-v5e", "tpu-v5p",
+            "rtx-3090", "rtx-4090", "rtx-5090", "rtx-6000-ada", "a10g", "t4"]
+FIGURES = ("peak_flops_per_s", "memory", "memory_bandwidth", "link_bandwidth", "host_link_bandwidth", "tdp")
 _DATED = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 T, GiB = 1e12, 2.0**30
@@ -57,8 +58,12 @@ def test_family_of_each_generation():
     assert families["v100-sxm2"] == "volta"
     assert {families[k] for k in ("a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb")} == {"ampere"}
     assert {families[k] for k in ("h100-sxm", "h100-pcie", "h800", "h200")} == {"hopper"}
-    assert {families[k] for k in ("l4", "l40s")} == {"ada"}
+    assert {families[k] for k in ("l4", "l40s", "rtx-6000-ada")} == {"ada"}
     assert (families["b200"], families["mi300x"]) == ("blackwell", "cdna3")
+    # GeForce-class cards (FP32-accumulate tensor rate halved) have their own curves; the T4 is Turing.
+    assert {k: families[k] for k in ("rtx-3090", "a10g", "rtx-4090", "rtx-5090", "t4")} == {
+        "rtx-3090": "ampere-geforce", "a10g": "ampere-geforce", "rtx-4090": "ada-geforce",
+        "rtx-5090": "blackwell-geforce", "t4": "turing"}
     assert all(families[k] == k for k in ("tpu-v4", "tpu-v5e", "tpu-v5p"))
 
 
@@ -98,9 +103,11 @@ def test_published_figures(case, key, peaks, memory, bandwidth_gbs, link_gbs, td
 
 def test_no_fp8_where_the_hardware_has_none():
     # Ampere and Volta have no FP8; Volta has no BF16 either (only its FP16 tensor peak is listed).
-    for key in ("a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "v100-sxm2", "tpu-v4", "tpu-v5e"):
+    for key in ("a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "v100-sxm2", "tpu-v4", "tpu-v5e", "rtx-3090",
+                "a10g", "t4"):
         assert "fp8" not in accelerators()[key].peak_flops_per_s, key
     assert set(accelerators()["v100-sxm2"].peak_flops_per_s) == {"fp16"}
+    assert set(accelerators()["t4"].peak_flops_per_s) == {"fp16", "int8"}   # Turing: FP16 tensor cores, no BF16
 
 
 def test_int8_and_fp4_peaks():
@@ -109,7 +116,8 @@ def test_int8_and_fp4_peaks():
     assert devices["l40s"].peak_flops_per_s["int8"] == pytest.approx(733 * T)          # datasheet: 733 | 1,466
     assert devices["b200"].peak_flops_per_s["int8"] == pytest.approx(4.5e15)           # HGX page: 9 POPS sparse
     assert devices["b200"].peak_flops_per_s["fp4"] == pytest.approx(9e15)              # 18 PFLOPS sparse
-    assert [k for k, d in devices.items() if "fp4" in d.peak_flops_per_s] == ["b200"]
+    # FP4 tensor cores: Blackwell only (datacenter B200, and the consumer RTX 5090's 1,676 dense, whitepaper App. A)
+    assert [k for k, d in devices.items() if "fp4" in d.peak_flops_per_s] == ["b200", "rtx-5090"]
 
 
 def test_integer_peaks_parse_as_operations_per_second():
@@ -151,7 +159,9 @@ def test_node_presets_are_consistent(key):
 def test_every_gpu_preset_has_its_nics_and_nvlink_domain():
     for key, node in node_presets().items():
         if not node.accelerator.startswith("tpu"):
-            assert node.nics_per_node and node.nic_bytes_per_s and node.nvlink_domain == 8, key
+            # NVLink nodes share one 8-GPU domain; PCIe-only nodes (no NVLink) have a domain of 1.
+            pcie_only = "pcie" in node.intra_node_link.lower()
+            assert node.nics_per_node and node.nic_bytes_per_s and node.nvlink_domain == (1 if pcie_only else 8), key
 
 
 def test_published_achieved_bandwidths():
@@ -234,3 +244,215 @@ def test_catalog_listing_shows_the_new_fields(cli):
         assert text in out, text
     code, out, err = cli("catalog", "-f", "markdown")
     assert code == 0 and "FP4 TFLOP/s" in out and "NVLink domain" in out and "nccl-tests" in out
+
+
+# ------------------------------------------------------------------------------------ consumer and workstation GPUs
+
+# Each new card's figures as its vendor publishes them (dense; 16-bit and FP8 peaks with FP32 accumulation):
+#   key, peaks, memory (B), memory bandwidth (GB/s), accelerator link and host link per direction (GB/s), host
+#   link, TDP (W); the source is in the comment above each row.
+CARDS = [
+    # Ada GPU Architecture whitepaper, Appendix A Table 2 (RTX 4090): BF16/FP16 with FP32 accumulate 165.2/330.4,
+    # FP8 with FP32 accumulate 330.3/660.6, INT8 660.6/1,321.2 TOPS; 24 GB GDDR6X, 1,008 GB/s; 450 W TGP.
+    ("rtx-4090", {"bf16": 165.2 * T, "fp16": 165.2 * T, "fp8": 330.3 * T, "int8": 660.6 * T}, 24e9, 1008, 31.5,
+     "PCIe Gen4 x16", 450),
+    # GA102 whitepaper, Appendix A (RTX 3090): FP16/BF16 with FP32 accumulate 71/142, INT8 284/568; 936 GB/s; 350 W.
+    ("rtx-3090", {"bf16": 71 * T, "fp16": 71 * T, "int8": 284 * T}, 24e9, 936, 31.5, "PCIe Gen4 x16", 350),
+    # RTX Blackwell whitepaper v1.1, Appendix A (RTX 5090): BF16 209.5/419, FP8 (FP32 acc.) 419/838,
+    # FP4 1,676/3,352 ("3,352 AI TOPS"), INT8 838/1,676; 32 GB GDDR7, 1,792 GB/s; 575 W; PCIe Gen5 x16.
+    ("rtx-5090", {"bf16": 209.5 * T, "fp8": 419 * T, "fp4": 1676 * T, "int8": 838 * T}, 32e9, 1792, 63,
+     "PCIe Gen5 x16", 575),
+    # RTX 6000 Ada datasheet: "Tensor Performance 1,457 TFLOPS" (FP8, sparse) -> BF16 1,457 / 4 = 364.25 dense
+    # (RTX PRO Blackwell whitepaper Table 4: 364 / 728); 48 GB GDDR6, 960 GB/s; 300 W; PCIe Gen4 x16.
+    ("rtx-6000-ada", {"bf16": 1457 / 4 * T, "fp8": 1457 / 2 * T, "int8": 1457 / 2 * T}, 48e9, 960, 31.5,
+     "PCIe Gen4 x16", 300),
+    # A10G (AWS G5): 80 SMs x 512 FLOP/clock x 1.71 GHz = 70.0 TFLOP/s (derived; 69.47 measured, issue #126 of
+    # zzc0721/torch-performance-test-data); 24 GB, 600 GB/s (the A10's GDDR6); 300 W nvidia-smi power limit.
+    ("a10g", {"bf16": 80 * 512 * 1.71e9, "fp16": 80 * 512 * 1.71e9}, 24e9, 600, 31.5, "PCIe Gen4 x16", 300),
+    # T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32), 130 INT8 TOPS; 16 GB GDDR6, 320 GB/s; 70 W; PCIe Gen3 x16.
+    ("t4", {"fp16": 65 * T, "int8": 130 * T}, 16e9, 320, 15.75, "PCIe Gen3 x16", 70),
+]
+
+
+@pytest.mark.parametrize("key, peaks, memory, bandwidth_gbs, link_gbs, host_link, tdp", CARDS,
+                         ids=[row[0] for row in CARDS])
+def test_consumer_and_workstation_cards(key, peaks, memory, bandwidth_gbs, link_gbs, host_link, tdp):
+    device = accelerators()[key]
+    for precision, value in peaks.items():
+        assert device.peak_flops_per_s[precision] == pytest.approx(value, rel=1e-3), (key, precision)
+    assert device.memory_bytes == pytest.approx(memory)
+    assert device.memory_bandwidth_bytes_per_s == pytest.approx(bandwidth_gbs * 1e9)
+    # No NVLink on any of them (the RTX 3090's bridge joins one pair only): the card-to-card link is PCIe.
+    assert device.link_bandwidth_bytes_per_s == pytest.approx(link_gbs * 1e9)
+    assert (device.host_link, device.host_link_bandwidth_bytes_per_s) == (host_link, pytest.approx(link_gbs * 1e9))
+    assert device.tdp_watts == pytest.approx(tdp)
+
+
+def test_geforce_peaks_are_the_fp32_accumulate_rate():
+    # Ada whitepaper App. A: RTX 4090 "Peak FP16 Tensor TFLOPS with FP16 Accumulate 330.3" against 165.2 with FP32
+    # accumulate; GA102 whitepaper: RTX 3090 142 against 71. Training accumulates in FP32: the catalog keeps half.
+    devices = accelerators()
+    assert devices["rtx-4090"].peak_flops_per_s["bf16"] == pytest.approx(330.3e12 / 2, rel=1e-3)
+    assert devices["rtx-3090"].peak_flops_per_s["fp16"] == pytest.approx(142e12 / 2)
+    # The RTX 6000 Ada (same AD102, workstation) and the L40S are not halved: twice the 4090 at fewer SMs' clocks.
+    assert devices["rtx-6000-ada"].peak_flops_per_s["bf16"] / devices["rtx-4090"].peak_flops_per_s["bf16"] == \
+        pytest.approx(364.25 / 165.2)
+
+
+# PCIe x16, per direction, after 128b/130b encoding: lanes × GT/s × 128/130 / 8 bits (PCI-SIG base specifications).
+PCIE_X16_BYTES_PER_S = {"Gen3": 16 * 8e9 * 128 / 130 / 8, "Gen4": 16 * 16e9 * 128 / 130 / 8,
+                        "Gen5": 16 * 32e9 * 128 / 130 / 8}
+
+
+def test_pcie_line_rates():
+    assert PCIE_X16_BYTES_PER_S["Gen3"] == pytest.approx(15.75e9, rel=1e-3)
+    assert PCIE_X16_BYTES_PER_S["Gen4"] == pytest.approx(31.5e9, rel=1e-3)
+    assert PCIE_X16_BYTES_PER_S["Gen5"] == pytest.approx(63.0e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("key", sorted(accelerators()))
+def test_every_host_link_is_a_positive_pcie_rate(key):
+    device = accelerators()[key]
+    if key.startswith("tpu"):   # TPUs state no host link
+        assert device.host_link is None and device.host_link_bandwidth_bytes_per_s is None
+        return
+    assert device.host_link_bandwidth_bytes_per_s > 0
+    generation = re.match(r"PCIe (Gen[345]) x16$", device.host_link).group(1)
+    assert device.host_link_bandwidth_bytes_per_s == pytest.approx(PCIE_X16_BYTES_PER_S[generation], rel=1e-3)
+    assert "PCI-SIG" in device.source_of("host_link_bandwidth")
+
+
+def test_host_links_of_sxm_parts():
+    # An SXM part's host link is its PCIe connection to the CPU: A100 Gen4, H100/H200/B200 Gen5, V100 Gen3.
+    devices = accelerators()
+    assert devices["v100-sxm2"].host_link_bandwidth_bytes_per_s == pytest.approx(15.75e9)
+    assert devices["a100-sxm-80gb"].host_link_bandwidth_bytes_per_s == pytest.approx(31.5e9)
+    assert {devices[k].host_link for k in ("h100-sxm", "h200", "b200", "mi300x")} == {"PCIe Gen5 x16"}
+
+
+def test_host_link_needs_both_fields():
+    from botec.catalog import CatalogError, _host_link
+
+    with pytest.raises(CatalogError, match="x.* host_link without host_link_bandwidth"):
+        _host_link("x", {"host_link": "PCIe Gen4 x16"})
+    with pytest.raises(CatalogError, match="host_link_bandwidth must be positive"):
+        _host_link("x", {"host_link": "PCIe Gen4 x16", "host_link_bandwidth": "0 GB/s"})
+    assert _host_link("x", {}) == (None, None)
+
+
+def test_every_family_has_an_efficiency_curve():
+    from botec.catalog.efficiency import families
+
+    assert set(FAMILIES) <= set(families())
+    turing = families()["turing"]
+    # T4, best square FP16 torch.matmul 41.9 and 42.7 of 65 TFLOP/s (zzc0721/torch-performance-test-data): 0.64-0.66;
+    # the curve keeps about 0.9 of the best case, as the Ampere fit does (0.75 against the A100's 0.83).
+    assert turing["matmul_efficiency"].value == pytest.approx(0.9 * (41.9 + 42.7) / 2 / 65, abs=0.02)
+    assert turing["matmul_efficiency"].low < 41.9 / 65 < turing["matmul_efficiency"].high
+    assert turing["attention_efficiency"].value < families()["ampere"]["attention_efficiency"].value  # no FA2
+
+
+def test_geforce_curves_sit_below_their_measured_best_case():
+    from botec.catalog.efficiency import families
+
+    curves = families()
+    # Best square BF16 torch.matmul, TFLOP/s (zzc0721/torch-performance-test-data database.md, issue #126), and the
+    # catalog's FP32-accumulate peaks: every card reaches about all of its halved peak.
+    best = {"rtx-3090": 76.34, "rtx-4090": 160.53, "rtx-5090": 232.22, "a10g": 69.47}   # lowest row of each card
+    for key, tflops in best.items():
+        device = accelerators()[key]
+        curve = curves[device.family]["matmul_efficiency"]
+        sustained = curve.value * device.peak_flops_per_s["bf16"]
+        assert 0.8 * tflops * 1e12 <= sustained <= tflops * 1e12, key
+        assert curve.high <= 1.0 and curve.basis == "measured"
+    # ... where the unhalved datacenter Ada curve would predict a third less for the RTX 4090.
+    assert curves["ada"]["matmul_efficiency"].value * 165.2e12 < 0.75 * 160.53e12
+
+
+def test_measured_device_names_match_the_new_keys():
+    from botec.measure.gemm_curve import device_matches
+
+    assert device_matches("NVIDIA GeForce RTX 4090", "rtx-4090")
+    assert not device_matches("NVIDIA GeForce RTX 3090", "rtx-4090")       # the model number, not just "RTX"
+    assert device_matches("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada")
+    assert not device_matches("Quadro RTX 6000", "rtx-6000-ada")           # the Turing card of the same number
+    assert device_matches("NVIDIA A10G", "a10g") and not device_matches("NVIDIA A10", "a10g")
+    assert device_matches("Tesla T4", "t4")
+
+
+def test_pcie_node_presets():
+    nodes = node_presets()
+    # AWS Batch instance table: g5.48xlarge 8 GPUs, 768 GiB memory, 100 Gbps; g5.xlarge 1 GPU, 16 GiB, up to 10 Gbps.
+    big, small = nodes["aws-g5.48xlarge"], nodes["aws-g5.xlarge"]
+    assert (big.accelerator, big.accelerators_per_node, small.accelerators_per_node) == ("a10g", 8, 1)
+    assert big.host_memory_bytes == 768 * GiB and small.host_memory_bytes == 16 * GiB
+    assert big.inter_node_bytes_per_s == pytest.approx(100e9 / 8 / 8)     # 100 Gb/s shared by 8 GPUs
+    # No NVLink: the intra-node tier is PCIe Gen4 with NCCL's PCIe ring latency (tuning.cc: 5.7 us).
+    for node in (big, small, nodes["workstation-pcie"]):
+        assert node.intra_node_bytes_per_s == pytest.approx(31.5e9) and node.nvlink_domain == 1
+        assert node.intra_node_latency_seconds == pytest.approx(5.7e-6)
+    assert nodes["workstation-pcie"].accelerator == "rtx-4090"
+
+
+def test_catalog_lists_the_consumer_cards(cli):
+    code, out, err = cli("catalog")
+    assert code == 0, err
+    for key in ("rtx-3090", "rtx-4090", "rtx-5090", "rtx-6000-ada", "a10g", "t4", "workstation-pcie",
+                "aws-g5.48xlarge", "ada-geforce", "turing"):
+        assert key in out, key
+    assert "65 fp16" in out                                  # the T4 has no BF16: its FP16 peak, marked
+    code, out, err = cli("catalog", "-f", "json")
+    devices = {d["key"]: d for d in json.loads(out)["accelerators"]}
+    assert devices["rtx-4090"]["host_link"] == "PCIe Gen4 x16"
+    assert devices["rtx-4090"]["host_link_bandwidth_bytes_per_s"] == pytest.approx(31.5e9)
+    assert devices["tpu-v4"]["host_link_bandwidth_bytes_per_s"] is None
+    nodes = {n["key"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["aws-g5.48xlarge"]["host_memory_bytes"] == 768 * GiB
+    code, out, err = cli("catalog", "-f", "markdown")
+    assert code == 0 and "host GB/s" in out and "| rtx-4090 |" in out
+
+
+def test_catalog_shows_host_links_in_a_wide_enough_console():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from botec.report.listings import catalog_text
+
+    for width, shown in ((80, False), (100, True)):
+        buffer = StringIO()
+        catalog_text(Console(file=buffer, width=width, highlight=False, soft_wrap=False))
+        table = buffer.getvalue().split("Sources and notes")[0]
+        header = table.split("catalog revised")[1].split("───")[0]     # the column labels, above the rule
+        assert ("host" in header) == shown, width
+        assert max(len(line) for line in table.splitlines()) <= width
+
+
+def test_bf16_on_a_t4_is_refused_by_name(cli):
+    from conftest import LESSON
+
+    code, out, err = cli("estimate", str(LESSON), "--set", "supply.accelerator=t4")
+    assert code != 0
+    assert "strategy.precision" in err and "bf16" in err and "fp16" in err, err
+    # In FP16 it runs (with ZeRO-1: the lesson's 25.2 GB per accelerator does not fit in 16 GB).
+    code, out, err = cli("estimate", str(LESSON), "--set", "supply.accelerator=t4",
+                         "--set", "strategy.precision=fp16", "--set", "strategy.zero_stage=1", "-f", "json")
+    assert code == 0, err
+    peak = {q["name"]: q for q in json.loads(out)["quantities"]}["peak_flops_per_s"]
+    assert peak["value"] == pytest.approx(65e12)
+
+
+def test_a10g_node_in_a_contract(cli):
+    # Llama 2-7B with FSDP over the 8 A10Gs of a g5.48xlarge (the example's DGX A100 swapped for the AWS node).
+    from conftest import EXAMPLES
+
+    code, out, err = cli("estimate", str(EXAMPLES / "llama2-7b-fsdp-finetune.yaml"), "--set", "supply.accelerator=a10g",
+                         "--set", "supply.cluster.node=aws-g5.48xlarge", "--set", "strategy.micro_batch_size=1",
+                         "-f", "json")
+    assert code == 0, err
+    quantities = {q["name"]: q for q in json.loads(out)["quantities"]}
+    assert quantities["peak_flops_per_s"]["value"] == pytest.approx(70e12)
+    assert quantities["device_memory_bytes"]["value"] == pytest.approx(24e9)
+    assert quantities["matmul_efficiency"]["value"] == pytest.approx(0.90)          # ampere-geforce, not ampere's 0.75
+    assert quantities["intra_node_bytes_per_s"]["value"] == pytest.approx(31.5e9)   # PCIe Gen4, no NVLink
+    assert quantities["inter_node_bytes_per_s"]["value"] == pytest.approx(12.5e9 / 8)

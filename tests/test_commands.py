@@ -29,7 +29,8 @@ def test_estimate_json_is_scriptable(cli):
     planned = quantities["planned_device_bytes"]
     assert set(planned) >= {"name", "account", "value", "unit", "meaning", "formula", "inputs", "source"}
     assert planned["value"] == pytest.approx(25.18e9, rel=1e-3) and planned["unit"] == "B"
-    assert planned["inputs"] == ["state_bytes", "activation_bytes", "runtime_buffer_bytes", "headroom"]
+    assert planned["inputs"] == ["allocated_device_bytes", "allocator_reserve_bytes", "paged_optimizer_spill_bytes",
+                                 "headroom"]
     assert planned["source"]["provenance"] == "derived"
     assert quantities["run_seconds"]["value"] == pytest.approx(31_250) and quantities["run_seconds"]["unit"] == "s"
     assert quantities["training_flops"]["unit"] == "FLOP"
@@ -56,9 +57,9 @@ def test_explain_prints_the_chain(cli):
     code, out, err = cli("explain", str(LESSON), "planned_device_bytes")
     assert code == 0, err
     first = out.splitlines()[0]
-    assert first == ("planned_device_bytes = (state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)"
-                     " = (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
-    assert "\n  state_bytes = weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes = 2 GB + 2 GB" \
+    assert first == ("planned_device_bytes = (allocated_device_bytes + allocator_reserve_bytes − "
+                     "paged_optimizer_spill_bytes) × (1 + headroom) = (20.1 + 0 − 0) GB × 1.25 = 25.2 GB")
+    assert "\n    state_bytes = weight_memory_bytes + gradient_memory_bytes + optimizer_memory_bytes = 2 GB + 2 GB" \
            " + 12 GB = 16 GB" in out
 
 

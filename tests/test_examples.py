@@ -59,6 +59,21 @@ def test_fsdp_example_reads_the_config_and_shards(cli):
     assert q["parameter_gather_bytes_sent_per_step"] == pytest.approx(2 * 2 * 7 / 8 * 6_738_415_616 * 2)
 
 
+def test_fsdp_offload_example_on_a10g(cli):
+    """Llama 2-7B, FSDP full shard + CPUOffload(offload_params=True) on a g5.48xlarge: the host holds 18 B per
+    parameter (16-bit weights 2, FP32 master 4, moments 8, FP32 gradients 4) for the node's 8 GPUs; each GPU keeps
+    only FSDP's gathered blocks: 2 blocks' weights and 1 block's gradients of 202,383,360 parameters."""
+    q = quantities(cli, "llama2-7b-fsdp-offload-a10g.yaml")
+    parameters, block = 6_738_415_616, 202_383_360
+    assert q["offloaded_state_bytes"] == pytest.approx(q["state_bytes"]) == pytest.approx(16 * parameters / 8)
+    assert q["host_bytes_per_node"] == pytest.approx(18 * parameters)
+    assert q["fsdp_gather_buffer_bytes"] == pytest.approx(6 * block)
+    assert q["host_memory_bytes"] == 768 * 2**30
+    # 4 micro-batches of 2: 2 gathers each copy the 2 B/parameter shard up; the gradients go down after each
+    assert q["host_link_bytes_per_step"] == pytest.approx((4 * 2 + 4) * 2 * parameters / 8)
+    assert q["memory_spare_bytes"] > 0 and q["host_memory_spare_bytes"] > 0
+
+
 # --- every shipped example through every command ---------------------------------------------------
 
 _KEY = {"training": "run_seconds", "serving": "time_per_output_token_seconds"}

@@ -60,7 +60,8 @@ def _python(expression: str) -> str:
 
 @pytest.mark.parametrize("name", ["lesson-finetune-1b.yaml", "llama3.1-70b-pretrain.yaml", "llama2-7b-fsdp-finetune.yaml",
                                   "mixtral-8x7b-finetune.yaml", "gpt3-175b-search.yaml", "serve-llama3.1-8b-h100.yaml",
-                                  "serve-deepseek-v3-h200.yaml", "serve-llama2-70b-a100-tp4.yaml"])
+                                  "serve-deepseek-v3-h200.yaml", "serve-llama2-70b-a100-tp4.yaml",
+                                  "llama3-405b-16k-gpu-failures.yaml", "llama3.1-8b-qlora-rtx4090.yaml"])
 def test_each_written_expression_computes_what_its_function_does(name):
     """The expression a report prints is a second statement of the formula: it must agree with the code.
 
@@ -150,8 +151,9 @@ def test_explain_substitutes_shared_units_and_folds_numbers(lesson):
 
 
 def test_explain_in_binary_units(lesson):
-    first = explain("planned_device_bytes", lesson.quantities, "binary")[0][1]
-    assert first.endswith("= (14.9 + 2 + 1.86) GiB × 1.25 = 23.5 GiB")
+    lines = explain("planned_device_bytes", lesson.quantities, "binary")
+    assert lines[0][1].endswith("= (18.8 + 0 − 0) GiB × 1.25 = 23.5 GiB")
+    assert lines[1][1].endswith("= 14.9 GiB + 2 GiB + 1.86 GiB + 0 B − 0 B − 0 B = 18.8 GiB")
 
 
 def test_a_contract_field_that_is_not_a_number_cannot_be_varied(lesson):

@@ -52,7 +52,8 @@ def test_overrides_change_the_estimate(client):
 
 def test_explain_report_catalog_and_openapi(client):
     lines = client.post("/api/explain", json={"contract": LESSON_TEXT, "quantity": "planned_device_bytes"}).json()
-    assert lines["lines"][0]["text"].endswith("= (16 + 2.15 + 2) GB × 1.25 = 25.2 GB")
+    assert lines["lines"][0]["text"].endswith("= (20.1 + 0 − 0) GB × 1.25 = 25.2 GB")
+    assert lines["lines"][1]["text"].endswith("= 16 GB + 2.15 GB + 2 GB + 0 B − 0 B − 0 B = 20.1 GB")
     report = client.post("/api/report", json={"contract": LESSON_TEXT})
     assert report.status_code == 200 and "attachment" in report.headers["content-disposition"]
     assert "Plotly" in report.text and "25.2 GB" in report.text

@@ -7,7 +7,7 @@ The Python API in three lines::
     result.value("run_seconds")          # 31250.0 (base units: seconds)
 """
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = ["__version__", "estimate_file", "load_contract"]
 

@@ -44,6 +44,19 @@ def training_cost_usd(accelerator_hours, price_per_accelerator_hour):
     return accelerator_hours * price_per_accelerator_hour
 
 
+@training.formula(unit="USD", meaning="expected money for the run, failures and restarts counted",
+                  expression="expected_accelerator_hours × price_per_accelerator_hour")
+def expected_training_cost_usd(expected_accelerator_hours, price_per_accelerator_hour):
+    """The expected accelerator-hours (see :mod:`botec.training.goodput`) at the same price."""
+    return training_cost_usd(expected_accelerator_hours, price_per_accelerator_hour)
+
+
+@training.formula(unit="USD", meaning="money the optimal checkpoint interval would save over the stated one",
+                  expression="optimal_interval_saving_accelerator_hours × price_per_accelerator_hour")
+def optimal_interval_saving_usd(optimal_interval_saving_accelerator_hours, price_per_accelerator_hour):
+    return training_cost_usd(optimal_interval_saving_accelerator_hours, price_per_accelerator_hour)
+
+
 @training.formula(unit="USD", meaning="training cost per million tokens processed",
                   expression="training_cost_usd / tokens × 1,000,000")
 def cost_per_million_tokens_usd(training_cost_usd, tokens):

@@ -18,8 +18,13 @@ from botec.units import parse_quantity
 __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", "FAMILIES", "accelerators",
            "node_presets", "optimizer_presets", "did_you_mean", "catalog_revised"]
 
-FAMILIES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "tpu-v4", "tpu-v5e", "tpu-v5p")
-"""Architecture generations an accelerator's ``family`` may name (efficiency curves are keyed by them)."""
+FAMILIES = ("volta", "turing", "ampere", "ampere-geforce", "ada", "ada-geforce", "hopper", "blackwell",
+            "blackwell-geforce", "cdna3", "tpu-v4", "tpu-v5e", "tpu-v5p")
+"""Architecture generations an accelerator's ``family`` may name (efficiency curves are keyed by them).
+
+``<generation>-geforce``: cards of that generation whose 16-bit tensor rate with FP32 accumulation is half the
+FP16-accumulate rate (GeForce, and AWS's A10G); they sustain a larger share of that halved peak, so they get
+their own curve."""
 
 
 class CatalogError(ValueError):
@@ -58,6 +63,8 @@ class CatalogAccelerator:
     notes: str | None = None
     figure_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     price_per_hour: PriceRange | None = None
+    host_link: str | None = None                           # "PCIe Gen4 x16": the link to the host CPU
+    host_link_bandwidth_bytes_per_s: float | None = None   # that link, per direction (offload, checkpoint copies)
 
     def source_of(self, figure: str) -> str:
         """'source (date)' for one figure: its own entry in figure_sources, else the device's."""
@@ -150,6 +157,17 @@ def _price_range(key: str, entry: dict | None) -> PriceRange | None:
                       date=str(entry["date"]), url=entry.get("url"))
 
 
+def _host_link(key: str, entry: dict) -> tuple[str | None, float | None]:
+    """The link to the host CPU and its bandwidth per direction: both stated, or neither."""
+    link, bandwidth = entry.get("host_link"), _optional(entry, "host_link_bandwidth", "byte_rate")
+    if (link is None) != (bandwidth is None):
+        raise CatalogError(f"hardware.yaml: {key} states {'host_link' if link else 'host_link_bandwidth'} without "
+                           f"{'host_link_bandwidth' if link else 'host_link'}; give both or neither")
+    if bandwidth is not None and not bandwidth > 0:
+        raise CatalogError(f"hardware.yaml: {key}.host_link_bandwidth must be positive (got {bandwidth:g} B/s)")
+    return link, bandwidth
+
+
 def _family(key: str, entry: dict) -> str:
     family = entry.get("family")
     if family not in FAMILIES:
@@ -163,6 +181,7 @@ def accelerators() -> dict[str, CatalogAccelerator]:
     data = _load_yaml("hardware.yaml")
     catalog = {}
     for key, entry in data["accelerators"].items():
+        host_link, host_link_bandwidth = _host_link(key, entry)
         catalog[key] = CatalogAccelerator(
             key=key,
             name=entry["name"],
@@ -180,6 +199,8 @@ def accelerators() -> dict[str, CatalogAccelerator]:
             notes=entry.get("notes"),
             figure_sources=entry.get("figure_sources") or {},
             price_per_hour=_price_range(key, entry.get("price_per_hour")),
+            host_link=host_link,
+            host_link_bandwidth_bytes_per_s=host_link_bandwidth,
         )
     return catalog
 
@@ -251,6 +272,7 @@ class NodePreset:
     inter_node_achieved_source: str | None = None
     system_power_watts: float | None = None   # the node's maximum input power (host, NICs, fans, switches included)
     system_power_source: str | None = None
+    host_memory_bytes: float | None = None    # the node's host (CPU) memory: what offloading may use
 
 
 def _achieved(key: str, tier: str, link: dict) -> tuple[float | None, str | None]:
@@ -293,5 +315,6 @@ def node_presets() -> dict[str, NodePreset]:
             inter_node_achieved_bytes_per_s=inter_achieved, inter_node_achieved_source=inter_achieved_source,
             system_power_watts=_optional(entry, "system_power", "watts"),
             system_power_source=entry.get("system_power_source"),
+            host_memory_bytes=_optional(entry, "host_memory", "bytes"),
         )
     return presets

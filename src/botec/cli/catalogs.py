@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from botec.cli.common import Format, emit, app
-from botec.errors import UserError
+from botec.errors import ContractError, UserError
 
 
 @app.command()
@@ -50,8 +50,9 @@ def init(
 def catalog(format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown.")) -> None:
     """List the accelerator catalog, node presets, optimizer presets and serving-engine presets.
 
-    Accelerators: family, dense peaks (BF16/FP16/FP8/FP4 FLOP/s, INT8 OP/s), memory, links, power and the
-    published price range per accelerator-hour with the month it was read. Nodes: NICs × rate, NVLink (or ICI)
+    Accelerators: family, dense peaks (BF16/FP16/FP8/FP4 FLOP/s, INT8 OP/s; GeForce cards at their FP32-accumulate
+    rate), memory, links (to other accelerators, and the PCIe host link to the CPU), power and the published price
+    range per accelerator-hour with the month it was read. Nodes: NICs × rate, NVLink (or ICI)
     domain, nominal and achieved bandwidth per tier. Serving engines (strategy.engine: vllm, tensorrt-llm,
     sglang): memory share and rule, batch caps, chunked prefill, step and kernel overheads, all-reduce latency,
     prefix caching, each with its range and basis. `-f json` and `-f markdown` add every source.
@@ -73,12 +74,18 @@ def model(
                                                     "config.json (or the folder holding one)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
     list_: bool = typer.Option(False, "--list", help="List the model catalog."),
+    lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1,
+                                            help="Add LoRA adapters of this rank: trainable vs all parameters."),
+    lora_targets: str = typer.Option("q_proj,v_proj", "--lora-targets",
+                                     help="Modules the adapters target: comma-separated Hugging Face names, or "
+                                          "all-linear / attention (default: q_proj,v_proj, as PEFT for Llama)."),
 ) -> None:
     """Print a model's shape and its parameters by part: embeddings, attention, MLP, experts, norms.
 
-    Example: `botec model mixtral-8x7b`, `botec model path/to/config.json`
+    Example: `botec model mixtral-8x7b`, `botec model path/to/config.json`,
+    `botec model llama-3.1-8b --lora-rank 16 --lora-targets all-linear`
     """
-    from botec.architecture import model_catalog, read_hf_config
+    from botec.architecture import lora_parameters, model_catalog, read_hf_config
     from botec.catalog import did_you_mean
     from botec.report import listings
     from botec.report.tables import console
@@ -96,4 +103,16 @@ def model(
     else:
         raise UserError(f"unknown model {name!r}{did_you_mean(name, models)} (see `botec model --list`, or give "
                         "a config.json path)")
-    typer.echo(listings.model_json(arch) if format is Format.json else "\n".join(listings.model_text(arch)))
+    lora = None
+    if lora_rank is not None:
+        targets = lora_targets.strip()
+        names = targets if targets in ("all-linear", "attention") else [
+            t.strip() for t in targets.split(",") if t.strip()]
+        if not names:
+            raise UserError("--lora-targets: name at least one module (or all-linear)")
+        try:
+            lora = lora_parameters(arch, lora_rank, names)
+        except ContractError as error:
+            raise UserError(f"--lora-targets: {error.detail}") from None
+    typer.echo(listings.model_json(arch, lora) if format is Format.json
+               else "\n".join(listings.model_text(arch, lora)))

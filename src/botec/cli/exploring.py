@@ -1,4 +1,5 @@
-"""`botec sweep`, `botec solve`, `botec search`, `botec sensitivity`: an estimate's inputs varied."""
+"""`botec sweep`, `botec solve`, `botec search`, `botec sensitivity`, `botec recipes`: an estimate's inputs
+varied."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import CONTRACT_HELP, Format, emit, load_estimate, load_inputs, numpy_needed, units_of, app
+from botec.cli.common import (CONTRACT_HELP, SET_HELP, Format, Units, app, emit, load_estimate, load_inputs,
+                              numpy_needed, units_of)
 from botec.errors import UserError
 
 
@@ -174,3 +176,29 @@ def sensitivity(
     if not swings:
         raise UserError("no assumption of this contract states a range (low/high)")
     typer.echo("\n".join(sensitivity_text(output, result.value(output), result.quantities[output].unit, swings)))
+
+
+@app.command()
+def recipes(
+    contract: Path = typer.Argument(..., help="A training contract (its model, tokens, batch and accelerators)."),
+    only: Optional[str] = typer.Option(None, "--recipes", help="Recipes to compare, comma-separated "
+                                                               "(default: full, full-offload, lora, qlora)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown or json."),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB)."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Compare fine-tuning recipes on the contract's accelerators: full, full with CPU offload, LoRA and
+    QLoRA, each at the lightest recomputation that fits; the ones that fit first, cheapest first.
+
+    Example: `botec recipes examples/llama3.1-8b-qlora-rtx4090.yaml`
+    """
+    from botec.explore.recipes import RECIPES, compare_recipes
+    from botec.report import explore as view
+
+    inputs = load_inputs(contract, set_)
+    chosen = tuple(r.strip() for r in only.split(",") if r.strip()) if only else RECIPES
+    results = compare_recipes(inputs, chosen)
+    if format is Format.json:
+        typer.echo(view.recipes_json(results))
+        return
+    typer.echo("\n".join(view.recipes_text(results, units.value, markdown=format is Format.markdown)))

@@ -45,6 +45,8 @@ def measure(
     Records input wait, forward+backward, gradient synchronization, optimizer and step time, tokens/s,
     achieved FLOP/s and MFU, peak memory by category and a checkpoint save. Under `torchrun
     --nproc_per_node=2 -m botec.cli measure ...` it measures data parallelism (gloo on CPU, NCCL on GPUs).
+    With `strategy.lora` it trains LoRA adapters on a frozen 16-bit base (an NF4/FP4/INT8 base is held in BF16,
+    said in the measurement's notes), the optimizer over the adapters only.
 
     With --efficiency-curve it times instead the GEMMs the model's layers run and memory-bound ops, and writes
     the device's efficiency curves: `botec measure job.yaml --efficiency-curve -o curve.yaml`.

@@ -138,6 +138,11 @@ class TrainingSupply(_Supply):
 
     count: quantity("count", "Accelerators in the job N", minimum=1, integer=True)
     storage: Optional[Storage] = None
+    host_memory: Optional[quantity("bytes", "Host (CPU) memory of one node, e.g. '128 GB' (what offloading and "
+                                   "asynchronous checkpoints may use)", exclusive_minimum=0)] = None
+    host_link_bandwidth: Optional[quantity(
+        "byte_rate", "Host-to-accelerator bandwidth per accelerator per direction, e.g. '25 GB/s' (default: the "
+                     "catalog's host link, PCIe)", exclusive_minimum=0)] = None
 
 
 class ServingSupply(_Supply):

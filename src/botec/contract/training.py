@@ -14,7 +14,7 @@ from botec.errors import ContractError
 from botec.layout import FSDP_ZERO_STAGE
 
 __all__ = ["TrainingWorkload", "TrainingStrategy", "TrainingAssumptions", "Thresholds", "TrainingContract",
-           "OptimizerState", "LESSON"]
+           "OptimizerState", "LoraPolicy", "OffloadPolicy", "TARGET_MODULE_SETS", "LESSON"]
 
 LESSON = "the lesson's planning value"
 
@@ -52,10 +52,15 @@ def _optimizer(raw: Any) -> Any:
 
 
 class CheckpointPolicy(Section):
-    interval: quantity("seconds", "Wall time between checkpoint saves, e.g. '1 h'", exclusive_minimum=0) = \
+    interval: quantity("seconds", "Training time between checkpoint saves τ (a save every K steps: K × the step "
+                                  "time), e.g. '1 h'", exclusive_minimum=0) = \
         default(3600, "one save per hour, as in lesson 000")
     retained: quantity("count", "Checkpoints kept at once", minimum=0, integer=True) = \
         default(3, "three retained checkpoints, as in lesson 000")
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: training waits while the checkpoint is written to storage; async: training "
+                            "waits only while it is copied to host memory, then the write runs in the background "
+                            "(PyTorch DCP async_save, Megatron --async-save, NeMo)")
 
 
 class RetentionPolicy(Section):
@@ -63,6 +68,70 @@ class RetentionPolicy(Section):
         default(2, "a prepared snapshot and a staging copy, as in lesson 000")
     export_bytes_per_parameter: quantity("bytes", "Bytes per parameter of the exported model", minimum=0) = \
         default(2, "a BF16 export, as in lesson 000")
+
+
+TARGET_MODULE_SETS = {"all-linear": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+                      "attention": ("q_proj", "k_proj", "v_proj", "o_proj")}
+"""Named sets of LoRA target modules (Hugging Face Llama names; PEFT's ``all-linear`` leaves the LM head out)."""
+
+
+class LoraPolicy(Section):
+    """Parameter-efficient fine-tuning: low-rank adapters on a frozen base (LoRA; QLoRA with a 4-bit base).
+
+    Sources: Hu et al. 2021, "LoRA" (r·(d_in + d_out) trainable parameters per adapted matrix); Dettmers et al.
+    2023, "QLoRA" (NF4 base weights in blocks of 64 with one absmax each; double quantization stores those
+    absmax in 8 bits with one FP32 constant per 256 blocks: 0.5 → 0.127 bits per parameter).
+    """
+
+    rank: PositiveInt = Field(description="the adapters' rank r (LoRA's r; PEFT's `r`)")
+    alpha: Optional[float] = Field(None, description="LoRA's scaling α (changes neither memory nor time; kept so a "
+                                                     "PEFT config can be pasted)")
+    target_modules: Union[Literal["all-linear", "attention"], list[str]] = Field(
+        default_factory=lambda: ["q_proj", "v_proj"],
+        description="the linear layers that get adapters, by their Hugging Face names (q_proj, k_proj, v_proj, "
+                    "o_proj, gate_proj, up_proj, down_proj; Mixtral's experts w1, w3, w2; GPT-2 c_attn, c_proj, "
+                    "c_fc; GPT-NeoX and BLOOM query_key_value, dense, dense_h_to_4h, dense_4h_to_h), or all-linear / "
+                    "attention (default: q_proj and v_proj, PEFT's default for Llama-family models); every routed "
+                    "expert gets its own adapter")
+    base_weights: Literal["bf16", "fp16", "int8", "nf4", "fp4"] = Field(
+        "bf16", description="how the frozen base weights are stored: bf16/fp16 (LoRA), int8 (LLM.int8()), nf4 or "
+                            "fp4 (QLoRA, bitsandbytes 4-bit); embeddings, norms and the LM head stay 16-bit")
+    double_quantization: bool = Field(
+        True, description="4-bit base: quantize the per-block absmax constants too (QLoRA's double quantization, "
+                          "bnb_4bit_use_double_quant)")
+    quantization_block_size: PositiveInt = Field(
+        64, description="4-bit base: weights per quantization block sharing one absmax (bitsandbytes: 64)")
+    adapter_precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="the adapters' weights (PEFT casts them to fp32 by default: autocast_adapter_dtype)")
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The target modules as a tuple of Hugging Face names."""
+        if isinstance(self.target_modules, str):
+            return TARGET_MODULE_SETS[self.target_modules]
+        return tuple(self.target_modules)
+
+    @model_validator(mode="after")
+    def _some_targets(self) -> "LoraPolicy":
+        if not isinstance(self.target_modules, str) and not self.target_modules:
+            raise ContractError("name at least one module to adapt (or all-linear)",
+                                field="strategy.lora.target_modules")
+        return self
+
+
+class OffloadPolicy(Section):
+    """Memory savers that move training state to host memory over the host link (PCIe)."""
+
+    optimizer: Literal["none", "cpu", "paged"] = Field(
+        "none", description="cpu: master weights and optimizer moments live in host memory, the update runs on the "
+                            "CPU and gradients stream to the host (ZeRO-Offload, FSDP CPUOffload); paged: the "
+                            "optimizer state is in unified memory and pages out to the host only when the device "
+                            "runs short (bitsandbytes paged optimizers)")
+    parameters: bool = Field(False, description="keep the sharded parameters in host memory too (ZeRO-3 / FSDP "
+                                                "offload_params: needs zero_stage 3)")
+    activations: quantity("ratio", "Share of the retained activations copied to host memory until the backward "
+                          "needs them (activation offloading, torchtune's enable_activation_offloading)",
+                          minimum=0, maximum=1) = default(0, "no activation offloading")
 
 
 class TrainingStrategy(Section):
@@ -99,6 +168,17 @@ class TrainingStrategy(Section):
                  "accumulation", minimum=1, integer=True)] = None
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation: none, selective (attention core) or full layers")
+    recompute_layer_fraction: Optional[quantity(
+        "ratio", "Share of the layers that recompute: full checkpoints (Megatron --recompute-num-layers / L); the "
+                 "rest keep all their activations", exclusive_minimum=0, maximum=1)] = None
+    fsdp_prefetch: Optional[quantity(
+        "count", "ZeRO-3/FSDP units gathered ahead of the one computing (FSDP backward_prefetch / "
+                 "forward_prefetch; DeepSpeed prefetch bucket): each holds one more unsharded layer",
+        minimum=0, integer=True)] = None
+    lora: Optional[LoraPolicy] = Field(None, description="parameter-efficient fine-tuning: LoRA or QLoRA adapters "
+                                                         "on a frozen base")
+    offload: Optional[OffloadPolicy] = Field(None, description="optimizer, parameter and activation offloading to "
+                                                               "host memory")
     precision: Literal["bf16", "fp16", "fp8"] = Field(
         "bf16", description="compute precision; selects the catalog's peak (fp16: with dynamic loss scaling)")
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element b", exclusive_minimum=0) = \
@@ -121,6 +201,15 @@ class TrainingStrategy(Section):
                 raise ContractError(f"fsdp: {self.fsdp} is ZeRO stage {implied}, but zero_stage is {self.zero_stage}",
                                     field="strategy.zero_stage")
             self.zero_stage = implied
+        if self.recompute_layer_fraction is not None and self.recompute != "full":
+            raise ContractError("recompute_layer_fraction is the share of layers under full recomputation: it needs "
+                                "recompute: full", field="strategy.recompute_layer_fraction")
+        if self.fsdp_prefetch is not None and self.zero_stage < 3:
+            raise ContractError("fsdp_prefetch gathers sharded weights ahead: it needs zero_stage 3 (fsdp: "
+                                "full_shard or hybrid_shard)", field="strategy.fsdp_prefetch")
+        if self.offload is not None and self.offload.parameters and self.zero_stage < 3:
+            raise ContractError("parameter offloading keeps the weight shards on the host: it needs zero_stage 3 "
+                                "(fsdp: full_shard)", field="strategy.offload.parameters")
         if self.pipeline_schedule == "interleaved" and self.virtual_pipeline_stages < 2:
             raise ContractError("the interleaved schedule needs virtual_pipeline_stages ≥ 2",
                                 field="strategy.virtual_pipeline_stages")
@@ -142,6 +231,11 @@ class Thresholds(Section):
     pipeline_bubble_share: quantity(
         "ratio", "Share of the compute time lost to the pipeline bubble above which it is worth shrinking",
         minimum=0) = default(0.10, "a bubble above 10 % of the compute time is worth more micro-batches")
+    goodput: quantity(
+        "ratio", "Goodput (useful training time over expected wall time, failures and checkpoint pauses counted) "
+                 "below which it is worth fixing", minimum=0, maximum=1) = \
+        default(0.90, "below 90 %, a tenth of the paid accelerator-hours is lost: Llama 3 405B reports over 90 % "
+                      "effective training time at 16,384 GPUs (Llama Team 2024, §3.3.4)")
 
 
 # The default single-accelerator MFU of the flat compute model, when the contract states none.
@@ -204,6 +298,31 @@ class TrainingAssumptions(Section):
         default(8, LESSON + " (a placeholder to replace with a measured peak)")
     runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
         default(2e9, LESSON)
+    allocator_reserve: quantity(
+        "ratio", "Memory the caching allocator reserves beyond what tensors occupy, as a share of the allocated "
+                 "peak (fragmentation; torch.cuda.max_memory_reserved / max_memory_allocated − 1)", minimum=0) = \
+        default(0.0, "not modelled unless stated (the headroom covers it; no range, so that --uncertainty does not "
+                     "count fragmentation twice); PyTorch's caching allocator commonly reserves 5-30 % above the "
+                     "allocated peak: state it, with that range, to plan with it")
+    cpu_optimizer_rate: quantity(
+        "count_rate", "Parameters per second the host CPUs of one node update with the optimizer when it is offloaded "
+                      "(strategy.offload.optimizer: cpu), e.g. '4B parameters/s'", exclusive_minimum=0) = \
+        default_range(4.0e9, 1.0e9, 4.5e9, "ZeRO-Offload's CPU-Adam (Ren et al. 2021, Table 3, as recalled, not "
+                                           "checked against a stored copy): about 1B parameters in 0.22 s and 10B in "
+                                           "2.6 s on a DGX-2's two 24-core Xeons (AVX-512), 5.1-6.5x torch's CPU Adam "
+                                           "(DeepSpeed docs); hosts with fewer cores or AVX2 only run several times "
+                                           "slower (DeepSpeed issues #1635, #6834): measure it")
+    failure_rate: quantity(
+        "count", "Job-interrupting failures per accelerator-hour λ (hardware, software and network), e.g. 2e-5",
+        minimum=0) = default_range(2.0e-5, 1.0e-5, 6.0e-5, "Llama 3 405B pre-training: 419 unexpected "
+                                   "interruptions in 54 days on up to 16,384 H100s ≈ 2.0e-5 per GPU-hour (Llama Team "
+                                   "2024, §3.3.4); the range, half to three times that, is assumed: a "
+                                   "younger or less automated fleet fails more often")
+    restart_time: quantity(
+        "seconds", "Time from a failure to training again: detection, rescheduling, reloading the last checkpoint, "
+                   "warm-up", minimum=0) = default_range(
+        900, 300, 3600, "assumed: a quarter of an hour to detect, replace the node and reload; minutes with hot "
+                        "spares and in-memory checkpoints, an hour without automation")
     headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = default_range(
         0.10, 0.05, 0.25, "assumed margin for allocator fragmentation and transient peaks beyond the runtime buffer; "
                           "the lesson's conservative 0.25 is the top of the range (state it to plan with it)")

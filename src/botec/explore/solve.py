@@ -17,6 +17,7 @@ from botec.units import UnitError, dimension_of_unit, format_quantity, parse_qua
 __all__ = ["Constraint", "parse_constraint", "Solution", "optimize", "back_solve", "best_accelerator"]
 
 _CONSTRAINT = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==)\s*(.+?)\s*$")
+SEQUENCE_STEP = 128  # the default grid of the longest-sequence solver
 _OPERATORS = {"<=": np.less_equal, ">=": np.greater_equal, "<": np.less, ">": np.greater, "==": np.equal}
 
 
@@ -93,6 +94,10 @@ def _default_range(inputs: Inputs, variable: str) -> str:
         return f"1..{max(1024, 8 * int(inputs.layout.accelerators))}"
     if variable in ("strategy.micro_batch_size", "strategy.gradient_accumulation_steps"):
         return "1..256"
+    if variable == "workload.sequence_length":
+        # Multiples of 128 (what attention kernels and packers use) up to 1M tokens, or 8 × the stated length.
+        longest = max(1 << 20, 8 * int(inputs.fixed["sequence_length"].value))
+        return f"{SEQUENCE_STEP}..{longest}/{SEQUENCE_STEP}"
     raise ContractError(f"give the values to try with --over {variable}=...", field="--over")
 
 

@@ -44,7 +44,8 @@ def _dimension(inputs: Inputs, path: str) -> str:
 
 
 def parse_axis(text: str, inputs: Inputs) -> Axis:
-    """``path=1,2,4`` or ``path=1..8`` (integers, inclusive) or ``path=0.2:0.5:4`` (4 evenly spaced values)."""
+    """``path=1,2,4`` or ``path=1..8`` (integers, inclusive), ``path=128..8192/128`` (every 128th) or
+    ``path=0.2:0.5:4`` (4 evenly spaced values)."""
     from botec.units import UnitError, parse_quantity
 
     path, sep, spec = text.partition("=")
@@ -62,8 +63,12 @@ def parse_axis(text: str, inputs: Inputs) -> Axis:
     spec = spec.strip()
     try:
         if ".." in spec:
-            low, high = (int(float(part)) for part in spec.split(".."))
-            values = np.arange(low, high + 1, dtype=float)
+            bounds, _, step = spec.partition("/")
+            low, high = (int(float(part)) for part in bounds.split(".."))
+            stride = int(float(step)) if step else 1
+            if stride < 1:
+                raise ValueError("the step after / must be a whole number of at least 1")
+            values = np.arange(low, high + 1, stride, dtype=float)
         elif spec.count(":") == 2:
             low, high, count = spec.split(":")
             values = np.linspace(float(low), float(high), int(count))

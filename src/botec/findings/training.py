@@ -34,10 +34,11 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
         found.append(Finding(
             "compute", "info",
             f"step {f('step_seconds')} = compute {f('compute_seconds_per_step')}{bubble} + exposed communication "
-            f"{f('exposed_communication_seconds')} ({f('exposed_communication_share')} of the step); achieved MFU "
-            f"{n('end_to_end_mfu')}",
+            f"{f('exposed_communication_seconds')} ({f('exposed_communication_share')} of the step)"
+            + (f" + exposed offloading {f('exposed_offload_seconds')}" if q["exposed_offload_seconds"].value else "")
+            + f"; achieved MFU {n('end_to_end_mfu')}",
             ("step_seconds", "compute_seconds_per_step", "pipeline_bubble_seconds", "exposed_communication_seconds",
-             "end_to_end_mfu")))
+             "exposed_offload_seconds", "end_to_end_mfu")))
     if "pipeline_bubble_share" in q and q["pipeline_bubble_share"].value > q["pipeline_bubble_share_threshold"].value:
         found.append(Finding(
             "compute", "warn",
@@ -50,33 +51,36 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
     planned, capacity = f("planned_device_bytes"), f("device_memory_bytes")
     largest = f"the largest micro-batch that fits is {f('max_micro_batch_size')}"
     if q["memory_spare_bytes"].value >= 0:
-        found.append(Finding("memory", "ok", f"fits: {planned} of {capacity} planned, {f('memory_spare_bytes')} "
-                                             f"spare; {largest}",
+        found.append(Finding("memory", "ok", f"fits: {planned} of {capacity} planned{_saver_parts(q, f)}, "
+                                             f"{f('memory_spare_bytes')} spare; {largest}",
                              ("planned_device_bytes", "device_memory_bytes", "memory_spare_bytes",
                               "max_micro_batch_size")))
     else:
         short = format_quantity(-q["memory_spare_bytes"].value, "B", system)
         parts = (f"state {f('state_bytes')} (weights {f('weight_memory_bytes')}, gradients "
                  f"{f('gradient_memory_bytes')}, optimizer {f('optimizer_memory_bytes')}), activations "
-                 f"{f('activation_bytes')}, buffers {f('runtime_buffer_bytes')}")
+                 f"{f('activation_bytes')}, buffers {f('runtime_buffer_bytes')}{_saver_parts(q, f)}")
         found.append(Finding(
             "memory", "fail", f"does not fit: {planned} planned against {capacity} ({short} short): {parts}; "
                               f"{largest}{relief}",
             ("planned_device_bytes", "device_memory_bytes", "state_bytes", "activation_bytes", "max_micro_batch_size")))
 
+    if "frozen_weight_memory_bytes" in q and q["frozen_base"].value:
+        lora = inputs.contract.strategy.lora
+        total = q["parameters"].value + q["trainable_parameters"].value     # PEFT's "all params"
+        adapters = q["state_bytes"].value - q["frozen_weight_memory_bytes"].value
+        found.append(Finding(
+            "memory", "info",
+            f"LoRA trains {n('trainable_parameters')} of {format_number(total)} parameters "
+            f"({100 * q['trainable_parameters'].value / total:.2g} %); the frozen {lora.base_weights} base takes "
+            f"{f('frozen_weight_memory_bytes')} per accelerator, the adapters' weights, gradients and optimizer state "
+            f"{format_quantity(adapters, 'B', system)}",
+            ("trainable_parameters", "parameters", "frozen_weight_memory_bytes", "state_bytes")))
+
+    found += _savers(q, f, components)
     found += _network(inputs, q, components, f)
 
-    if "checkpoint_write_seconds" in q:
-        level = "warn" if q["checkpoint_pause_share"].value > q["checkpoint_pause_share_threshold"].value else "info"
-        found.append(Finding(
-            "storage", level,
-            f"each checkpoint blocks training for {f('checkpoint_write_seconds')} if saves block "
-            f"({f('checkpoint_pause_share')} of wall time at one save per {f('checkpoint_interval_seconds')})",
-            ("checkpoint_write_seconds", "checkpoint_pause_share", "checkpoint_interval_seconds")))
-    else:
-        found.append(Finding("storage", "info", f"one checkpoint is {f('checkpoint_bytes')}; state "
-                                                "supply.storage.write_bandwidth to size its write time",
-                             ("checkpoint_bytes",)))
+    found += _checkpoints(q, f)
     found.append(Finding(
         "storage", "info",
         f"retained: {f('retained_storage_bytes')} ({n('retained_checkpoints')} × {f('checkpoint_bytes')} checkpoints, "
@@ -86,6 +90,7 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
         "storage", "info",
         f"average input rate {f('input_bytes_per_s')}: small, but a low average does not prove the input pipeline "
         "healthy (small objects, decoding, prefetch)", ("input_bytes_per_s",)))
+    found += _failures(q, f, system)
 
     if "training_cost_usd" in q:
         found.append(Finding("cost", "info", f"costs {f('training_cost_usd')} ({f('cost_per_million_tokens_usd')} per "
@@ -96,6 +101,151 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
     elif "pue" in q:
         found.append(Finding("cost", "info", "no energy figure: the accelerator has no published power; state "
                                              "supply.power_per_accelerator", ("pue",)))
+    return found
+
+
+def _checkpoints(q: dict[str, Quantity], f) -> list[Finding]:
+    """The checkpoint pause (synchronous or asynchronous) and the host memory of asynchronous saves."""
+    if "checkpoint_pause_seconds_each" not in q:
+        return [Finding("storage", "info", f"one checkpoint is {f('checkpoint_bytes')}; state "
+                                           "supply.storage.write_bandwidth to size its write time, the checkpoint "
+                                           "pause and goodput", ("checkpoint_bytes",))]
+    found: list[Finding] = []
+    level = "warn" if q["checkpoint_pause_share"].value > q["checkpoint_pause_share_threshold"].value else "info"
+    share = f"{f('checkpoint_pause_share')} of training time at one save per {f('checkpoint_interval_seconds')}"
+    if q["checkpoint_mode_async"].value:
+        waits = q["checkpoint_write_seconds"].value > q["checkpoint_interval_seconds"].value
+        found.append(Finding(
+            "storage", "warn" if waits else level,
+            f"each asynchronous checkpoint pauses training for {f('checkpoint_pause_seconds_each')} ({share}): "
+            f"{f('checkpoint_snapshot_seconds')} to copy {f('checkpoint_bytes_per_accelerator')} per accelerator to "
+            f"host memory, then {f('checkpoint_write_seconds')} of background writing"
+            + (", longer than the interval: each save waits for the one before (write faster or save less often)"
+               if waits else ""),
+            ("checkpoint_pause_seconds_each", "checkpoint_snapshot_seconds", "checkpoint_write_seconds",
+             "checkpoint_pause_share")))
+        if "checkpoint_host_memory_share" in q:
+            fits = q["checkpoint_host_memory_share"].value <= 1
+            found.append(Finding(
+                "storage", "info" if fits else "warn",
+                f"asynchronous saves stage {f('checkpoint_host_memory_bytes_per_node')} per node in host memory "
+                f"({f('checkpoint_host_memory_share')} of its {f('host_memory_bytes')})"
+                + ("" if fits else ": it does not fit; use synchronous saves or more host memory"),
+                ("checkpoint_host_memory_bytes_per_node", "host_memory_bytes", "checkpoint_host_memory_share")))
+        else:
+            found.append(Finding(
+                "storage", "info", f"asynchronous saves stage {f('checkpoint_host_memory_bytes_per_node')} per node "
+                                   "in host memory; state supply.host_memory to check it fits",
+                ("checkpoint_host_memory_bytes_per_node",)))
+    else:
+        found.append(Finding(
+            "storage", level, f"each checkpoint blocks training for {f('checkpoint_pause_seconds_each')} while it is "
+                              f"written ({share})",
+            ("checkpoint_pause_seconds_each", "checkpoint_pause_share", "checkpoint_interval_seconds")))
+    return found
+
+
+def _failures(q: dict[str, Quantity], f, system: str) -> list[Finding]:
+    """What failures, restarts and checkpoint pauses do to the run: goodput, expected wall time and cost, and the
+    checkpoint interval that minimizes them (absent with the checkpoint pause: _checkpoints names the field)."""
+    if "goodput" not in q:
+        return []
+    found: list[Finding] = []
+    rate = q["job_interruptions_per_hour"].value
+    low = q["goodput"].value < q["goodput_threshold"].value
+    cost = f", {f('expected_training_cost_usd')}" if "expected_training_cost_usd" in q else ""
+    if rate > 0:
+        every = format_quantity(3600 / rate, "s", system)
+        failures = (f"{f('expected_interruptions')} expected (one every {every} at {f('accelerators')} × "
+                    f"{f('failure_rate_per_accelerator_hour')}), each costing {f('lost_seconds_per_interruption')} "
+                    f"(restart {f('restart_seconds')} and work redone)")
+    else:
+        failures = "none assumed (assumptions.failure_rate is 0)"
+    found.append(Finding(
+        "compute", "warn" if low else "info",
+        f"failures: {failures}; goodput {f('goodput')}: expected wall time {f('expected_wall_seconds')} "
+        f"({f('expected_accelerator_hours')}{cost})"
+        + (f", below the {f('goodput_threshold')} threshold" if low else ""),
+        ("expected_interruptions", "job_interruptions_per_hour", "lost_seconds_per_interruption", "goodput",
+         "expected_wall_seconds", "expected_accelerator_hours")))
+    if rate > 0:
+        saving = q["optimal_interval_saving_seconds"].value
+        worth = f": {f('optimal_interval_saving_seconds')} less wall time" + (
+            f" ({f('optimal_interval_saving_usd')})" if "optimal_interval_saving_usd" in q else "")
+        whole = q["optimal_checkpoint_interval_seconds"].value >= q["run_seconds"].value
+        best = ("one save at the end minimizes the expected wall time (failures are rare against the run)" if whole
+                else f"{f('optimal_checkpoint_interval_seconds')} minimizes the expected wall time (Daly 2006; "
+                     f"Young's √(2δM) {f('young_checkpoint_interval_seconds')})")
+        found.append(Finding(
+            "compute", "info",
+            f"checkpoint interval: {f('checkpoint_interval_seconds')} stated; {best}"
+            + (worth if saving > 0 else ": the stated interval is as good"),
+            ("checkpoint_interval_seconds", "optimal_checkpoint_interval_seconds", "young_checkpoint_interval_seconds",
+             "optimal_interval_saving_seconds")))
+    return found
+
+
+def _saver_parts(q: dict[str, Quantity], f) -> str:
+    """The memory savers' terms of the plan that are not zero: `` (with FSDP gather buffers 1.21 GB, ...)``."""
+    def nonzero(name: str) -> bool:
+        return name in q and q[name].value > 0
+
+    parts = []
+    if nonzero("fsdp_gather_buffer_bytes"):
+        parts.append(f"FSDP gather buffers {f('fsdp_gather_buffer_bytes')}")
+    if nonzero("allocator_reserve_bytes"):
+        parts.append(f"allocator reserve {f('allocator_reserve_bytes')}")
+    if nonzero("offloaded_state_bytes"):
+        parts.append(f"{f('offloaded_state_bytes')} of state offloaded")
+    if nonzero("offloaded_activation_bytes"):
+        parts.append(f"{f('offloaded_activation_bytes')} of activations offloaded")
+    if nonzero("paged_optimizer_spill_bytes"):
+        parts.append(f"{f('paged_optimizer_spill_bytes')} of optimizer state paged out")
+    return f" (with {', '.join(parts)})" if parts else ""
+
+
+def _savers(q: dict[str, Quantity], f, components: bool) -> list[Finding]:
+    """Offloading's host memory and host-link time, and what a paged optimizer pages out."""
+    found: list[Finding] = []
+    if q["host_bytes_per_accelerator"].value > 0 and "host_memory_spare_bytes" in q:
+        holds = (f"offloading holds {f('host_bytes_per_accelerator')} per accelerator in host memory, "
+                 f"{f('host_bytes_per_node')} per node")
+        names = ("host_bytes_per_accelerator", "host_bytes_per_node", "host_memory_bytes", "host_memory_spare_bytes")
+        if q["host_memory_spare_bytes"].value >= 0:
+            found.append(Finding("memory", "ok", f"host memory fits: {holds} of its {f('host_memory_bytes')}, "
+                                                 f"{f('host_memory_spare_bytes')} spare", names))
+        else:
+            short = f"{format_quantity(-q['host_memory_spare_bytes'].value, 'B')} short"
+            found.append(Finding("memory", "fail", f"host memory does not fit: {holds}, more than its "
+                                                   f"{f('host_memory_bytes')} ({short}): more host memory, more "
+                                                   "nodes, or offload less", names))
+    moving = q["host_link_bytes_per_step"].value > 0 or q["cpu_optimizer_step_seconds"].value > 0
+    if moving and "host_link_seconds" in q:
+        cpu = (f"; the CPU optimizer step takes {f('cpu_optimizer_step_seconds')}"
+               if q["cpu_optimizer_step_seconds"].value else "")
+        text = (f"offloading copies {f('host_link_bytes_per_step')} over each host link per step "
+                f"({f('host_link_seconds')} at {f('host_link_bytes_per_s')} per direction){cpu}")
+        names = ("host_link_bytes_per_step", "host_link_seconds", "cpu_optimizer_step_seconds")
+        if components and "exposed_offload_seconds" in q:
+            share = q["exposed_offload_seconds"].value / q["step_seconds"].value
+            level = "warn" if share > q["collective_overlap_share_threshold"].value else "info"
+            found.append(Finding("compute", level, f"{text}: {f('exposed_offload_seconds')} of it is not hidden by "
+                                                   f"compute ({format_number(100 * share)} % of the step)",
+                                 names + ("exposed_offload_seconds", "step_seconds")))
+        else:
+            found.append(Finding("compute", "info", f"{text}; the efficiency step model does not add it to the step "
+                                                    "(step_time_model: components does)", names))
+    if q["optimizer_offload_paged"].value:
+        if q["paged_optimizer_spill_bytes"].value > 0:
+            found.append(Finding(
+                "memory", "info",
+                f"paged optimizer: {f('paged_optimizer_spill_bytes')} of the {f('optimizer_memory_bytes')} optimizer "
+                f"state pages out to host memory at the peak and back for the update"
+                + (f" ({f('paged_optimizer_seconds')} per step)" if "paged_optimizer_seconds" in q else ""),
+                ("paged_optimizer_spill_bytes", "optimizer_memory_bytes", "paged_optimizer_seconds")))
+        else:
+            found.append(Finding("memory", "info", "paged optimizer: nothing pages out, the optimizer state fits on "
+                                                   "the device", ("paged_optimizer_spill_bytes",)))
     return found
 
 

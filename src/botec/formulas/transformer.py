@@ -85,6 +85,12 @@ formulas.input("mtp_matmul_parameters", unit="parameters", detail=True,
 formulas.input("lm_head_matmul_parameters", unit="parameters", detail=True,
                meaning="the output layer's matmul parameters (V·h, tied or not): the one matmul full recomputation "
                        "does not repeat")
+formulas.input("dense_block_parameters", unit="parameters", detail=True,
+               meaning="parameters of one dense transformer block: attention, its norms and the MLP (0 when every "
+                       "block is MoE)")
+formulas.input("moe_block_parameters", unit="parameters", detail=True,
+               meaning="parameters of one MoE block apart from its routed experts: attention, norms, router, shared "
+                       "experts (0 without MoE)")
 
 
 @formulas.formula(unit="1", meaning="elements per token the activation function reads and writes per layer, "

@@ -5,8 +5,8 @@ The engine knows no formula; :mod:`botec.training` and :mod:`botec.serving` comp
 the ``TRAINING`` and ``SERVING`` graphs.
 """
 
-from botec.graph.elementwise import ceil, floor, log2, maximum, minimum, where
+from botec.graph.elementwise import ceil, exp, exprel, floor, log2, maximum, minimum, where
 from botec.graph.engine import ACCOUNTS, PROVENANCES, Condition, Definition, Formulas, Given, Graph, Quantity
 
 __all__ = ["ACCOUNTS", "PROVENANCES", "Condition", "Definition", "Formulas", "Given", "Graph", "Quantity",
-           "ceil", "floor", "log2", "maximum", "minimum", "where"]
+           "ceil", "exp", "exprel", "floor", "log2", "maximum", "minimum", "where"]

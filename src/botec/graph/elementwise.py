@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ceil", "floor", "log2", "minimum", "maximum", "where", "is_scalar", "all_true"]
+__all__ = ["ceil", "floor", "log2", "exp", "exprel", "minimum", "maximum", "where", "is_scalar", "all_true"]
 
 
 def is_scalar(*values: Any) -> bool:
@@ -42,6 +42,26 @@ def log2(x):
     import numpy as np
 
     return np.log2(x)
+
+
+def exp(x):
+    """eˣ, elementwise."""
+    if is_scalar(x):
+        return math.exp(x)
+    import numpy as np
+
+    return np.exp(x)
+
+
+def exprel(x):
+    """(eˣ − 1) / x, elementwise, with its limit 1 at x = 0 (accurate for small x, as scipy.special.exprel)."""
+    if is_scalar(x):
+        return math.expm1(x) / x if x != 0 else 1.0
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    safe = np.where(x == 0, 1.0, x)
+    return np.where(x == 0, 1.0, np.expm1(safe) / safe)
 
 
 def minimum(a, b):

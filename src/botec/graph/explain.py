@@ -51,8 +51,10 @@ def _tidy_group(match: re.Match[str]) -> str:
     terms = re.split(r"\s+([+−])\s+", inner)
     values, operators = terms[::2], terms[1::2]
     parsed = [_TERM.match(t) for t in values]
-    if len(values) > 1 and all(parsed) and len({m.group(2) for m in parsed}) == 1:
-        unit = parsed[0].group(2)
+    # a zero term shares any unit: (20.1 GB + 0 B) -> (20.1 + 0) GB
+    units = {m.group(2) for m in parsed if m and m.group(1) != "0"}
+    if len(values) > 1 and all(parsed) and len(units) == 1:
+        unit = units.pop()
         body = parsed[0].group(1)
         for op, m in zip(operators, parsed[1:]):
             body += f" {op} {m.group(1)}"

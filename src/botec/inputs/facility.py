@@ -6,7 +6,7 @@ from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
 
-__all__ = ["accelerator_given", "facility_given"]
+__all__ = ["accelerator_given", "facility_given", "host_given"]
 
 
 def accelerator_given(supply, device, precision: str, precision_field: str, stated: StatedInputs,
@@ -88,3 +88,19 @@ def _host_power(supply, device, accelerator_power: Given | None, stated: StatedI
     return {"host_power_per_accelerator_watts": Given(
         0.0, "assumed", "accelerators only (no node preset with a system power): a lower bound on the facility's "
                         "energy; state supply.host_power_per_accelerator", field)}
+
+
+def host_given(supply, device, stated: StatedInputs) -> dict[str, Given]:
+    """The host side of each accelerator: its host link (stated, else the catalog accelerator's) and its node's host
+    memory (stated only). Either may be absent; whatever needs it names the field."""
+    given = stated.optional("host_memory_bytes", getattr(supply, "host_memory", None), "supply.host_memory",
+                            "host memory of one node (offloading, asynchronous checkpoints)")
+    stated_link = getattr(supply, "host_link_bandwidth", None)
+    catalog_link = getattr(device, "host_link_bandwidth_bytes_per_s", None) if device is not None else None
+    if stated_link is None and catalog_link is not None:
+        source = getattr(device, "host_link", None) or "host link"
+        return given | {"host_link_bytes_per_s": Given(catalog_link, "catalog",
+                                                       f"{source}; {device.source_of('host_link_bandwidth')}",
+                                                       "supply.accelerator")}
+    return given | stated.optional("host_link_bytes_per_s", stated_link, "supply.host_link_bandwidth",
+                                   "the host link's bandwidth per accelerator per direction (PCIe)")

@@ -133,6 +133,9 @@ def _bare_shape(model: ModelSpec, field: str) -> dict[str, Given]:
         "experts": Given(0.0, "assumed", none, field), "shared_experts": Given(0.0, "assumed", none, field),
         "expert_ffn_size": Given(0.0, "assumed", none, field),
         "mtp_layers": Given(0.0, "assumed", none, field), "mtp_matmul_parameters": Given(0.0, "assumed", none, field),
+        "dense_block_parameters": Given(float(model.parameters.value) / float(model.layers.value), "assumed",
+                                        f"{none}: parameters / layers", field),
+        "moe_block_parameters": Given(0.0, "assumed", none, field),
     }
 
 
@@ -152,6 +155,7 @@ def _architecture_shape(arch: Architecture, parts, origin: str, field: str) -> d
                  + moe.shared_experts * kept_per_ffn * expert_ffn) if moe else 0
     mlp_width = (dense_layers * kept_per_ffn * arch.ffn_size + moe_layers * moe_width) / arch.layers
     output = a * d_v * h
+    block = parts.parts["attention_per_layer"] + parts.parts["norms_per_layer"]   # what every block has
     mtp = 0
     if arch.mtp_layers:
         per_expert = parts.parts.get("expert", 0)
@@ -185,17 +189,24 @@ def _architecture_shape(arch: Architecture, parts, origin: str, field: str) -> d
                                       + (", k_e·(h + c·f_e) + S·c·f_e per MoE layer, averaged" if moe else "")),
         "mtp_layers": shape(arch.mtp_layers, "multi-token-prediction modules"),
         "mtp_matmul_parameters": shape(mtp, "active matmuls of the MTP modules and their head"),
+        "dense_block_parameters": shape(block + parts.parts["dense_mlp_per_layer"] if dense_layers else 0,
+                                        "attention + norms + MLP of one dense block"),
+        "moe_block_parameters": shape(block + (parts.routers + parts.shared_experts) / moe_layers if moe_layers else 0,
+                                      "attention + norms + router + shared experts of one MoE block"),
     }
 
 
 def architecture_quantities(arch: Architecture, attention_flops: str, micro_batch_size: int, sequence_length: int,
-                            activation_bytes_per_element: float, wanted: tuple[str, ...]) -> dict[str, float]:
+                            activation_bytes_per_element: float, wanted: tuple[str, ...],
+                            lora=None) -> dict[str, float]:
     """Quantities of the training graph for one architecture on one accelerator (no parallelism), with the
     saved-tensor factor at 1: what the measuring harness counts its run with (FLOPs per token, one
-    hidden state, activations per unit of the factor), by the same definitions as the estimate."""
+    hidden state, activations per unit of the factor), by the same definitions as the estimate.
+    ``lora``: the contract's LoRA policy (adapters on a frozen base: LoRA's FLOPs), or None."""
+    from botec.inputs.lora import lora_given
     from botec.training import TRAINING
 
-    given = model_given(None, arch, attention_flops, StatedInputs())
+    given = model_given(None, arch, attention_flops, StatedInputs()) | lora_given(lora, arch)
     one = {"tensor_parallel": 1.0, "pipeline_parallel": 1.0, "context_parallel": 1.0, "sequence_parallel": 0.0,
            "virtual_pipeline_stages": 1.0, "recompute": 0.0, "saved_tensor_factor": 1.0}
     given |= {name: Given(value, "assumed") for name, value in one.items()}

@@ -11,7 +11,8 @@ from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
 from botec.inputs.efficiency import efficiency_given
-from botec.inputs.facility import accelerator_given, facility_given
+from botec.inputs.facility import accelerator_given, facility_given, host_given
+from botec.inputs.lora import adapter_state_given, lora_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stated import StatedInputs
 from botec.layout import Layout, Recompute, layout_of
@@ -70,7 +71,7 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                                               "assumptions.expert_load_imbalance"),
     }
     thresholds = assumptions.thresholds
-    for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share"):
+    for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share", "goodput"):
         fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
                                                   f"assumptions.thresholds.{name}")
     for name, value in assumptions.efficiency(arch is not None).items():
@@ -92,6 +93,11 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                                                                 f"strategy.optimizer.{key}")
     if strategy.precision == "fp16":
         formats += "; FP16 with dynamic loss scaling"
+    # LoRA / QLoRA: the adapters' shapes, the frozen base's format, the bytes per trainable parameter.
+    fixed |= lora_given(strategy.lora, arch) | adapter_state_given(strategy.lora)
+    if strategy.lora is not None:
+        formats += (f"; LoRA r = {strategy.lora.rank} ({strategy.lora.adapter_precision} adapters) on a frozen "
+                    f"{strategy.lora.base_weights} base")
 
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
     label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
@@ -102,6 +108,9 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                              "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
                                                                "write bandwidth")
     fixed |= facility_given(supply, device, stated)
+    fixed |= host_given(supply, device, stated)
+    fixed |= _failure_given(contract, "host_link_bytes_per_s" in fixed, stated)
+    fixed |= _savers_given(contract, "host_memory_bytes" in fixed, "host_link_bytes_per_s" in fixed, stated)
     tiers = tiers_of(supply, device, stated)
 
     spec_given = {"supply.count": stated.given("accelerators", supply.count, "supply.count"),
@@ -140,6 +149,78 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
 
 def _value(stated) -> float | None:
     return None if stated is None else stated.value
+
+
+def _failure_given(contract: TrainingContract, host_link_known: bool, stated: StatedInputs) -> dict[str, Given]:
+    """The failure model's inputs: failures per accelerator-hour, the restart time, and the checkpoint mode (an
+    asynchronous save pauses training only for the copy to host memory, which needs the host link)."""
+    checkpoint, assumptions = contract.strategy.checkpoint, contract.assumptions
+    if checkpoint.mode == "async" and not host_link_known:
+        raise ContractError("an asynchronous checkpoint pauses training while each shard is copied to host memory: "
+                            "state the host link's bandwidth per accelerator per direction, e.g. '32 GB/s' (PCIe Gen4 "
+                            "x16), or use mode: sync", field="supply.host_link_bandwidth")
+    return {
+        "failure_rate_per_accelerator_hour": stated.given("failure_rate_per_accelerator_hour",
+                                                          assumptions.failure_rate, "assumptions.failure_rate"),
+        "restart_seconds": stated.given("restart_seconds", assumptions.restart_time, "assumptions.restart_time"),
+        "checkpoint_mode_async": Given(float(checkpoint.mode == "async"), "assumed", f"{checkpoint.mode} checkpoints",
+                                       "strategy.checkpoint.mode"),
+    }
+
+
+_OFFLOAD_SOURCES = {
+    "none": "the optimizer state stays on the device",
+    "cpu": "CPU offload: master weights, moments and FP32 gradients in host memory, the CPU steps the optimizer "
+           "(ZeRO-Offload, FSDP CPUOffload)",
+    "paged": "paged optimizer: the state in unified memory, evicted to host memory when the device runs short "
+             "(bitsandbytes paged_adamw)",
+}
+
+
+def _savers_given(contract: TrainingContract, host_memory_known: bool, host_link_known: bool,
+                  stated: StatedInputs) -> dict[str, Given]:
+    """The memory savers: offloading (optimizer, parameters, activations), partial recomputation, FSDP's prefetch
+    depth, the allocator's reserve and the CPU optimizer's rate. Offloading needs the node's host memory (it becomes
+    an account) and the host link's bandwidth (its copies take time)."""
+    from botec.contract.stated import default
+    from botec.contract.training import OffloadPolicy
+
+    strategy, assumptions = contract.strategy, contract.assumptions
+    offload = strategy.offload or OffloadPolicy()
+    offloading = offload.optimizer != "none" or offload.parameters or offload.activations.value > 0
+    if offloading and not host_memory_known:
+        raise ContractError("offloading keeps training state in host memory: state the host memory of one node, "
+                            "e.g. '768 GB'", field="supply.host_memory")
+    if offloading and not host_link_known:
+        raise ContractError("offloading copies state over the host link: state its bandwidth per accelerator per "
+                            "direction, e.g. '25 GB/s' (PCIe 4 x16)", field="supply.host_link_bandwidth")
+    if offload.parameters and offload.optimizer != "cpu":
+        raise ContractError("offloaded parameters are updated where they live, on the host: set offload.optimizer: "
+                            "cpu (FSDP CPUOffload and ZeRO-3 offload_param step the optimizer on the CPU)",
+                            field="strategy.offload.optimizer")
+    path = "strategy.offload"
+    return {
+        "optimizer_offload_cpu": Given(float(offload.optimizer == "cpu"), "assumed",
+                                       _OFFLOAD_SOURCES[offload.optimizer], f"{path}.optimizer"),
+        "optimizer_offload_paged": Given(float(offload.optimizer == "paged"), "assumed",
+                                         _OFFLOAD_SOURCES[offload.optimizer], f"{path}.optimizer"),
+        "parameter_offload": Given(float(offload.parameters), "assumed",
+                                   "weight shards in host memory (offload_params)" if offload.parameters
+                                   else "weight shards on the device", f"{path}.parameters"),
+        "activation_offload": stated.given("activation_offload", offload.activations, f"{path}.activations"),
+        "recompute_layer_fraction": stated.given(
+            "recompute_layer_fraction", default(1.0, "every layer (full recomputation of all of them)")
+            if strategy.recompute_layer_fraction is None else strategy.recompute_layer_fraction,
+            "strategy.recompute_layer_fraction"),
+        "fsdp_prefetch": stated.given(
+            "fsdp_prefetch", default(1.0, "one unit ahead: FSDP's default backward_prefetch BACKWARD_PRE")
+            if strategy.fsdp_prefetch is None else strategy.fsdp_prefetch, "strategy.fsdp_prefetch"),
+        "allocator_reserve": stated.given("allocator_reserve", assumptions.allocator_reserve,
+                                          "assumptions.allocator_reserve"),
+        "cpu_optimizer_parameters_per_s": stated.given("cpu_optimizer_parameters_per_s",
+                                                       assumptions.cpu_optimizer_rate,
+                                                       "assumptions.cpu_optimizer_rate"),
+    }
 
 
 def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:

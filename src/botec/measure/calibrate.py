@@ -14,7 +14,14 @@ inverted by hand:
   checkpoint pinned to the bytes the run wrote.
 
 The saved-tensor factor is measured by the harness itself (activations over the graph's
-activations per unit factor).
+activations per unit factor). The memory MemTracker saw is compared part by part with the estimate's state
+(weights, the trainable parameters' gradients, optimizer state) and activations, and the peak with state +
+activations.
+
+A LoRA measurement (``workload.lora``) calibrates a contract with the same ``strategy.lora`` (rank, target
+modules): the estimate's FLOPs, gradients and optimizer state are then the adapters' as the measured run's
+were. A quantized base (NF4, FP4, INT8) measured in BF16 leaves the step time without the dequantization, so
+no efficiency is back-solved from it (listed as missing); the saved-tensor factor still is.
 
 The calibrated contract carries them as ``provenance: measured`` with the file and date; the
 workload must be the measured one (sequence length, micro-batch, model) unless overridden.
@@ -102,7 +109,53 @@ def check_same_workload(result: Estimate, measurement: Measurement) -> list[str]
     parameters, measured_parameters = q["parameters"].value, measured.model.parameters
     if abs(parameters - measured_parameters) > 0.01 * measured_parameters:
         differences.append(f"parameters {parameters:,.0f} in the contract, {measured_parameters:,} measured")
+    differences += _lora_differences(getattr(result.contract.strategy, "lora", None), measured,
+                                     q["trainable_parameters"].value if "trainable_parameters" in q else None)
     return differences
+
+
+def _lora_differences(stated, measured, trainable: float | None) -> list[str]:
+    """Where the contract's strategy.lora and the measured adapters differ: one absent, another rank, or other
+    adapted matrices (the trainable parameters differ)."""
+    def words(rank, modules) -> str:
+        return f"LoRA rank {rank} on {', '.join(modules)}"
+
+    adapters = measured.lora
+    if stated is None and adapters is None:
+        return []
+    if stated is None:
+        return [f"full training in the contract, {words(adapters.rank, adapters.target_modules)} measured"]
+    named = [stated.target_modules] if isinstance(stated.target_modules, str) else list(stated.target_modules)
+    if adapters is None:
+        return [f"{words(stated.rank, named)} in the contract (strategy.lora), full training measured"]
+    counted = measured.model.trainable_parameters
+    if stated.rank != adapters.rank or (trainable is not None and counted is not None and trainable != counted):
+        return [f"{words(stated.rank, named)} in the contract ({trainable:,.0f} trainable parameters), "
+                f"{words(adapters.rank, adapters.target_modules)} measured ({counted:,})"]
+    return []
+
+
+def _memory_comparisons(result: Estimate, measurement: Measurement) -> list[Comparison]:
+    """MemTracker's categories beside the estimate's state and activations (the activations at the measured
+    precision); the gradients are the trainable parameters' (at the peak of a step they are not yet allocated)."""
+    q, memory = result.quantities, measurement.memory
+    precision = f"measured in {measurement.workload.precision}"
+    comparisons = []
+    for name, measured, how in (("weight_memory_bytes", memory.parameters_bytes, "MemTracker's parameters"),
+                                ("gradient_memory_bytes", measurement.workload.gradient_bytes,
+                                 "the bytes of the parameters that took a gradient"),
+                                ("optimizer_memory_bytes", memory.optimizer_bytes, "MemTracker's optimizer state")):
+        if name in q and measured is not None:
+            comparisons.append(Comparison(name, "B", q[name].value, measured, f"{how}, {precision}"))
+    comparisons.append(Comparison("activation_bytes (as measured, at the measured precision)", "B",
+                                  q["activation_bytes"].value * memory.activation_bytes_per_element
+                                  / q["activation_bytes_per_element"].value, memory.activations_bytes))
+    if "state_bytes" in q:
+        comparisons.append(Comparison(
+            "peak memory (tensors)", "B", q["state_bytes"].value + q["activation_bytes"].value, memory.peak_bytes,
+            f"estimated: state + activations, before runtime buffer and headroom; measured: MemTracker's peak, "
+            f"{precision}"))
+    return comparisons
 
 
 def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, source: str,
@@ -127,9 +180,16 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
     if "compute_seconds_per_step" in q:
         comparisons.append(Comparison("compute_seconds_per_step", "s", q["compute_seconds_per_step"].value, compute))
     assumptions: dict[str, tuple[float, str]] = {}
-    notes: list[str] = []
+    notes: list[str] = list(measurement.notes)
+    missing: list[str] = []
     efficiency = efficiency_assumption(result)
-    if result.choices.get("step_time") == "components":
+    lora = measurement.workload.lora
+    if lora is not None and lora.measured_base_weights != lora.base_weights:
+        missing.append(f"{efficiency.removeprefix('assumptions.')}: the {lora.base_weights} base was measured in "
+                       f"{lora.measured_base_weights.upper()}, so the step time lacks the dequantization of the "
+                       "base; measure on a device with bitsandbytes' kernels, or calibrate a "
+                       f"{lora.measured_base_weights} contract")
+    elif result.choices.get("step_time") == "components":
         value, _ = solve_for(inputs, "compute_seconds_per_step", compute, efficiency)
         assumptions[efficiency] = (value, f"{note}: forward + backward + optimizer time")
     else:
@@ -139,9 +199,7 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
             notes.append(END_TO_END_NOTE)
     memory = measurement.memory
     if memory is not None:
-        comparisons.append(Comparison("activation_bytes (as measured, at the measured precision)", "B",
-                                      q["activation_bytes"].value * memory.activation_bytes_per_element
-                                      / q["activation_bytes_per_element"].value, memory.activations_bytes))
+        comparisons += _memory_comparisons(result, measurement)
         if result.choices.get("activations") == "saved_tensor_factor":
             assumptions["assumptions.saved_tensor_factor"] = (
                 memory.saved_tensor_factor, f"{note}: activations / (layers × hidden-state tensor)")
@@ -160,7 +218,7 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
             bandwidth, _ = solve_for(inputs, "checkpoint_write_seconds", checkpoint.seconds, "storage_write_bytes_per_s",
                                      {"checkpoint_bytes": checkpoint.bytes})
             assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
-    return Calibration(comparisons, assumptions, diagnose(result, measurement), notes)
+    return Calibration(comparisons, assumptions, diagnose(result, measurement), notes, missing=missing)
 
 
 def diagnose(result: Estimate, measurement: Measurement) -> list[str]:

@@ -406,11 +406,17 @@ def write(curve: CurveFile, path: str | Path) -> None:
 
 def device_matches(device_name: str, accelerator_key: str) -> bool:
     """Whether torch's device name (``NVIDIA H200``, ``NVIDIA A100-SXM4-80GB``) names the catalog accelerator
-    ``accelerator_key`` (``h200``, ``a100-sxm-80gb``): its model (the key's first part) as a word of the name,
-    and PCIe in both or in neither."""
+    ``accelerator_key`` (``h200``, ``a100-sxm-80gb``, ``rtx-4090``): its model (the key's parts up to the first
+    with a digit: ``a100``, ``rtx 4090``) as words of the name, every later all-letter part but sxm/pcie as a
+    word too (``rtx-6000-ada``: "ada"), and PCIe in both or in neither."""
     name, key = device_name.lower(), accelerator_key.lower()
-    model = key.split("-")[0]
-    if not re.search(rf"(?<![a-z0-9]){re.escape(model)}(?![a-z0-9])", name):
+    parts = key.split("-")
+    first_numbered = next((i for i, part in enumerate(parts) if any(c.isdigit() for c in part)), 0)
+    model = r"[\s_-]*".join(re.escape(part) for part in parts[:first_numbered + 1])
+    if not re.search(rf"(?<![a-z0-9]){model}(?![a-z0-9])", name):
+        return False
+    qualifiers = [part for part in parts[first_numbered + 1:] if part.isalpha() and part not in ("sxm", "pcie")]
+    if not all(re.search(rf"(?<![a-z0-9]){part}(?![a-z0-9])", name) for part in qualifiers):
         return False
     return ("pcie" in name) == ("pcie" in key)
 

@@ -6,6 +6,11 @@ its own), optimizer step, total. Once: the peak memory split into parameters, gr
 optimizer state and activations (PyTorch's MemTracker), and a checkpoint saved with
 torch.distributed.checkpoint (time and bytes). Under ``torchrun`` every rank trains its own
 data-parallel replica (gloo on CPU, NCCL on CUDA); rank 0 writes the file.
+
+With the contract's ``strategy.lora`` the model is fine-tuned as LoRA does it: the base held frozen in 16 bits
+(BF16 in place of a quantized NF4, FP4 or INT8 base, which needs bitsandbytes' kernels: said in the
+measurement's notes), adapters on the targeted linears, the optimizer over the adapters only, the step under
+16-bit autocast on CPU as on CUDA, and the checkpoint of what a resume needs (adapters and optimizer state).
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from botec.architecture import Architecture, breakdown
+from botec.architecture import Architecture, breakdown, lora_parameters
 from botec.inputs.model import architecture_quantities
-from botec.measure.measurement import (Checkpoint, Environment, MeasuredModel, MeasuredWorkload, Measurement, Memory,
-                                       Sample, summarize)
-from botec.measure.model import Proxy, Transformer, choose_proxy, scaled
+from botec.measure.measurement import (Checkpoint, Environment, MeasuredLora, MeasuredModel, MeasuredWorkload,
+                                       Measurement, Memory, Sample, summarize)
+from botec.measure.model import Proxy, Transformer, add_lora, choose_proxy, scaled, trainable_parameters
+
+BASE_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}       # a frozen base the run can hold as stated
+ADAPTER_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -89,7 +97,17 @@ def _track_memory(model, optimizer, batch, train_step) -> dict | None:
         from torch.distributed._tools.mem_tracker import MemTracker
     except ImportError:
         return None
-    tracker = MemTracker()
+
+    class FrozenAwareMemTracker(MemTracker):
+        """MemTracker that installs its gradient hooks only where every parameter takes a gradient: PyTorch 2.13's
+        registers one on each parameter of each module it enters, which raises for LoRA's frozen base (the
+        adapters are hooked when their own modules run)."""
+
+        def _track_module_params_and_buffers(self, module, install_grad_hooks: bool = True):
+            hooks = install_grad_hooks and all(p.requires_grad for p in module.parameters())
+            return super()._track_module_params_and_buffers(module, hooks)
+
+    tracker = FrozenAwareMemTracker()
     tracker.track_external(model, optimizer)
     try:
         with tracker:
@@ -104,16 +122,40 @@ def _track_memory(model, optimizer, batch, train_step) -> dict | None:
     return categories
 
 
+def _lora(model: Transformer, arch: Architecture, lora, notes: list[str]) -> tuple[MeasuredLora, torch.dtype, str]:
+    """Freeze the base in its stated 16-bit precision (BF16 for a quantized one, noted), add the adapters; returns
+    what was measured, the autocast dtype and the precision in words."""
+    base = BASE_DTYPES.get(lora.base_weights)
+    if base is None:
+        base = torch.bfloat16
+        notes.append(f"strategy.lora.base_weights is {lora.base_weights}: measured with the frozen base in BF16 (the "
+                     f"{lora.base_weights} base needs bitsandbytes' kernels, not used here), so the parameters' memory "
+                     "is a BF16 base's and the step has no dequantization (neither its time nor its 16-bit buffer); "
+                     "the adapters, their gradients and optimizer state and the activations are as with the "
+                     "quantized base")
+    model.to(base)
+    count = lora_parameters(arch, lora.rank, lora.target_modules)
+    add_lora(model, tuple(dict.fromkeys(m.role for m in count.adapted)), lora.rank, lora.alpha,
+             ADAPTER_DTYPES[lora.adapter_precision])
+    measured_base = "bf16" if base == torch.bfloat16 else "fp16"
+    measured = MeasuredLora(rank=lora.rank, target_modules=list(count.modules), alpha=lora.alpha,
+                            base_weights=lora.base_weights, measured_base_weights=measured_base,
+                            adapter_precision=lora.adapter_precision)
+    words = f"{measured_base} frozen base, {lora.adapter_precision} LoRA adapters, {measured_base} autocast"
+    return measured, base, words
+
+
 def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, optimizer_name: str,
             options: Options, progress: Callable[[int, int, float], None] | None = None,
             contract_name: str | None = None, attention_flops: str = "full",
-            started: Callable[[str], None] | None = None) -> Measurement | None:
+            started: Callable[[str], None] | None = None, lora=None) -> Measurement | None:
     """Run the measurement; returns it on rank 0 (None on other ranks).
 
     FLOPs per token, one hidden state and the activations per unit of the saved-tensor factor are the
     training graph's own quantities for the measured architecture (``attention_flops``: the contract's
     convention), so measured and estimated MFU count the same work. ``started`` is told, once the
-    model is built and the loop is about to run, what is being measured.
+    model is built and the loop is about to run, what is being measured. ``lora``: the contract's
+    :class:`botec.contract.training.LoraPolicy`, to fine-tune adapters on a frozen base.
     """
     rank, world, backend = _distributed()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
@@ -121,9 +163,14 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
     measured_arch = scaled(arch, proxy)
     torch.manual_seed(options.seed)
     model = Transformer(measured_arch).to(device)
-    optimizer, optimizer_label = _optimizer(optimizer_name, model.parameters())
-    precision = "bf16 autocast" if device.type == "cuda" else "fp32 (CPU)"
-    element_bytes = 2.0 if device.type == "cuda" else 4.0
+    notes: list[str] = []
+    measured_lora, compute_dtype, autocast = None, torch.bfloat16, device.type == "cuda"
+    precision = "fp32 weights, bf16 autocast" if device.type == "cuda" else "fp32 (CPU)"
+    if lora is not None:
+        measured_lora, compute_dtype, precision = _lora(model, measured_arch, lora, notes)
+        autocast = True
+    optimizer, optimizer_label = _optimizer(optimizer_name, [p for p in model.parameters() if p.requires_grad])
+    element_bytes = float(torch.tensor([], dtype=compute_dtype).element_size()) if autocast else 4.0
     dataset = TokenDataset(measured_arch.vocab_size, sequence_length,
                            (options.steps + options.warmup + 2) * micro_batch_size * world,
                            options.input_delay_seconds, options.seed + rank)
@@ -132,7 +179,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
     loader = iter(torch.utils.data.DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, num_workers=0))
 
     def forward_backward(tokens, targets):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(device.type, dtype=compute_dtype, enabled=autocast):
             loss = model(tokens.to(device), targets.to(device))
         loss.backward()
 
@@ -155,7 +202,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
         optimizer.zero_grad(set_to_none=True)
 
     counted = architecture_quantities(measured_arch, attention_flops, micro_batch_size, sequence_length, element_bytes,
-                                      ("model_flops_per_token", "activation_bytes"))
+                                      ("model_flops_per_token", "activation_bytes"), lora)
     gradient_bytes = float(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     samples: list[Sample] = []
     total = options.warmup + options.steps
@@ -196,7 +243,7 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
                             activation_bytes_per_element=element_bytes,
                             saved_tensor_factor=activations / counted["activation_bytes"])
 
-    checkpoint = _checkpoint(model, optimizer, world) if options.checkpoint else None
+    checkpoint = _checkpoint(model, optimizer, world, trainable_only=lora is not None) if options.checkpoint else None
     if world > 1:
         dist.barrier()
     if rank != 0:
@@ -209,13 +256,14 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
                             hidden_size=measured_arch.hidden_size, attention_heads=measured_arch.attention_heads,
                             kv_heads=measured_arch.kv_heads, ffn_size=measured_arch.ffn_size,
                             vocab_size=measured_arch.vocab_size, parameters=parts.total,
-                            model_flops_per_token=flops_per_token),
+                            trainable_parameters=trainable_parameters(model), model_flops_per_token=flops_per_token),
         micro_batch_size=micro_batch_size, sequence_length=sequence_length, data_parallel_degree=world,
         gradient_bytes=gradient_bytes, attention_flops=attention_flops,
         tokens_per_step=tokens_per_step, precision=precision, optimizer=optimizer_label,
         proxy_of=None if proxy.is_full_size else arch.name,
         proxy_scale=None if proxy.is_full_size else {"width_divisor": proxy.width_divisor,
-                                                     "layer_divisor": proxy.layer_divisor})
+                                                     "layer_divisor": proxy.layer_divisor},
+        lora=measured_lora)
     environment = Environment(
         device=device.type, device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
         world_size=world, backend=backend, torch_version=torch.__version__, threads=torch.get_num_threads(),
@@ -224,21 +272,23 @@ def measure(arch: Architecture, micro_batch_size: int, sequence_length: int, opt
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), contract=contract_name,
         workload=workload, environment=environment, samples=samples,
         summary=summarize(samples, tokens_per_step, flops_per_token, world, options.peak_flops_per_s),
-        memory=memory, checkpoint=checkpoint)
+        memory=memory, checkpoint=checkpoint, notes=notes)
 
 
-def _checkpoint(model, optimizer, world: int) -> Checkpoint | None:
-    """Save model and optimizer state with torch.distributed.checkpoint to a scratch folder; time and size it."""
+def _checkpoint(model, optimizer, world: int, trainable_only: bool = False) -> Checkpoint | None:
+    """Save model and optimizer state with torch.distributed.checkpoint to a scratch folder; time and size it.
+    ``trainable_only`` (LoRA): the adapters and their optimizer state, not the frozen base (as PEFT saves)."""
     import warnings
 
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
     folder = Path(tempfile.mkdtemp(prefix="botec-checkpoint-"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model_state, optimizer_state = get_state_dict(model, optimizer)
+            model_state, optimizer_state = get_state_dict(model, optimizer, options=StateDictOptions(
+                ignore_frozen_params=trainable_only))
             if world > 1:
                 dist.barrier()
             start = time.perf_counter()

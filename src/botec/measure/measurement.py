@@ -33,8 +33,23 @@ class MeasuredModel(_Strict):
     ffn_size: int
     vocab_size: int
     parameters: int
+    trainable_parameters: Optional[int] = Field(None, description="parameters that got a gradient: the LoRA "
+                                                                  "adapters' on a frozen base (absent: all)")
     model_flops_per_token: float = Field(description="6·N(matmul) + attention, as the estimate counts it (the "
-                                                     "workload's attention_flops convention)")
+                                                     "workload's attention_flops convention); under LoRA 4·N + "
+                                                     "6·N(adapters) + attention")
+
+
+class MeasuredLora(_Strict):
+    """The adapters the measured run trained on its frozen base (the contract's strategy.lora)."""
+
+    rank: int
+    target_modules: list[str]
+    alpha: Optional[float] = None
+    base_weights: str = Field(description="the contract's base precision (strategy.lora.base_weights)")
+    measured_base_weights: str = Field(description="how the run held the frozen base: BF16 in place of a quantized "
+                                                   "base (NF4, FP4, INT8 need bitsandbytes' kernels)")
+    adapter_precision: str
 
 
 class MeasuredWorkload(_Strict):
@@ -50,6 +65,7 @@ class MeasuredWorkload(_Strict):
                                                               "flat buffer)")
     attention_flops: str = Field("full", description="the attention-FLOPs convention the FLOPs were counted with")
     proxy_scale: Optional[dict] = None
+    lora: Optional[MeasuredLora] = Field(None, description="LoRA adapters on a frozen base (absent: full training)")
 
 
 class Environment(_Strict):
@@ -108,6 +124,7 @@ class Measurement(_Strict):
     summary: Summary
     memory: Optional[Memory] = None
     checkpoint: Optional[Checkpoint] = None
+    notes: list[str] = Field(default_factory=list, description="what the run did differently from the contract")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

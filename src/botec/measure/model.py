@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from botec.architecture import Architecture
+from botec.architecture import Architecture, linear_matrices
 
 
 @dataclass(frozen=True)
@@ -70,40 +70,56 @@ class Norm(nn.Module):
 
 
 class Attention(nn.Module):
+    """One linear per matrix of :func:`botec.architecture.linear_matrices` (what LoRA adapts): q_proj, k_proj,
+    v_proj, or one fused qkv_proj where the family fuses them (GPT-2, GPT-NeoX, BLOOM); o_proj."""
+
     def __init__(self, arch: Architecture):
         super().__init__()
         h, a, k, d = arch.hidden_size, arch.attention_heads, arch.kv_heads, arch.resolved_head_dim
         qkv_bias = arch.attention_bias in ("qkv", "all")
         self.heads, self.kv_heads, self.head_dim = a, k, d
-        self.q = nn.Linear(h, a * d, bias=qkv_bias)
-        self.kv = nn.Linear(h, 2 * k * d, bias=qkv_bias)
-        self.out = nn.Linear(a * d, h, bias=arch.attention_bias == "all")
+        self.fused = "qkv" in {m.role for m in linear_matrices(arch)}
+        if self.fused:
+            self.qkv_proj = nn.Linear(h, (a + 2 * k) * d, bias=qkv_bias)
+        else:
+            self.q_proj = nn.Linear(h, a * d, bias=qkv_bias)
+            self.k_proj = nn.Linear(h, k * d, bias=qkv_bias)
+            self.v_proj = nn.Linear(h, k * d, bias=qkv_bias)
+        self.o_proj = nn.Linear(a * d, h, bias=arch.attention_bias == "all")
 
     def forward(self, x):
         b, s, _ = x.shape
-        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
-        k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.head_dim).unbind(2)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        if self.fused:
+            q, k, v = self.qkv_proj(x).split([self.heads * self.head_dim, self.kv_heads * self.head_dim,
+                                              self.kv_heads * self.head_dim], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.reshape(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = k.reshape(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.reshape(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         if self.kv_heads != self.heads:  # grouped-query attention: share each KV head
             k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
             v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, s, self.heads * self.head_dim))
+        return self.o_proj(y.transpose(1, 2).reshape(b, s, self.heads * self.head_dim))
 
 
 class MLP(nn.Module):
+    """gate_proj, up_proj, down_proj (Llama's names; a plain MLP has no gate_proj)."""
+
     def __init__(self, arch: Architecture):
         super().__init__()
         h, f, bias = arch.hidden_size, arch.ffn_size, arch.mlp_bias
         self.gated = arch.mlp == "gated"
-        self.up = nn.Linear(h, f * (2 if self.gated else 1), bias=bias)
-        self.down = nn.Linear(f, h, bias=bias)
+        if self.gated:
+            self.gate_proj = nn.Linear(h, f, bias=bias)
+        self.up_proj = nn.Linear(h, f, bias=bias)
+        self.down_proj = nn.Linear(f, h, bias=bias)
 
     def forward(self, x):
         if self.gated:
-            gate, up = self.up(x).chunk(2, dim=-1)
-            return self.down(F.silu(gate) * up)
-        return self.down(F.gelu(self.up(x)))
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(F.gelu(self.up_proj(x)))
 
 
 class Block(nn.Module):
@@ -143,3 +159,60 @@ class Transformer(nn.Module):
             x = block(x)
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "qkv": "qkv_proj", "o": "o_proj", "gate": "gate_proj",
+           "up": "up_proj", "down": "down_proj"}
+"""The reference model's linear for each role of :class:`botec.architecture.LinearMatrix` (what LoRA adapts; the
+embeddings and the LM head never are)."""
+
+
+class LoraLinear(nn.Module):
+    """A frozen linear plus a trainable low-rank update (Hu et al. 2021, "LoRA", eq. 3):
+
+        y = W₀ x + (α / r) · B A x,   A: r × d_in (Kaiming-uniform, as PEFT), B: d_out × r (zeros)
+
+    so the update starts at zero and the step trains r · (d_in + d_out) parameters instead of d_in · d_out.
+    Under autocast A and B run in the autocast dtype (their FP32 weights are cast once per step); without it the
+    input is cast to the adapters' dtype and the update back to the base's (as PEFT's ``lora.Linear``).
+    """
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dtype: torch.dtype):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        device = base.weight.device
+        self.lora_a = nn.Linear(base.in_features, rank, bias=False, device=device, dtype=dtype)
+        self.lora_b = nn.Linear(rank, base.out_features, bias=False, device=device, dtype=dtype)
+        nn.init.kaiming_uniform_(self.lora_a.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_b.weight)
+        self.scaling = alpha / rank
+
+    def forward(self, x):
+        y = self.base(x)
+        if torch.is_autocast_enabled(x.device.type) or x.dtype == self.lora_a.weight.dtype:
+            return y + self.lora_b(self.lora_a(x)) * self.scaling
+        update = self.lora_b(self.lora_a(x.to(self.lora_a.weight.dtype))) * self.scaling
+        return y + update.to(y.dtype)
+
+
+def add_lora(model: Transformer, roles: tuple[str, ...], rank: int, alpha: float | None = None,
+             dtype: torch.dtype = torch.float32) -> int:
+    """Freeze the whole model and wrap the linears of ``roles`` (q, k, v, qkv, o, gate, up, down: the roles of the
+    adapted matrices of :func:`botec.architecture.lora_parameters`) in every block in a :class:`LoraLinear`;
+    returns the trainable (adapter) parameters, r · (d_in + d_out) per adapted linear. ``alpha`` defaults to the
+    rank (scaling 1): it changes neither memory nor time."""
+    parts = [part for block in model.blocks for part in (block.attention, block.mlp)]
+    for role in roles:
+        if not any(isinstance(getattr(part, MODULES[role], None), nn.Linear) for part in parts):
+            raise ValueError(f"the reference model has no {MODULES[role]} to adapt")
+    model.requires_grad_(False)
+    for part in parts:
+        for role in roles:
+            if hasattr(part, MODULES[role]):
+                setattr(part, MODULES[role], LoraLinear(getattr(part, MODULES[role]), rank, alpha or rank, dtype))
+    return trainable_parameters(model)
+
+
+def trainable_parameters(model: nn.Module) -> int:
+    """Parameters that get a gradient (each once: a tied weight is one parameter)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

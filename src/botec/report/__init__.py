@@ -192,4 +192,15 @@ def state_table_rows(result: Estimate) -> list[tuple[str, str, str]]:
         ("per accelerator after ZeRO sharding", "state_bytes_per_parameter", ""),
         ("in a checkpoint", "checkpoint_bytes_per_parameter", ""),
     ]
-    return [(label, format_quantity(q[name].value, "1"), kept) for label, name, kept in parts]
+    rows = [(label, format_quantity(q[name].value, "1"), kept) for label, name, kept in parts]
+    if "frozen_base" in q and q["frozen_base"].value:
+        # LoRA: the rows above are per trainable (adapter) parameter; the frozen base keeps only its weights.
+        adapters = [(f"{label} (adapters)", value, kept) for label, value, kept in rows[:4]]
+        rows = adapters + [("total during training (per adapter parameter)", rows[4][1], "")]
+        rows.append(("frozen base's linear weights (already on disk)",
+                     format_quantity(q["quantized_weight_bytes_per_parameter"].value, "1"), "no"))
+        rows.append(("per accelerator after ZeRO sharding (all parameters)",
+                     format_quantity(q["state_bytes_per_parameter"].value, "1"), ""))
+        rows.append(("in a checkpoint (per adapter parameter)",
+                     format_quantity(q["checkpoint_bytes_per_parameter"].value, "1"), ""))
+    return rows

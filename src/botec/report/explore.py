@@ -136,3 +136,67 @@ def sensitivity_text(output: str, value: float, unit: str, swings) -> list[str]:
                      f"{format_quantity(s.output_at_low, unit)} → {format_quantity(s.output_at_high, unit)} "
                      f"(swing {format_quantity(s.swing, unit)})")
     return lines
+
+
+# The columns of the recipe comparison: (quantity, heading).
+RECIPE_COLUMNS = (("trainable_parameters", "trainable"), ("planned_device_bytes", "memory"),
+                  ("step_seconds", "step"), ("tokens_per_s", "tokens/s"), ("run_seconds", "run"),
+                  ("training_cost_usd", "cost"))
+
+
+def _recipe_cell(result, name: str, system: str) -> str:
+    value = result.value(name)
+    if value is None:
+        return "—"
+    return format_quantity(value, result.estimate.quantities[name].unit, system)
+
+
+def recipes_table(results, system: str = "decimal") -> tuple[list[str], list[list[str]]]:
+    """The recipe comparison as a header and rows of text cells (fits first, cheapest first)."""
+    header = ["recipe", "recompute", "fits"] + [heading for _, heading in RECIPE_COLUMNS]
+    rows = []
+    for result in results:
+        if result.estimate is None:
+            rows.append([result.recipe, "—", "no"] + ["—"] * len(RECIPE_COLUMNS))
+            continue
+        capacity = result.estimate.quantities["device_memory_bytes"]
+        fits = "yes" if result.fits else "no"
+        cells = [_recipe_cell(result, name, system) for name, _ in RECIPE_COLUMNS]
+        cells[1] = f"{cells[1]} of {capacity.formatted(system)}"
+        rows.append([result.recipe, result.recompute or "—", fits] + cells)
+    return header, rows
+
+
+def recipes_text(results, system: str = "decimal", markdown: bool = False) -> list[str]:
+    """The comparison as aligned text (or a Markdown table), then one line per recipe that does not fit."""
+    header, rows = recipes_table(results, system)
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
+    best = next((r for r in results if r.fits), None)
+    lines.append("")
+    if best is not None and best.value("training_cost_usd") is not None:
+        lines.append(f"cheapest that fits: {best.recipe} (recompute {best.recompute})")
+    elif best is not None:
+        lines.append(f"fastest that fits: {best.recipe} (recompute {best.recompute}); state "
+                     "supply.price_per_accelerator_hour to rank by cost")
+    else:
+        lines.append("no recipe fits: more accelerators, a larger device or a shorter sequence")
+    lines += [f"{r.recipe}: {r.why_not}" for r in results if r.why_not]
+    return lines
+
+
+def recipes_json(results) -> str:
+    """The comparison as JSON: every recipe with its figures in base units, or why it does not fit."""
+    out = []
+    for result in results:
+        row = {"recipe": result.recipe, "recompute": result.recompute, "fits": result.fits,
+               "why_not": result.why_not or None}
+        for name, _ in RECIPE_COLUMNS + (("device_memory_bytes", ""),):
+            value = result.value(name)
+            row[name] = value if value is None or _finite(value) else None
+        out.append(row)
+    return json.dumps({"recipes": out}, indent=1)

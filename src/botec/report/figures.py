@@ -30,9 +30,16 @@ def memory_figure(result: Estimate):
                  ("activation reserve", q["activation_reserve_bytes"].value)]
         limit, limit_name = q["usable_memory_bytes"].value, "usable (memory fraction)"
     else:
-        parts = [("weights", q["weight_memory_bytes"].value), ("gradients", q["gradient_memory_bytes"].value),
-                 ("optimizer state", q["optimizer_memory_bytes"].value),
-                 ("activations", q["activation_bytes"].value), ("runtime buffers", q["runtime_buffer_bytes"].value),
+        # what stays on the device: offloaded state, offloaded activations and paged-out optimizer state do not
+        on_host = 1 - q["optimizer_offload_cpu"].value
+        parts = [("weights", q["weight_memory_bytes"].value * (1 - q["parameter_offload"].value)),
+                 ("gradients", q["gradient_memory_bytes"].value * on_host),
+                 ("optimizer state", q["optimizer_memory_bytes"].value * on_host
+                  - q["paged_optimizer_spill_bytes"].value),
+                 ("activations", q["activation_bytes"].value - q["offloaded_activation_bytes"].value),
+                 ("FSDP gather buffers", q["fsdp_gather_buffer_bytes"].value),
+                 ("runtime buffers", q["runtime_buffer_bytes"].value),
+                 ("allocator reserve", q["allocator_reserve_bytes"].value),
                  ("headroom", q["memory_headroom_bytes"].value)]
         limit, limit_name = None, None
     fig = go.Figure()
@@ -59,7 +66,8 @@ def step_figure(result: Estimate):
         title = "One request, unloaded"
     elif "exposed_communication_seconds" in q and result.choices.get("step_time") == "components":
         parts = [("compute", q["compute_seconds_per_step"].value), ("pipeline bubble", q["pipeline_bubble_seconds"].value),
-                 ("exposed communication", q["exposed_communication_seconds"].value)]
+                 ("exposed communication", q["exposed_communication_seconds"].value),
+                 ("exposed offloading", q["exposed_offload_seconds"].value)]
         title = "Step time"
     else:
         compute = q["compute_seconds_per_step"].value if "compute_seconds_per_step" in q else q["step_seconds"].value

@@ -12,10 +12,12 @@ __all__ = ["catalog_json", "catalog_markdown", "catalog_text", "model_list", "mo
            "attention_kind"]
 
 _HEADER = ["key", "name", "family", "BF16 TFLOP/s", "FP16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "INT8 TOP/s",
-           "memory GB", "memory GB/s", "link GB/s", "TDP W", "USD/h low-typical-high", "source"]
+           "memory GB", "memory GB/s", "link GB/s", "host GB/s", "TDP W", "USD/h low-typical-high", "source"]
 # Columns a console narrower than 160 characters leaves out of the accelerator table (the price table and
 # `-f json` / `-f markdown` carry them).
 _WIDE_ONLY = ("name", "family", "FP16 TFLOP/s", "FP4 TFLOP/s", "USD/h low-typical-high", "source")
+# ... and those a console narrower than 90 characters leaves out too (80 columns keep the table whole).
+_MEDIUM_ONLY = ("host GB/s",)
 
 
 def _fmt(value, scale: float = 1.0) -> str:
@@ -93,7 +95,8 @@ def _accelerator_rows() -> list[list[str]]:
 
     return [[d.key, d.name, d.family, *(peak(d, p) for p in ("bf16", "fp16", "fp8", "fp4", "int8")),
              _fmt(d.memory_bytes, 1e9), _fmt(d.memory_bandwidth_bytes_per_s, 1e9),
-             _fmt(d.link_bandwidth_bytes_per_s, 1e9), _fmt(d.tdp_watts), _price(d.price_per_hour),
+             _fmt(d.link_bandwidth_bytes_per_s, 1e9), _fmt(d.host_link_bandwidth_bytes_per_s, 1e9), _fmt(d.tdp_watts),
+             _price(d.price_per_hour),
              f"{d.source} ({d.date})"] for d in accelerators().values()]
 
 
@@ -142,10 +145,10 @@ def catalog_markdown() -> str:
 def catalog_text(console) -> None:
     from botec.catalog import accelerators, catalog_revised, optimizer_presets
 
-    wide = console.width >= 160
-    shown = _HEADER if wide else [c for c in _HEADER if c not in _WIDE_ONLY]
-    table = rich_table(f"Accelerators (dense peaks; decimal units; link bandwidth per direction; catalog revised "
-                       f"{catalog_revised()})")
+    wide, medium = console.width >= 160, console.width >= 90
+    shown = _HEADER if wide else [c for c in _HEADER if c not in _WIDE_ONLY and (medium or c not in _MEDIUM_ONLY)]
+    table = rich_table(f"Accelerators (dense peaks; decimal units; link (to other accelerators) and host (PCIe to the "
+                       f"CPU) bandwidth per direction; catalog revised {catalog_revised()})")
     for column in shown:
         left = column in ("key", "name", "family", "source")
         label = column if left else column.replace(" ", "\n", 1)
@@ -156,7 +159,9 @@ def catalog_text(console) -> None:
             row[3] = f"{row[4]} fp16"
         table.add_row(*(cell for column, cell in zip(_HEADER, row) if column in shown))
     console.print(table)
-    console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`.", style="dim")
+    console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`"
+                  + ("." if medium else "; host-link (PCIe) bandwidths there too, or in a console 90 columns wide."),
+                  style="dim")
     table = rich_table("Families and published prices (USD per accelerator-hour, on-demand list prices; the month "
                        "they were read)")
     for column in ("key", "family", "low", "typical", "high", "read") + (("price sources",) if wide else ()):
@@ -246,16 +251,34 @@ def _parts(arch, parts) -> list[tuple[str, int]]:
     ]
 
 
-def model_json(arch) -> str:
+def model_json(arch, lora=None) -> str:
+    """The model's parameters by part as JSON; ``lora`` (an :class:`botec.architecture.AdapterCount`) adds the
+    trainable adapters."""
     from botec.architecture import as_dict, breakdown
 
     parts = breakdown(arch)
-    return json.dumps({"architecture": as_dict(arch), "parameters": dict(_parts(arch, parts)), "total": parts.total,
-                       "active_per_token": parts.active, "matmul_active_per_token": parts.matmul_active,
-                       "multi_token_prediction": parts.mtp}, indent=2, default=str)
+    data = {"architecture": as_dict(arch), "parameters": dict(_parts(arch, parts)), "total": parts.total,
+            "active_per_token": parts.active, "matmul_active_per_token": parts.matmul_active,
+            "multi_token_prediction": parts.mtp}
+    if lora is not None:
+        data["lora"] = {"rank": lora.rank, "target_modules": list(lora.modules),
+                        "adapted_matrices": sum(m.count for m in lora.adapted), "trainable": lora.parameters,
+                        "all": parts.total + lora.parameters,
+                        "trainable_percent": 100 * lora.parameters / (parts.total + lora.parameters)}
+    return json.dumps(data, indent=2, default=str)
 
 
-def model_text(arch) -> list[str]:
+def lora_text(arch, lora) -> str:
+    """Trainable vs all parameters under LoRA, in PEFT's words (print_trainable_parameters)."""
+    from botec.architecture import breakdown
+
+    total = breakdown(arch).total + lora.parameters
+    matrices = sum(m.count for m in lora.adapted)
+    return (f"LoRA r = {lora.rank} on {', '.join(lora.modules)} ({matrices:,} matrices): trainable params: "
+            f"{lora.parameters:,} || all params: {total:,} || trainable%: {100 * lora.parameters / total:.4f}")
+
+
+def model_text(arch, lora=None) -> list[str]:
     from botec.architecture import breakdown
 
     parts = breakdown(arch)
@@ -276,4 +299,6 @@ def model_text(arch) -> list[str]:
         lines.append(f"  {'multi-token prediction (not in total)':<{width}}  {parts.mtp:>18,}")
     if arch.published_parameters:
         lines.append(f"published: {format_number(arch.published_parameters / 1e9)}B")
+    if lora is not None:
+        lines.append(lora_text(arch, lora))
     return lines

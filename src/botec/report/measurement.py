@@ -12,7 +12,7 @@ __all__ = ["measurement_lines", "calibration_json", "calibration_lines", "fake_l
 def measurement_lines(measured) -> list[str]:
     summary, median = measured.summary, measured.summary.median
     lines = [f"measured {measured.workload.model.name} on {measured.environment.world_size} × "
-             f"{measured.environment.device_name}",
+             f"{measured.environment.device_name} ({measured.workload.precision})",
              f"  step {format_quantity(median['step_seconds'], 's')} (p90 "
              f"{format_quantity(summary.p90['step_seconds'], 's')}): input wait "
              f"{format_quantity(median['input_wait_seconds'], 's')}, forward+backward "
@@ -30,6 +30,16 @@ def measurement_lines(measured) -> list[str]:
     if measured.checkpoint:
         lines.append(f"  checkpoint {format_quantity(measured.checkpoint.bytes, 'B')} in "
                      f"{format_quantity(measured.checkpoint.seconds, 's')}")
+    lora, model = measured.workload.lora, measured.workload.model
+    if lora is not None:
+        share = model.trainable_parameters / model.parameters
+        gradients = format_quantity(measured.workload.gradient_bytes or 0.0, "B")
+        base = lora.measured_base_weights + (f" in place of {lora.base_weights}"
+                                             if lora.measured_base_weights != lora.base_weights else "")
+        lines.append(f"  LoRA rank {lora.rank} on {', '.join(lora.target_modules)}: {model.trainable_parameters:,} "
+                     f"trainable of {model.parameters:,} parameters ({share:.2%}); their gradients {gradients}, "
+                     f"base {base}")
+    lines += [f"  note: {note}" for note in measured.notes]
     return lines
 
 

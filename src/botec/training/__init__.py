@@ -8,18 +8,22 @@ cost and energy (:mod:`botec.economics`), and the thresholds of its findings.
 from botec import economics
 from botec.formulas import device, links, transformer, weights
 from botec.graph import Formulas, Graph
-from botec.training import compute, memory, network, ops, storage, workload
+from botec.training import adapters, compute, goodput, memory, network, ops, storage, workload
 
 thresholds = Formulas(account="findings")
 thresholds.input("collective_overlap_share_threshold", unit="fraction",
                  meaning="collective floor share of the step above which communication must overlap with compute")
 thresholds.input("checkpoint_pause_share_threshold", unit="fraction",
                  meaning="share of wall time lost to checkpoint writes above which it is a problem")
+thresholds.input("goodput_threshold", unit="fraction",
+                 meaning="goodput (useful training time over expected wall time) below which it is worth fixing")
 thresholds.input("pipeline_bubble_share_threshold", unit="fraction",
                  meaning="pipeline bubble share of the compute time above which it is worth shrinking")
 
 TRAINING = Graph("training", transformer.formulas, workload.formulas, device.formulas, weights.formulas,
-                 compute.formulas, ops.formulas, memory.formulas, links.formulas, network.formulas, storage.formulas,
+                 compute.formulas, ops.formulas, memory.formulas, adapters.formulas, links.formulas, network.formulas,
+                 storage.formulas,
+                 goodput.formulas,
                  economics.facility, economics.training, thresholds)
 
 # What every training estimate must resolve; a missing one names the contract field to state.

@@ -44,6 +44,10 @@ formulas.input("context_parallel", unit="1",
                meaning="context-parallel degree (CP): ranks splitting each sequence")
 formulas.input("recompute", unit="1",
                meaning="activation recomputation: 0 none, 1 selective (attention core), 2 full layers")
+formulas.input("recompute_layer_fraction", unit="fraction",
+               meaning="share of the layers full recomputation applies to (the rest keep all their activations)")
+formulas.input("cpu_optimizer_parameters_per_s", unit="parameters/s",
+               meaning="parameters per second the host CPUs of one node update when the optimizer is offloaded")
 formulas.input("single_accelerator_mfu", unit="1",
                meaning="model-FLOPs utilization of one accelerator: its model FLOPs over its peak (MFU)")
 formulas.input("single_accelerator_hfu", unit="1",
@@ -72,25 +76,44 @@ def steps(tokens, global_tokens_per_step):
 
 
 @formulas.formula(unit="FLOP",
-                  meaning="useful model work per token, forward + backward (model FLOPs: the basis of MFU)",
-                  expression="6 × (matmul_parameters + mtp_matmul_parameters) + attention_flops_per_token",
+                  meaning="useful model work per token, forward + backward (model FLOPs: the basis of MFU); under "
+                          "LoRA the work a LoRA step needs: 4 per frozen parameter, 6 per adapter parameter",
+                  expression="(6 − 2 × frozen_base) × (matmul_parameters + mtp_matmul_parameters) + 6 × "
+                             "adapter_matmul_parameters + attention_flops_per_token",
                   source="lesson 000 and Kaplan et al. 2020: 6 FLOPs per parameter per token; PaLM App. B; "
-                         "DeepSeek-V3's multi-token-prediction modules add theirs")
-def model_flops_per_token(matmul_parameters, mtp_matmul_parameters, attention_flops_per_token):
-    """6·N (2 forward, 4 backward per parameter) plus the attention-score term of the stated convention."""
-    return 6 * (matmul_parameters + mtp_matmul_parameters) + attention_flops_per_token
+                         "DeepSeek-V3's multi-token-prediction modules add theirs; a frozen (LoRA) matrix needs no "
+                         "weight gradient: 2 forward + 2 backward (Hu et al. 2021)")
+def model_flops_per_token(matmul_parameters, mtp_matmul_parameters, attention_flops_per_token, frozen_base,
+                          adapter_matmul_parameters):
+    """6·N (2 forward, 4 backward per parameter) plus the attention-score term of the stated convention. Under
+    LoRA the frozen base does 2·N forward and 2·N backward (input gradients only) and the adapters 6·N_A: the
+    MFU basis is the work a LoRA step needs, without recomputation."""
+    return ((6 - 2 * frozen_base) * (matmul_parameters + mtp_matmul_parameters) + 6 * adapter_matmul_parameters
+            + attention_flops_per_token)
+
+
+@formulas.formula(unit="fraction", meaning="share of the layers under full recomputation (0 unless recompute is full)",
+                  expression="recompute_layer_fraction", zero_when="recompute < 2",
+                  source="Megatron-LM --recompute-granularity full --recompute-num-layers: φ·L layers checkpoint "
+                         "their input, the rest keep every activation", detail=True)
+def full_recompute_share(recompute_layer_fraction):
+    return recompute_layer_fraction
 
 
 @formulas.formula(unit="FLOP",
                   meaning="forward work done again by activation recomputation, per token",
-                  expression="2 × (matmul_parameters − lm_head_matmul_parameters) + attention_flops_per_token / 3 if "
-                             "recompute = full; attention_flops_per_token / 3 if selective; else 0",
+                  expression="full_recompute_share × (2 × (matmul_parameters − lm_head_matmul_parameters + "
+                             "adapter_matmul_parameters) + attention_flops_per_token / 3) if recompute = full; "
+                             "attention_flops_per_token / 3 if selective; else 0",
                   source="Korthikanti et al. 2022 §5: full recompute repeats the forward of the transformer layers "
-                         "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)); selective only the attention core",
-                  detail=True, prose=True)
-def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token):
+                         "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)), LoRA adapters included, on the "
+                         "share of the layers that recompute (Megatron --recompute-num-layers); selective only the "
+                         "attention core", detail=True, prose=True)
+def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token,
+                              adapter_matmul_parameters, full_recompute_share):
     forward_attention = attention_flops_per_token / 3
-    return where(recompute >= Recompute.FULL, 2 * (matmul_parameters - lm_head_matmul_parameters) + forward_attention,
+    layers_forward = 2 * (matmul_parameters - lm_head_matmul_parameters + adapter_matmul_parameters)
+    return where(recompute >= Recompute.FULL, full_recompute_share * (layers_forward + forward_attention),
                  where(recompute >= Recompute.SELECTIVE, forward_attention, 0.0))
 
 
@@ -174,11 +197,14 @@ def step_seconds(run_seconds, steps):
 
 
 @formulas.formula(unit="s",
-                  meaning="time per optimizer step: compute + pipeline bubble + exposed communication",
-                  expression="compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds",
+                  meaning="time per optimizer step: compute + pipeline bubble + exposed communication + exposed "
+                          "offloading",
+                  expression="compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds"
+                             " + exposed_offload_seconds",
                   choice=("step_time", "components"))
-def step_seconds(compute_seconds_per_step, pipeline_bubble_seconds, exposed_communication_seconds):  # noqa: F811
-    return compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds
+def step_seconds(compute_seconds_per_step, pipeline_bubble_seconds, exposed_communication_seconds,  # noqa: F811
+                 exposed_offload_seconds):
+    return compute_seconds_per_step + pipeline_bubble_seconds + exposed_communication_seconds + exposed_offload_seconds
 
 
 @formulas.formula(unit="1", meaning="the slowest pipeline stage's work over an even stage's (1 when p divides L)",
@@ -248,7 +274,9 @@ def microbatch_backward_seconds(microbatch_compute_seconds):  # noqa: F811
 @formulas.formula(unit="s", meaning="the optimizer step: its bytes at the sustained memory bandwidth",
                   expression="optimizer_step_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)"
                              " + kernel_overhead_seconds",
-                  source="Adam is memory-bound: it streams every state it updates", choice=("compute", "op_level"))
+                  source="Adam is memory-bound: it streams every state it updates; with the optimizer offloaded to "
+                         "the CPU the device runs none (cpu_optimizer_step_seconds)", choice=("compute", "op_level"),
+                  zero_when="optimizer_offload_cpu == 1")
 def optimizer_step_seconds(optimizer_step_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
                            kernel_overhead_seconds):
     return optimizer_step_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s) + kernel_overhead_seconds
@@ -269,6 +297,40 @@ def optimizer_step_seconds():  # noqa: F811
                   expression="gradient_accumulation_steps × microbatch_compute_seconds + optimizer_step_seconds")
 def compute_seconds_per_step(gradient_accumulation_steps, microbatch_compute_seconds, optimizer_step_seconds):
     return gradient_accumulation_steps * microbatch_compute_seconds + optimizer_step_seconds
+
+
+@formulas.formula(unit="s", meaning="the optimizer step on the host CPUs (optimizer offloaded): the node's CPUs update "
+                                    "the shards of all its accelerators",
+                  expression="updated_parameters_per_device × accelerators_sharing_host / cpu_optimizer_parameters_per_s",
+                  source="ZeRO-Offload (Ren et al. 2021 §5, CPU-Adam); the rate is assumptions.cpu_optimizer_rate",
+                  zero_when="optimizer_offload_cpu == 0")
+def cpu_optimizer_step_seconds(updated_parameters_per_device, accelerators_sharing_host,
+                               cpu_optimizer_parameters_per_s):
+    return updated_parameters_per_device * accelerators_sharing_host / cpu_optimizer_parameters_per_s
+
+
+@formulas.formula(unit="s", meaning="offloading's time per step that compute does not hide: the CPU optimizer step and "
+                                    "the host-link copies beyond what overlaps",
+                  expression="cpu_optimizer_step_seconds + max(0, host_gradient_seconds − gradient_accumulation_steps"
+                             " × microbatch_backward_seconds) + (max(0, host_weight_seconds − gradient_accumulation_steps"
+                             " × microbatch_compute_seconds) if parameter_offload else host_weight_seconds)"
+                             " + max(0, host_activation_seconds − gradient_accumulation_steps"
+                             " × microbatch_compute_seconds) + paged_optimizer_seconds",
+                  source="the overlap assumed: gradients stream to the host during the backward (ZeRO-Offload §4.1, "
+                         "on a separate CUDA stream); activations move on a side stream during the forward and "
+                         "backward (torchtune's activation offloading); offloaded weight shards are copied up ahead "
+                         "of their gather, like the gathers themselves. On the critical path: the CPU optimizer step "
+                         "and the upload of the updated 16-bit weights before the next forward (ZeRO-Offload without "
+                         "its one-step delayed update, FSDP CPUOffload), and a paged optimizer's page migrations, "
+                         "which fault on demand (QLoRA §3)")
+def exposed_offload_seconds(cpu_optimizer_step_seconds, host_gradient_seconds, gradient_accumulation_steps,
+                            microbatch_backward_seconds, host_weight_seconds, microbatch_compute_seconds,
+                            parameter_offload, host_activation_seconds, paged_optimizer_seconds):
+    gradients = maximum(host_gradient_seconds - gradient_accumulation_steps * microbatch_backward_seconds, 0.0)
+    hidden_weights = maximum(host_weight_seconds - gradient_accumulation_steps * microbatch_compute_seconds, 0.0)
+    weights = where(parameter_offload, hidden_weights, host_weight_seconds)
+    activations = maximum(host_activation_seconds - gradient_accumulation_steps * microbatch_compute_seconds, 0.0)
+    return cpu_optimizer_step_seconds + gradients + weights + activations + paged_optimizer_seconds
 
 
 @formulas.formula(unit="s",

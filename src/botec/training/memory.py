@@ -9,9 +9,19 @@ Training Trillion Parameter Models" (section 5: 7.5B parameters on 64 ranks need
 Parameters are split over tensor (t) and pipeline (p) ranks, experts also over expert-parallel
 ranks (e) (:mod:`botec.formulas.weights`); ZeRO then shards the state of each over its sharding
 group (the data-parallel ranks, or a smaller group for hybrid sharding; experts over that group / e).
+
+The memory savers (their own section below): the optimizer offloaded to the CPU (ZeRO-Offload, Ren
+et al. 2021; FSDP CPUOffload) and the weight shards with it; paged optimizers (Dettmers et al.
+2023, "QLoRA" §3); activation offloading (torchtune); full recomputation of a share of the layers
+(Megatron's --recompute-num-layers); FSDP/ZeRO-3's gathered layers (Zhao et al. 2023, "PyTorch
+FSDP" §3); the caching allocator's reserve. The plan is then
+
+    planned = (state + activations + buffers + gather buffers − offloaded + reserve − paged out) × (1 + headroom)
+
+and host memory is an account of its own (per accelerator and per node, against supply.host_memory).
 """
 
-from botec.graph import Formulas, floor, maximum, minimum, where
+from botec.graph import Formulas, ceil, floor, maximum, minimum, where
 from botec.layout import Recompute
 
 formulas = Formulas(account="memory")
@@ -36,6 +46,28 @@ formulas.input("pipeline_activation_layers", unit="layers",
                meaning="layers' worth of activations the busiest stage keeps under 1F1B: max over stages i of (p − i)·L_i")
 formulas.input("headroom", unit="1",
                meaning="extra share of planned memory kept free for peaks and fragmentation")
+# The memory savers (issue 13): offloading to host memory, paged optimizers, FSDP's gather buffers, the allocator.
+formulas.input("optimizer_offload_cpu", unit="1",
+               meaning="1 when the master weights, optimizer moments and FP32 gradients live in host memory and the "
+                       "CPU steps the optimizer (ZeRO-Offload, FSDP CPUOffload), else 0")
+formulas.input("optimizer_offload_paged", unit="1",
+               meaning="1 when the optimizer state is paged: in unified memory, evicted to host memory only when the "
+                       "device runs short (bitsandbytes paged optimizers), else 0")
+formulas.input("parameter_offload", unit="1",
+               meaning="1 when the weight shards live in host memory (ZeRO-3 offload_param, FSDP "
+                       "CPUOffload(offload_params=True)), else 0")
+formulas.input("activation_offload", unit="fraction",
+               meaning="share of the retained activations copied to host memory until the backward needs them")
+formulas.input("fsdp_prefetch", unit="layers",
+               meaning="ZeRO-3/FSDP units gathered ahead of the one computing (each one more unsharded layer)")
+formulas.input("allocator_reserve", unit="1",
+               meaning="memory the caching allocator reserves beyond the allocated peak, as a share of it")
+
+# The CPU optimizer reads FP32 gradients: ZeRO-Offload keeps them in host memory next to the FP32 master weights and
+# moments (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count 16 B per parameter on the host: 4 + 8 + 4).
+HOST_GRADIENT_BYTES_PER_PARAMETER = 4.0
+# A paged optimizer's state moves between device and host in whole pages: 2 MiB, the GPU's large page.
+UNIFIED_MEMORY_PAGE_BYTES = 2.0**21
 
 
 def _held(bytes_per_parameter, dense_parameters, dense_shards, expert_parameters, expert_shards):
@@ -73,33 +105,40 @@ def expert_sharding_degree(sharding_degree, expert_parallel):
     return maximum(sharding_degree / expert_parallel, 1)
 
 
-@formulas.formula(unit="B", meaning="working weights held by one accelerator",
-                  expression="weight_bytes_per_parameter × (dense_parameters_per_device / weight_shards"
-                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3 else 1))")
-def weight_memory_bytes(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
-                        expert_parameters_per_device, expert_sharding_degree, zero_stage):
-    return _held(weight_bytes_per_parameter, dense_parameters_per_device, weight_shards,
-                 expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree))
+@formulas.formula(unit="B", meaning="working weights held by one accelerator (under LoRA: the adapters, and the "
+                                    "frozen base in its own format)",
+                  expression="weight_bytes_per_parameter × (trainable_dense_parameters_per_device / weight_shards"
+                             " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3"
+                             " else 1)) + frozen_weight_memory_bytes")
+def weight_memory_bytes(weight_bytes_per_parameter, trainable_dense_parameters_per_device, weight_shards,
+                        trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage,
+                        frozen_weight_memory_bytes):
+    return _held(weight_bytes_per_parameter, trainable_dense_parameters_per_device, weight_shards,
+                 trainable_expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree)) \
+        + frozen_weight_memory_bytes
 
 
-@formulas.formula(unit="B", meaning="gradients held by one accelerator",
-                  expression="gradient_bytes_per_parameter × (dense_parameters_per_device / gradient_shards"
-                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2 else 1))")
-def gradient_memory_bytes(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
-                          expert_parameters_per_device, expert_sharding_degree, zero_stage):
-    return _held(gradient_bytes_per_parameter, dense_parameters_per_device, gradient_shards,
-                 expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree))
+@formulas.formula(unit="B", meaning="gradients held by one accelerator (trainable parameters only)",
+                  expression="gradient_bytes_per_parameter × (trainable_dense_parameters_per_device / gradient_shards"
+                             " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2"
+                             " else 1))")
+def gradient_memory_bytes(gradient_bytes_per_parameter, trainable_dense_parameters_per_device, gradient_shards,
+                          trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage):
+    return _held(gradient_bytes_per_parameter, trainable_dense_parameters_per_device, gradient_shards,
+                 trainable_expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree))
 
 
-@formulas.formula(unit="B", meaning="master weights and optimizer moments held by one accelerator",
+@formulas.formula(unit="B", meaning="master weights and optimizer moments held by one accelerator (trainable "
+                                    "parameters only)",
                   expression="(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
-                             " × (dense_parameters_per_device / optimizer_shards"
-                             " + expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 1 else 1))")
+                             " × (trainable_dense_parameters_per_device / optimizer_shards"
+                             " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 1"
+                             " else 1))")
 def optimizer_memory_bytes(master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter,
-                           dense_parameters_per_device, optimizer_shards, expert_parameters_per_device,
-                           expert_sharding_degree, zero_stage):
+                           trainable_dense_parameters_per_device, optimizer_shards,
+                           trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage):
     return _held(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter,
-                 dense_parameters_per_device, optimizer_shards, expert_parameters_per_device,
+                 trainable_dense_parameters_per_device, optimizer_shards, trainable_expert_parameters_per_device,
                  _shards(zero_stage, 1, expert_sharding_degree))
 
 
@@ -185,18 +224,21 @@ def activation_bytes(activation_layers_in_flight, saved_tensor_factor, hidden_st
                                     "the attention scores)",
                   expression="activation_bytes_per_element / 2 × local_sequence_length × micro_batch_size × (10 × "
                              "hidden_size / (tensor_parallel if sequence_parallel else 1) + 2 × "
-                             "(attention_activation_width + mlp_activation_width) / tensor_parallel)",
+                             "(attention_activation_width + mlp_activation_width) / tensor_parallel) + "
+                             "adapter_activation_bytes_per_layer",
                   source="Korthikanti et al. 2022 §4.1 (16-bit activations): norms 4sbh, the inputs of QKV and MLP "
                          "4sbh and two dropout masks 2sbh stay whole without sequence parallelism (10sbh); Q, K, V, the "
                          "attention output and the MLP's hidden layer are split over TP (24sbh/t for a GPT layer: "
-                         "widths 4h and 2 × 4h); GQA, gated and MoE MLPs by their own widths",
+                         "widths 4h and 2 × 4h); GQA, gated and MoE MLPs by their own widths; LoRA adds its adapters' "
+                         "x·A (botec.training.adapters)",
                   detail=True, prose=True)
 def layer_linear_activation_bytes(activation_bytes_per_element, local_sequence_length, micro_batch_size, hidden_size,
                                   tensor_parallel, sequence_parallel, attention_activation_width,
-                                  mlp_activation_width):
+                                  mlp_activation_width, adapter_activation_bytes_per_layer):
     whole = 10 * hidden_size / where(sequence_parallel, tensor_parallel, 1)
     split = 2 * (attention_activation_width + mlp_activation_width) / tensor_parallel
-    return activation_bytes_per_element / 2 * local_sequence_length * micro_batch_size * (whole + split)
+    return (activation_bytes_per_element / 2 * local_sequence_length * micro_batch_size * (whole + split)
+            + adapter_activation_bytes_per_layer)
 
 
 @formulas.formula(unit="B", meaning="what one layer keeps of the attention scores (eager attention only)",
@@ -211,16 +253,21 @@ def attention_score_activation_bytes(activation_bytes_per_element, attention_hea
             * micro_batch_size / tensor_parallel)
 
 
-@formulas.formula(unit="B", meaning="activations one transformer layer keeps for one micro-batch",
-                  expression="2·s·b·h / (t if SP else 1) × (activation_bytes_per_element / 2) with full recompute; "
-                             "otherwise layer_linear_activation_bytes + attention_score_activation_bytes unless "
-                             "selective recompute",
+@formulas.formula(unit="B", meaning="activations one transformer layer keeps for one micro-batch (averaged over the "
+                                    "layers when only some recompute)",
+                  expression="with full recompute, full_recompute_share × 2·s·b·h / (t if SP else 1) × "
+                             "(activation_bytes_per_element / 2) + (1 − full_recompute_share) × "
+                             "(layer_linear_activation_bytes + attention_score_activation_bytes); otherwise "
+                             "layer_linear_activation_bytes + attention_score_activation_bytes unless selective "
+                             "recompute",
                   source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP): s·b·h·(10 + 24/t + 5as/ht); "
-                         "with SP 34/t; selective drops the scores; full keeps the layer's input 2sbh",
+                         "with SP 34/t; selective drops the scores; full keeps the layer's input 2sbh; Megatron's "
+                         "--recompute-num-layers: the layers that do not recompute keep everything",
                   prose=True)
 def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, tensor_parallel,
                                sequence_parallel, recompute, activation_bytes_per_element,
-                               layer_linear_activation_bytes, attention_score_activation_bytes):
+                               layer_linear_activation_bytes, attention_score_activation_bytes,
+                               full_recompute_share):
     """Korthikanti et al. 2022 per-layer activations (bytes), GPT layer shown:
 
     ====================  =====================================
@@ -232,13 +279,17 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
     ====================  =====================================
 
     A fused attention kernel (the default) keeps no scores: the selective row. The constants assume
-    16-bit activations; other widths scale them by b_act / 2.
+    16-bit activations; other widths scale them by b_act / 2. Under full recomputation of a share φ of the
+    layers (``recompute_layer_fraction``), φ·L layers keep the full-recompute row and the rest the
+    no-recompute row: φ × full + (1 − φ) × none, per layer on average.
     """
     sbh = local_sequence_length * micro_batch_size * hidden_size
     full = activation_bytes_per_element / 2 * 2 * sbh / where(sequence_parallel, tensor_parallel, 1)
+    everything = layer_linear_activation_bytes + attention_score_activation_bytes
     kept = layer_linear_activation_bytes + where(recompute >= Recompute.SELECTIVE, 0.0,
                                                  attention_score_activation_bytes)
-    return where(recompute >= Recompute.FULL, full, kept)
+    partial = full_recompute_share * full + (1 - full_recompute_share) * everything
+    return where(recompute >= Recompute.FULL, partial, kept)
 
 
 @formulas.formula(unit="B", meaning="the one layer full recomputation rematerializes at a time, during its backward",
@@ -272,12 +323,182 @@ def activation_bytes(activation_layers_in_flight, activation_bytes_per_layer, la
     return maximum(first_stage, last_stage) + rematerialized_layer_bytes
 
 
+# --- memory savers: offloading, paging, FSDP's gather buffers, the allocator's reserve ---------------------------
+#
+# Offloading moves state to host memory (its own account below) and costs host-link time (network.py) and CPU time
+# (compute.py). With none of the savers stated every term here is 0 and the plan is the lesson's.
+
+@formulas.formula(unit="parameters", meaning="parameters whose optimizer state one accelerator holds and updates (0 "
+                                             "for an optimizer without state)",
+                  expression="optimizer_memory_bytes / (master_weight_bytes_per_parameter"
+                             " + optimizer_state_bytes_per_parameter)",
+                  source="ZeRO-1 and up: each rank updates the shard of the optimizer state it holds", detail=True)
+def updated_parameters_per_device(optimizer_memory_bytes, master_weight_bytes_per_parameter,
+                                  optimizer_state_bytes_per_parameter):
+    state_per_parameter = master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter
+    return where(state_per_parameter > 0, optimizer_memory_bytes / maximum(state_per_parameter, 1e-30), 0.0)
+
+
+@formulas.formula(unit="B", meaning="training state offloading takes off the device (it lives in host memory)",
+                  expression="(gradient_memory_bytes + optimizer_memory_bytes if optimizer_offload_cpu else 0)"
+                             " + (weight_memory_bytes if parameter_offload else 0)",
+                  source="ZeRO-Offload (Ren et al. 2021 §4): gradients stream to the host as the backward produces "
+                         "them (the device keeps only the reduce buckets, inside the runtime buffer, and under "
+                         "ZeRO-3 one layer's gradients in the gather buffer) and the FP32 master weights and moments "
+                         "stay there; the device keeps the 16-bit weights. ZeRO-3 offload_param / FSDP "
+                         "CPUOffload(offload_params=True): the weight shards live on the host too")
+def offloaded_state_bytes(gradient_memory_bytes, optimizer_memory_bytes, optimizer_offload_cpu, weight_memory_bytes,
+                          parameter_offload):
+    return (where(optimizer_offload_cpu, gradient_memory_bytes + optimizer_memory_bytes, 0.0)
+            + where(parameter_offload, weight_memory_bytes, 0.0))
+
+
+@formulas.formula(unit="B", meaning="training state one accelerator keeps in host memory",
+                  expression="(optimizer_memory_bytes + 4 × updated_parameters_per_device if optimizer_offload_cpu"
+                             " else 0) + (weight_memory_bytes if parameter_offload else 0)",
+                  source="DeepSpeed estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs: "
+                         "16 B per parameter on the host with offload_optimizer (FP32 master 4 + moments 8 + FP32 "
+                         "gradients 4, the CPU Adam's input), 18 B with offload_param (+ the 16-bit weights)")
+def host_state_bytes(optimizer_memory_bytes, updated_parameters_per_device, optimizer_offload_cpu,
+                     weight_memory_bytes, parameter_offload):
+    gradients = HOST_GRADIENT_BYTES_PER_PARAMETER * updated_parameters_per_device
+    return (where(optimizer_offload_cpu, optimizer_memory_bytes + gradients, 0.0)
+            + where(parameter_offload, weight_memory_bytes, 0.0))
+
+
+@formulas.formula(unit="B", meaning="retained activations held in host memory at the peak: the offloaded share of "
+                                    "every layer but the one whose backward runs (copied back)",
+                  expression="activation_offload × activation_bytes × (1 − 1 / activation_layers_in_flight)",
+                  source="torchtune's activation offloading (enable_activation_offloading): each saved tensor goes "
+                         "to pinned host memory in the forward on a side CUDA stream and comes back for its layer's "
+                         "backward; the device keeps (1 − f) of every layer plus the layer in flight",
+                  zero_when="activation_offload == 0")
+def offloaded_activation_bytes(activation_offload, activation_bytes, activation_layers_in_flight):
+    return activation_offload * activation_bytes * (1 - 1 / activation_layers_in_flight)
+
+
+@formulas.formula(unit="parameters", meaning="the largest ZeRO-3/FSDP unit (one transformer block) as one "
+                                             "accelerator gathers it",
+                  expression="max(dense_block_parameters / tensor_parallel, moe_block_parameters / tensor_parallel"
+                             " + expert_parameters / (max(moe_layers, 1) × expert_parallel × expert_tensor_parallel))",
+                  source="FSDP wraps each transformer block as one unit (transformer_auto_wrap_policy); its routed "
+                         "experts are split over EP", detail=True)
+def gathered_layer_parameters(dense_block_parameters, tensor_parallel, moe_block_parameters, expert_parameters,
+                              moe_layers, expert_parallel, expert_tensor_parallel):
+    routed = expert_parameters / (maximum(moe_layers, 1) * expert_parallel * expert_tensor_parallel)
+    return maximum(dense_block_parameters / tensor_parallel, moe_block_parameters / tensor_parallel + routed)
+
+
+@formulas.formula(unit="parameters", meaning="trainable parameters of the gathered unit: the whole block, or under "
+                                             "LoRA its adapters (a layer's share of the accelerator's)",
+                  expression="trainable_parameters_per_device / pipeline_stage_layers if frozen_base else "
+                             "gathered_layer_parameters", detail=True)
+def trainable_layer_parameters(frozen_base, trainable_parameters_per_device, pipeline_stage_layers,
+                               gathered_layer_parameters):
+    return where(frozen_base, trainable_parameters_per_device / pipeline_stage_layers, gathered_layer_parameters)
+
+
+@formulas.formula(unit="B", meaning="the gathered unit's weights: the block at the weights' bytes, or under LoRA the "
+                                    "frozen block in the base's format and its adapters",
+                  expression="(gathered_layer_parameters × quantized_weight_bytes_per_parameter if frozen_base else "
+                             "0) + trainable_layer_parameters × weight_bytes_per_parameter",
+                  source="a block is its linear weights (QLoRA: in the base's format) and two norms (counted in it)",
+                  detail=True)
+def gathered_layer_weight_bytes(gathered_layer_parameters, quantized_weight_bytes_per_parameter, frozen_base,
+                                trainable_layer_parameters, weight_bytes_per_parameter):
+    frozen = where(frozen_base, gathered_layer_parameters * quantized_weight_bytes_per_parameter, 0.0)
+    return frozen + trainable_layer_parameters * weight_bytes_per_parameter
+
+
+@formulas.formula(unit="B", meaning="ZeRO-3/FSDP buffers: the unsharded layers gathered at once, and one layer's "
+                                    "unsharded gradients before their reduce-scatter",
+                  expression="(1 + fsdp_prefetch) × gathered_layer_weight_bytes"
+                             " + trainable_layer_parameters × gradient_bytes_per_parameter",
+                  source="Zhao et al. 2023, 'PyTorch FSDP' (VLDB) §3.2-3.3: the unit computing and the one prefetched "
+                         "(BACKWARD_PRE, the default) are unsharded at once, and a unit's gradients stay unsharded "
+                         "until its reduce-scatter; DeepSpeed ZeRO-3: stage3_prefetch_bucket_size, "
+                         "stage3_max_live_parameters, and its estimator's 4 B per parameter of the largest layer",
+                  zero_when="zero_stage < 3 or sharding_degree == 1")
+def fsdp_gather_buffer_bytes(fsdp_prefetch, gathered_layer_weight_bytes, trainable_layer_parameters,
+                             gradient_bytes_per_parameter):
+    return (1 + fsdp_prefetch) * gathered_layer_weight_bytes + trainable_layer_parameters * gradient_bytes_per_parameter
+
+
+@formulas.formula(unit="B", meaning="what the device's tensors occupy at the peak: state, activations and buffers, "
+                                    "less what lives in host memory (torch.cuda.max_memory_allocated)",
+                  expression="state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes"
+                             " − offloaded_state_bytes − offloaded_activation_bytes",
+                  source="lesson 000: 16 + 2.15 + 2 = 20.2 GB")
+def allocated_device_bytes(state_bytes, activation_bytes, runtime_buffer_bytes, fsdp_gather_buffer_bytes,
+                           offloaded_state_bytes, offloaded_activation_bytes):
+    return (state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes
+            - offloaded_state_bytes - offloaded_activation_bytes)
+
+
+@formulas.formula(unit="B", meaning="memory the caching allocator reserves beyond the allocated peak (fragmentation)",
+                  expression="allocator_reserve × allocated_device_bytes",
+                  source="PyTorch's caching allocator: torch.cuda.max_memory_reserved − max_memory_allocated",
+                  zero_when="allocator_reserve == 0")
+def allocator_reserve_bytes(allocator_reserve, allocated_device_bytes):
+    return allocator_reserve * allocated_device_bytes
+
+
+@formulas.formula(unit="B", meaning="optimizer state a paged optimizer may evict to host memory",
+                  expression="optimizer_memory_bytes", zero_when="optimizer_offload_paged == 0", detail=True)
+def pageable_optimizer_bytes(optimizer_memory_bytes):
+    return optimizer_memory_bytes
+
+
+@formulas.formula(unit="B", meaning="optimizer state paged out to host memory at the peak: what the plan cannot "
+                                    "hold on the device, at most the optimizer state",
+                  expression="min(pageable_optimizer_bytes, 2,097,152 × ⌈max(0, allocated_device_bytes"
+                             " + allocator_reserve_bytes − device_memory_bytes / (1 + headroom)) / 2,097,152⌉)",
+                  source="Dettmers et al. 2023, 'QLoRA' §3 (Paged Optimizers): the optimizer state is in NVIDIA "
+                         "unified memory, evicted to CPU RAM when the GPU runs short and paged back for the update; "
+                         "'fits' then means fits once up to all of it is paged out, the headroom kept. Whole 2 MiB "
+                         "pages (the GPU's large page), which also keeps a plan that pages within the device",
+                  zero_when="optimizer_offload_paged == 0")
+def paged_optimizer_spill_bytes(pageable_optimizer_bytes, allocated_device_bytes, allocator_reserve_bytes,
+                                device_memory_bytes, headroom):
+    short = allocated_device_bytes + allocator_reserve_bytes - device_memory_bytes / (1 + headroom)
+    return minimum(pageable_optimizer_bytes, UNIFIED_MEMORY_PAGE_BYTES * ceil(maximum(short, 0.0)
+                                                                               / UNIFIED_MEMORY_PAGE_BYTES))
+
+
 @formulas.formula(unit="B", meaning="planned memory per accelerator, headroom included",
-                  expression="(state_bytes + activation_bytes + runtime_buffer_bytes) × (1 + headroom)",
+                  expression="(allocated_device_bytes + allocator_reserve_bytes − paged_optimizer_spill_bytes)"
+                             " × (1 + headroom)",
                   source="lesson 000: (16 + 2.15 + 2) × 1.25 ≈ 25.2 GB")
-def planned_device_bytes(state_bytes, activation_bytes, runtime_buffer_bytes, headroom):
-    """M_planned = (M_state + M_act + M_buffers) × (1 + headroom)."""
-    return (state_bytes + activation_bytes + runtime_buffer_bytes) * (1 + headroom)
+def planned_device_bytes(allocated_device_bytes, allocator_reserve_bytes, paged_optimizer_spill_bytes, headroom):
+    """M_planned = (M_state + M_act + M_buffers − offloaded + allocator reserve − paged out) × (1 + headroom)."""
+    return (allocated_device_bytes + allocator_reserve_bytes - paged_optimizer_spill_bytes) * (1 + headroom)
+
+
+@formulas.formula(unit="accelerators", meaning="accelerators of the job on one node: they share its host memory",
+                  expression="min(accelerators, accelerators_per_node)", detail=True)
+def accelerators_sharing_host(accelerators, accelerators_per_node):
+    return minimum(accelerators, accelerators_per_node)
+
+
+@formulas.formula(unit="B", meaning="host memory one accelerator's offloading takes at the peak",
+                  expression="host_state_bytes + offloaded_activation_bytes + paged_optimizer_spill_bytes")
+def host_bytes_per_accelerator(host_state_bytes, offloaded_activation_bytes, paged_optimizer_spill_bytes):
+    return host_state_bytes + offloaded_activation_bytes + paged_optimizer_spill_bytes
+
+
+@formulas.formula(unit="B", meaning="host memory one node needs: its accelerators' offloading and any staged "
+                                    "asynchronous checkpoint",
+                  expression="host_bytes_per_accelerator × accelerators_sharing_host"
+                             " + checkpoint_host_memory_bytes_per_node",
+                  source="the node's accelerators share its host memory (DeepSpeed's estimators: per CPU node)")
+def host_bytes_per_node(host_bytes_per_accelerator, accelerators_sharing_host, checkpoint_host_memory_bytes_per_node):
+    return host_bytes_per_accelerator * accelerators_sharing_host + checkpoint_host_memory_bytes_per_node
+
+
+@formulas.formula(unit="B", meaning="host memory of a node left after offloading (negative: it does not fit)",
+                  expression="host_memory_bytes − host_bytes_per_node")
+def host_memory_spare_bytes(host_memory_bytes, host_bytes_per_node):
+    return host_memory_bytes - host_bytes_per_node
 
 
 @formulas.formula(unit="B", meaning="the headroom part of the planned memory", detail=True,
@@ -298,17 +519,21 @@ def memory_utilization(planned_device_bytes, device_memory_bytes):
     return planned_device_bytes / device_memory_bytes
 
 
-@formulas.formula(unit="B", meaning="retained activations per sequence of the micro-batch",
-                  expression="activation_bytes / micro_batch_size", detail=True)
-def activation_bytes_per_sequence(activation_bytes, micro_batch_size):
-    return activation_bytes / micro_batch_size
+@formulas.formula(unit="B", meaning="retained activations per sequence of the micro-batch, on the device",
+                  expression="(activation_bytes − offloaded_activation_bytes) / micro_batch_size", detail=True)
+def activation_bytes_per_sequence(activation_bytes, offloaded_activation_bytes, micro_batch_size):
+    return (activation_bytes - offloaded_activation_bytes) / micro_batch_size
 
 
 @formulas.formula(unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
-                  expression="⌊(device_memory_bytes / (1 + headroom) − state_bytes − runtime_buffer_bytes)"
-                             " / activation_bytes_per_sequence⌋")
-def max_micro_batch_size(device_memory_bytes, headroom, state_bytes, runtime_buffer_bytes,
+                  expression="⌊((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes)"
+                             " / (1 + allocator_reserve) − state_bytes − runtime_buffer_bytes − fsdp_gather_buffer_bytes"
+                             " + offloaded_state_bytes) / activation_bytes_per_sequence⌋")
+def max_micro_batch_size(device_memory_bytes, headroom, pageable_optimizer_bytes, allocator_reserve, state_bytes,
+                         runtime_buffer_bytes, fsdp_gather_buffer_bytes, offloaded_state_bytes,
                          activation_bytes_per_sequence):
-    """The planned-memory equation solved for B_local, rounded down (0 when even the state does not fit)."""
-    room = device_memory_bytes / (1 + headroom) - state_bytes - runtime_buffer_bytes
+    """The planned-memory equation solved for B_local, rounded down (0 when even the state does not fit): the
+    activations on the device grow with the micro-batch; a paged optimizer may give up all its state to make room."""
+    room = ((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes) / (1 + allocator_reserve)
+            - state_bytes - runtime_buffer_bytes - fsdp_gather_buffer_bytes + offloaded_state_bytes)
     return maximum(floor(room / activation_bytes_per_sequence), 0)

@@ -36,7 +36,6 @@ weights, the forwards) it overlaps.
 from botec.formulas.collectives import all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent
 from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
 from botec.graph import Formulas, minimum, where
-from botec.layout import Recompute
 
 formulas = Formulas(account="network")
 
@@ -57,18 +56,18 @@ formulas.input("post_step_parameter_gathers", unit="1", detail=True,
 
 # --- data parallel: the gradients ---------------------------------------------------------------
 
-@formulas.formula(unit="B", meaning="one full gradient message of the parameters one accelerator holds",
-                  expression="parameters_per_device × gradient_bytes_per_parameter",
-                  source="lesson 000: 10⁹ × 2 B = 2 GB")
-def gradient_bytes(parameters_per_device, gradient_bytes_per_parameter):
-    """M = parameters held × bytes per gradient element."""
-    return parameters_per_device * gradient_bytes_per_parameter
+@formulas.formula(unit="B", meaning="one full gradient message of the trainable parameters one accelerator holds",
+                  expression="trainable_parameters_per_device × gradient_bytes_per_parameter",
+                  source="lesson 000: 10⁹ × 2 B = 2 GB; under LoRA only the adapters have gradients")
+def gradient_bytes(trainable_parameters_per_device, gradient_bytes_per_parameter):
+    """M = trainable parameters held × bytes per gradient element."""
+    return trainable_parameters_per_device * gradient_bytes_per_parameter
 
 
 @formulas.formula(unit="B", meaning="the expert part of that gradient message",
-                  expression="expert_parameters_per_device × gradient_bytes_per_parameter", detail=True)
-def expert_gradient_bytes(expert_parameters_per_device, gradient_bytes_per_parameter):
-    return expert_parameters_per_device * gradient_bytes_per_parameter
+                  expression="trainable_expert_parameters_per_device × gradient_bytes_per_parameter", detail=True)
+def expert_gradient_bytes(trainable_expert_parameters_per_device, gradient_bytes_per_parameter):
+    return trainable_expert_parameters_per_device * gradient_bytes_per_parameter
 
 
 @formulas.formula(unit="B", meaning="the non-expert part of that gradient message",
@@ -204,9 +203,15 @@ def parameter_gathers_per_step(parameter_gathers_per_microbatch, gradient_accumu
 
 
 @formulas.formula(unit="B", meaning="the weights one accelerator works with, gathered from their shards",
-                  expression="parameters_per_device × weight_bytes_per_parameter", detail=True)
-def parameter_gather_message_bytes(parameters_per_device, weight_bytes_per_parameter):
-    return parameters_per_device * weight_bytes_per_parameter
+                  expression="trainable_parameters_per_device × weight_bytes_per_parameter + (frozen_dense_weight_bytes"
+                             " + frozen_expert_weight_bytes if parameter_gathers_per_microbatch > 0 else 0)",
+                  source="a frozen LoRA base is gathered at its stored bytes (4-bit: packed) before each use under "
+                         "ZeRO-3 / FSDP, and never after the optimizer step (it does not change)", detail=True)
+def parameter_gather_message_bytes(trainable_parameters_per_device, weight_bytes_per_parameter,
+                                   frozen_dense_weight_bytes, frozen_expert_weight_bytes,
+                                   parameter_gathers_per_microbatch):
+    frozen = where(parameter_gathers_per_microbatch > 0, frozen_dense_weight_bytes + frozen_expert_weight_bytes, 0.0)
+    return trainable_parameters_per_device * weight_bytes_per_parameter + frozen
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step to all-gather sharded weights",
@@ -231,13 +236,14 @@ def parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_
 
 @formulas.formula(unit="1", meaning="tensor-parallel all-reduces (or their equivalent in bytes) per layer per "
                                     "micro-batch",
-                  expression="2 × (3 if recompute ≥ 2 else 2) + (1 if sequence_parallel else 0)",
+                  expression="2 × (2 + full_recompute_share) + (1 if sequence_parallel else 0)",
                   source="Shoeybi et al. 2019: 2 in the forward, 2 in the backward; full recomputation repeats the "
-                         "forward's 2; with sequence parallelism Megatron all-gathers the saved input again in the "
-                         "backward (2 all-gathers: one all-reduce's bytes; Megatron-LM tensor_parallel/layers.py)",
+                         "forward's 2 (on the share of the layers that recompute); with sequence parallelism Megatron "
+                         "all-gathers the saved input again in the backward (2 all-gathers: one all-reduce's bytes; "
+                         "Megatron-LM tensor_parallel/layers.py)",
                   detail=True)
-def tp_collectives_per_layer(recompute, sequence_parallel):
-    passes = where(recompute >= Recompute.FULL, 3, 2)  # forward, backward (and the forward again)
+def tp_collectives_per_layer(full_recompute_share, sequence_parallel):
+    passes = 2 + full_recompute_share  # forward, backward (and the forward again where layers recompute)
     regather = where(sequence_parallel, 1, 0)
     return TP_ALL_REDUCES_PER_LAYER_FORWARD * passes + regather
 
@@ -358,6 +364,99 @@ def ep_communication_seconds(ep_collectives_per_step, expert_parallel, ep_link_l
                              ep_bytes_sent_per_step, ep_link_bytes_per_s):
     return (ep_collectives_per_step * (expert_parallel - 1) * ep_link_latency_seconds
             + ep_bytes_sent_per_step / ep_link_bytes_per_s)
+
+
+# --- the host link (PCIe): what offloading copies between device and host memory ------------------------
+#
+# Each accelerator has its own host link, host_link_bytes_per_s per direction. What of these copies compute hides
+# is :func:`botec.training.compute.exposed_offload_seconds`.
+
+@formulas.formula(unit="B", meaning="gradients each accelerator copies to host memory per step (optimizer offloaded)",
+                  expression="gradient_reduce_rounds × gradient_bytes_per_parameter × updated_parameters_per_device",
+                  source="ZeRO-Offload (Ren et al. 2021 §4): the reduced 16-bit gradients of the shard the rank "
+                         "updates go down to the CPU as the backward produces them, at every reduction",
+                  zero_when="optimizer_offload_cpu == 0", detail=True)
+def host_gradient_bytes_per_step(gradient_reduce_rounds, gradient_bytes_per_parameter, updated_parameters_per_device):
+    return gradient_reduce_rounds * gradient_bytes_per_parameter * updated_parameters_per_device
+
+
+@formulas.formula(unit="B", meaning="weights each accelerator copies up from host memory per step: the updated 16-bit "
+                                    "weights (optimizer offloaded), or the weight shard before every gather (parameters "
+                                    "offloaded)",
+                  expression="parameter_gathers_per_microbatch × gradient_accumulation_steps × weight_memory_bytes if "
+                             "parameter_offload else weight_bytes_per_parameter × updated_parameters_per_device",
+                  source="ZeRO-Offload §4: the CPU's updated FP16 parameters are copied back to the GPU; ZeRO-3 "
+                         "offload_param / FSDP CPUOffload: each all-gather first moves the host-resident shard up",
+                  zero_when="optimizer_offload_cpu == 0", detail=True)
+def host_weight_bytes_per_step(parameter_gathers_per_microbatch, gradient_accumulation_steps, weight_memory_bytes,
+                               parameter_offload, weight_bytes_per_parameter, updated_parameters_per_device):
+    gathered = parameter_gathers_per_microbatch * gradient_accumulation_steps * weight_memory_bytes
+    return where(parameter_offload, gathered, weight_bytes_per_parameter * updated_parameters_per_device)
+
+
+@formulas.formula(unit="B", meaning="activations each accelerator copies to host memory and back per step",
+                  expression="2 × activation_offload × gradient_accumulation_steps × activation_bytes"
+                             " × pipeline_stage_layers / activation_layers_in_flight",
+                  source="torchtune's activation offloading: down in the forward, up for the backward, 2·f·A per "
+                         "micro-batch (A: one micro-batch's retained activations on the stage)",
+                  zero_when="activation_offload == 0", detail=True)
+def host_activation_bytes_per_step(activation_offload, gradient_accumulation_steps, activation_bytes,
+                                   pipeline_stage_layers, activation_layers_in_flight):
+    return (2 * activation_offload * gradient_accumulation_steps * activation_bytes * pipeline_stage_layers
+            / activation_layers_in_flight)
+
+
+@formulas.formula(unit="B", meaning="optimizer pages a paged optimizer moves per step: out at the activation peak, "
+                                    "back for the update",
+                  expression="2 × paged_optimizer_spill_bytes",
+                  source="QLoRA §3 (Paged Optimizers): pages are evicted to CPU RAM and paged back when the "
+                         "optimizer update needs them", zero_when="optimizer_offload_paged == 0", detail=True)
+def paged_optimizer_bytes_per_step(paged_optimizer_spill_bytes):
+    return 2 * paged_optimizer_spill_bytes
+
+
+@formulas.formula(unit="B", meaning="bytes crossing each accelerator's host link per step, both directions",
+                  expression="host_gradient_bytes_per_step + host_weight_bytes_per_step"
+                             " + host_activation_bytes_per_step + paged_optimizer_bytes_per_step")
+def host_link_bytes_per_step(host_gradient_bytes_per_step, host_weight_bytes_per_step, host_activation_bytes_per_step,
+                             paged_optimizer_bytes_per_step):
+    return (host_gradient_bytes_per_step + host_weight_bytes_per_step + host_activation_bytes_per_step
+            + paged_optimizer_bytes_per_step)
+
+
+@formulas.formula(unit="s", meaning="time per step of the gradients' copy to the host",
+                  expression="host_gradient_bytes_per_step / host_link_bytes_per_s",
+                  zero_when="optimizer_offload_cpu == 0", detail=True)
+def host_gradient_seconds(host_gradient_bytes_per_step, host_link_bytes_per_s):
+    return host_gradient_bytes_per_step / host_link_bytes_per_s
+
+
+@formulas.formula(unit="s", meaning="time per step of the weights' copy from the host",
+                  expression="host_weight_bytes_per_step / host_link_bytes_per_s",
+                  zero_when="optimizer_offload_cpu == 0", detail=True)
+def host_weight_seconds(host_weight_bytes_per_step, host_link_bytes_per_s):
+    return host_weight_bytes_per_step / host_link_bytes_per_s
+
+
+@formulas.formula(unit="s", meaning="time per step of the activations' copies (one direction at a time)",
+                  expression="host_activation_bytes_per_step / host_link_bytes_per_s",
+                  zero_when="activation_offload == 0", detail=True)
+def host_activation_seconds(host_activation_bytes_per_step, host_link_bytes_per_s):
+    return host_activation_bytes_per_step / host_link_bytes_per_s
+
+
+@formulas.formula(unit="s", meaning="time per step of a paged optimizer's page migrations",
+                  expression="paged_optimizer_bytes_per_step / host_link_bytes_per_s",
+                  zero_when="optimizer_offload_paged == 0", detail=True)
+def paged_optimizer_seconds(paged_optimizer_bytes_per_step, host_link_bytes_per_s):
+    return paged_optimizer_bytes_per_step / host_link_bytes_per_s
+
+
+@formulas.formula(unit="s", meaning="time per step of all host-link copies, before overlap",
+                  expression="host_gradient_seconds + host_weight_seconds + host_activation_seconds"
+                             " + paged_optimizer_seconds")
+def host_link_seconds(host_gradient_seconds, host_weight_seconds, host_activation_seconds, paged_optimizer_seconds):
+    return host_gradient_seconds + host_weight_seconds + host_activation_seconds + paged_optimizer_seconds
 
 
 # --- totals ---------------------------------------------------------------------------------------

@@ -222,49 +222,60 @@ def elementwise_seconds(microbatch_tokens, hidden_size, sequence_parallel, tenso
 
 @formulas.formula(unit="s", meaning="forward time of one layer on one rank for one micro-batch (all op classes)",
                   expression="attention_projection_seconds + attention_core_seconds + elementwise_seconds"
-                             " + (dense_mlp_seconds × (layers − moe_layers) + expert_mlp_seconds × moe_layers) / layers")
+                             " + (dense_mlp_seconds × (layers − moe_layers) + expert_mlp_seconds × moe_layers) / layers"
+                             " + adapter_forward_seconds + dequantization_seconds",
+                  source="LoRA adds its adapters' GEMMs and, for a 4- or 8-bit base, the dequantization "
+                         "(botec.training.adapters)")
 def layer_forward_seconds(attention_projection_seconds, attention_core_seconds, elementwise_seconds,
-                          dense_mlp_seconds, expert_mlp_seconds, layers, moe_layers):
+                          dense_mlp_seconds, expert_mlp_seconds, layers, moe_layers, adapter_forward_seconds,
+                          dequantization_seconds):
     return (attention_projection_seconds + attention_core_seconds + elementwise_seconds
-            + (dense_mlp_seconds * (layers - moe_layers) + expert_mlp_seconds * moe_layers) / layers)
+            + (dense_mlp_seconds * (layers - moe_layers) + expert_mlp_seconds * moe_layers) / layers
+            + adapter_forward_seconds + dequantization_seconds)
 
 
 @formulas.formula(unit="s", meaning="backward time of one layer on one rank for one micro-batch",
-                  expression="2 × (attention_projection_seconds + (dense_mlp_seconds × (layers − moe_layers)"
-                             " + expert_mlp_seconds × moe_layers) / layers) + attention_core_backward_seconds"
-                             " + 2 × elementwise_seconds",
-                  source="input and weight gradients: two GEMMs per forward GEMM")
+                  expression="(2 − frozen_base) × (attention_projection_seconds + (dense_mlp_seconds × (layers − "
+                             "moe_layers) + expert_mlp_seconds × moe_layers) / layers) + attention_core_backward_seconds"
+                             " + 2 × elementwise_seconds + adapter_backward_seconds + dequantization_seconds",
+                  source="input and weight gradients: two GEMMs per forward GEMM; a frozen (LoRA) matrix needs only "
+                         "its input gradient: one GEMM, after dequantizing it again")
 def layer_backward_seconds(attention_projection_seconds, dense_mlp_seconds, expert_mlp_seconds, layers, moe_layers,
-                           attention_core_backward_seconds, elementwise_seconds):
-    return (2 * (attention_projection_seconds + (dense_mlp_seconds * (layers - moe_layers)
-                                                 + expert_mlp_seconds * moe_layers) / layers)
-            + attention_core_backward_seconds + 2 * elementwise_seconds)
+                           attention_core_backward_seconds, elementwise_seconds, frozen_base, adapter_backward_seconds,
+                           dequantization_seconds):
+    gemms = attention_projection_seconds + (dense_mlp_seconds * (layers - moe_layers)
+                                            + expert_mlp_seconds * moe_layers) / layers
+    return ((2 - frozen_base) * gemms + attention_core_backward_seconds + 2 * elementwise_seconds
+            + adapter_backward_seconds + dequantization_seconds)
 
 
 @formulas.formula(unit="s", meaning="forward work one layer repeats for recomputation, per micro-batch",
-                  expression="layer_forward_seconds if recompute = full; attention_core_seconds if selective; else 0",
+                  expression="full_recompute_share × layer_forward_seconds if recompute = full (per layer, averaged "
+                             "over the layers); attention_core_seconds if selective; else 0",
                   source="Korthikanti et al. 2022: full recompute repeats the layer's forward, selective the "
-                         "attention core", prose=True, detail=True)
-def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds):
-    return where(recompute >= Recompute.FULL, layer_forward_seconds,
+                         "attention core; Megatron --recompute-num-layers: only that share of the layers",
+                  prose=True, detail=True)
+def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds, full_recompute_share):
+    return where(recompute >= Recompute.FULL, full_recompute_share * layer_forward_seconds,
                  where(recompute >= Recompute.SELECTIVE, attention_core_seconds, 0.0))
 
 
 @formulas.formula(unit="s", meaning="one micro-batch through the output layer on the last stage: LM head forward "
                                     "and backward, cross entropy, and any multi-token-prediction modules",
-                  expression="(1 + mtp_layers) × (3 × gemm(T, h, V / t) + 12 × T × V / t / (e_mem × BW) + t0)"
-                             " + mtp_layers × (layer_forward_seconds + layer_backward_seconds)",
+                  expression="(1 + mtp_layers) × ((3 − frozen_base) × gemm(T, h, V / t) + 12 × T × V / t / (e_mem × "
+                             "BW) + t0) + mtp_layers × (layer_forward_seconds + layer_backward_seconds)",
                   source="vocabulary-parallel LM head and cross entropy (Megatron); DeepSeek-V3's MTP module is a "
-                         "full layer plus the shared head", prose=True, detail=True)
+                         "full layer plus the shared head; a frozen (LoRA) head needs no weight gradient",
+                  prose=True, detail=True)
 def output_layer_seconds(microbatch_tokens, hidden_size, vocab_size, tensor_parallel, mtp_layers,
                          layer_forward_seconds, layer_backward_seconds, activation_bytes_per_element,
                          peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
-                         memory_bandwidth_efficiency, kernel_overhead_seconds):
+                         memory_bandwidth_efficiency, kernel_overhead_seconds, frozen_base):
     machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
                        kernel_overhead_seconds)
     logits = microbatch_tokens * vocab_size / tensor_parallel
-    head = (3 * gemm_seconds(microbatch_tokens, hidden_size, vocab_size / tensor_parallel,
-                             activation_bytes_per_element, *machine)
+    head = ((3 - frozen_base) * gemm_seconds(microbatch_tokens, hidden_size, vocab_size / tensor_parallel,
+                                             activation_bytes_per_element, *machine)
             + CROSS_ENTROPY_BYTES_PER_LOGIT * logits / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
             + kernel_overhead_seconds)
     return (1 + mtp_layers) * head + mtp_layers * (layer_forward_seconds + layer_backward_seconds)
@@ -279,11 +290,13 @@ def layer_seconds(layer_forward_seconds, layer_backward_seconds, layer_recompute
 @formulas.formula(unit="B", meaning="bytes the optimizer step reads and writes on one accelerator",
                   expression="2 × optimizer_memory_bytes + 2 × gradient_bytes_per_parameter × optimizer_memory_bytes"
                              " / (master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
-                             " + weight_memory_bytes", detail=True)
+                             " + weight_memory_bytes − frozen_weight_memory_bytes", detail=True)
 def optimizer_step_bytes(optimizer_memory_bytes, gradient_bytes_per_parameter, master_weight_bytes_per_parameter,
-                         optimizer_state_bytes_per_parameter, weight_memory_bytes):
+                         optimizer_state_bytes_per_parameter, weight_memory_bytes, frozen_weight_memory_bytes):
     """Adam reads and writes its master weights and moments (2 × their bytes), reads the gradient of each
-    parameter it updates twice (norm, update), and writes the working weights."""
+    parameter it updates twice (norm, update), and writes the working weights (the trainable ones: a frozen
+    LoRA base is not updated)."""
     state_per_parameter = master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter
     updated = where(state_per_parameter > 0, optimizer_memory_bytes / maximum(state_per_parameter, 1e-30), 0.0)
-    return 2 * optimizer_memory_bytes + 2 * gradient_bytes_per_parameter * updated + weight_memory_bytes
+    return (2 * optimizer_memory_bytes + 2 * gradient_bytes_per_parameter * updated + weight_memory_bytes
+            - frozen_weight_memory_bytes)

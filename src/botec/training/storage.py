@@ -10,7 +10,7 @@ formulas = Formulas(account="storage")
 formulas.input("storage_write_bytes_per_s", unit="B/s",
                meaning="aggregate write bandwidth genuinely available for checkpoints")
 formulas.input("checkpoint_interval_seconds", unit="s",
-               meaning="wall time between checkpoint saves")
+               meaning="training time between checkpoint saves")
 formulas.input("retained_checkpoints", unit="checkpoints",
                meaning="checkpoints kept at once (one logical checkpoint per save)")
 formulas.input("dataset_copies", unit="copies",
@@ -45,10 +45,11 @@ def checkpoint_bytes_per_parameter(weight_bytes_per_parameter, master_weight_byt
 
 
 @formulas.formula(unit="B", meaning="one logical checkpoint",
-                  expression="parameters × checkpoint_bytes_per_parameter",
-                  source="lesson 000: 10⁹ × 14 B = 14 GB")
-def checkpoint_bytes(parameters, checkpoint_bytes_per_parameter):
-    return parameters * checkpoint_bytes_per_parameter
+                  expression="trainable_parameters × checkpoint_bytes_per_parameter",
+                  source="lesson 000: 10⁹ × 14 B = 14 GB; a LoRA checkpoint holds the adapters and their optimizer "
+                         "state, not the frozen base (already on disk)")
+def checkpoint_bytes(trainable_parameters, checkpoint_bytes_per_parameter):
+    return trainable_parameters * checkpoint_bytes_per_parameter
 
 
 @formulas.formula(unit="B", meaning="checkpoints retained at once",
@@ -80,11 +81,12 @@ def checkpoint_write_seconds(checkpoint_bytes, storage_write_bytes_per_s):
     return checkpoint_bytes / storage_write_bytes_per_s
 
 
-@formulas.formula(unit="fraction", meaning="share of wall time spent writing if saves block training",
-                  expression="checkpoint_write_seconds / checkpoint_interval_seconds",
-                  source="lesson 000: 14 s per hour ≈ 0.4 %")
-def checkpoint_pause_share(checkpoint_write_seconds, checkpoint_interval_seconds):
-    return checkpoint_write_seconds / checkpoint_interval_seconds
+@formulas.formula(unit="fraction", meaning="checkpoint pause per interval: the share of training time saves stop",
+                  expression="checkpoint_pause_seconds_each / checkpoint_interval_seconds",
+                  source="lesson 000: 14 s per hour ≈ 0.4 % (synchronous saves)")
+def checkpoint_pause_share(checkpoint_pause_seconds_each, checkpoint_interval_seconds):
+    """δ/τ; the pause is the write (sync) or the copy to host memory (async): :mod:`botec.training.goodput`."""
+    return checkpoint_pause_seconds_each / checkpoint_interval_seconds
 
 
 @formulas.formula(unit="checkpoints", meaning="checkpoints saved during the run",
@@ -93,7 +95,7 @@ def checkpoints_per_run(run_seconds, checkpoint_interval_seconds):
     return floor(run_seconds / checkpoint_interval_seconds)
 
 
-@formulas.formula(unit="s", meaning="training time lost to blocking checkpoint writes over the run",
-                  expression="checkpoints_per_run × checkpoint_write_seconds")
-def checkpoint_pause_seconds(checkpoints_per_run, checkpoint_write_seconds):
-    return checkpoints_per_run * checkpoint_write_seconds
+@formulas.formula(unit="s", meaning="training time lost to checkpoint pauses over the run",
+                  expression="checkpoints_per_run × checkpoint_pause_seconds_each")
+def checkpoint_pause_seconds(checkpoints_per_run, checkpoint_pause_seconds_each):
+    return checkpoints_per_run * checkpoint_pause_seconds_each

@@ -1,0 +1,122 @@
+"""Fine-tuning recipes side by side: which one fits the contract's accelerators, and at what time and cost.
+
+A recipe is a set of strategy fields applied to the contract (the model, tokens, sequence, batch and
+accelerators stay as stated):
+
+=================  ===========================================================================
+full               every parameter trained, the state as the optimizer keeps it (no adapters,
+                   no offloading); ZeRO/FSDP as stated
+full-offload       every parameter trained, the master weights and optimizer moments in host
+                   memory (ZeRO-Offload; with more than one accelerator ZeRO-3 / FSDP
+                   full_shard with the parameters offloaded too)
+lora               LoRA adapters on a 16-bit frozen base (the contract's rank and targets, else
+                   rank 16 on every linear layer)
+qlora              the same adapters on an NF4 base with double quantization, the optimizer
+                   state paged when the contract states the host memory it may page to (the
+                   QLoRA recipe: Dettmers et al. 2023)
+=================  ===========================================================================
+
+Each recipe is tried with no recomputation, then selective, then full, and keeps the first that fits
+(recomputation costs time); the recipes that fit are ranked by cost (then run time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from botec.errors import ContractError, UserError
+
+__all__ = ["RECIPES", "RecipeResult", "compare_recipes"]
+
+RECIPES = ("full", "full-offload", "lora", "qlora")
+RECOMPUTE_ORDER = ("none", "selective", "full")
+DEFAULT_ADAPTERS = {"rank": 16, "target_modules": "all-linear"}
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    """One recipe on the contract: the estimate at the lightest recomputation that fits, or why none does."""
+
+    recipe: str
+    recompute: str | None
+    estimate: object | None  # botec.estimate.Estimate
+    why_not: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate is not None and self.estimate.fits
+
+    def value(self, name: str) -> float | None:
+        if self.estimate is None or name not in self.estimate.quantities:
+            return None
+        return float(self.estimate.quantities[name].value)
+
+
+def _strategy_changes(recipe: str, data: dict, accelerators: int, host_memory: bool) -> dict:
+    """The strategy of ``recipe`` on the contract's raw strategy mapping (a copy)."""
+    strategy = {key: value for key, value in data.get("strategy", {}).items() if key not in ("lora", "offload")}
+    stated_lora = data.get("strategy", {}).get("lora") or {}
+    adapters = {key: stated_lora[key] for key in ("rank", "target_modules", "alpha") if key in stated_lora} \
+        or dict(DEFAULT_ADAPTERS)
+    adapters.setdefault("rank", DEFAULT_ADAPTERS["rank"])
+    if recipe == "full-offload":
+        strategy["offload"] = {"optimizer": "cpu"}
+        if accelerators > 1:
+            for key in ("zero_stage", "fsdp", "fsdp_prefetch"):
+                strategy.pop(key, None)
+            strategy["zero_stage"] = 3
+            strategy["offload"]["parameters"] = True
+    elif recipe == "lora":
+        strategy["lora"] = adapters | {"base_weights": "bf16"}
+    elif recipe == "qlora":
+        strategy["lora"] = adapters | {"base_weights": "nf4", "double_quantization": True}
+        if host_memory:
+            strategy["offload"] = {"optimizer": "paged"}
+    return strategy
+
+
+def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeResult]:
+    """Every recipe of ``recipes`` on the contract of ``inputs``: the ones that fit first, cheapest (then
+    fastest) first; the others after, with why not."""
+    from botec.contract import parse_contract
+    from botec.estimate import estimate
+
+    if inputs.kind != "training":
+        raise ContractError("recipes compare ways of training; this is a serving contract", field="workload.kind")
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        from botec.catalog import did_you_mean
+
+        raise UserError(f"--recipes: unknown recipe {unknown[0]!r}{did_you_mean(unknown[0], RECIPES)} "
+                        f"(recipes: {', '.join(RECIPES)})")
+    data = inputs.contract.model_dump(mode="json", exclude_unset=True)
+    accelerators = int(inputs.contract.supply.count.value)
+    results = []
+    for recipe in recipes:
+        strategy = _strategy_changes(recipe, data, accelerators, inputs.contract.supply.host_memory is not None)
+        last_error, tried = "", None
+        for recompute in RECOMPUTE_ORDER:
+            changed = dict(data) | {"strategy": strategy | {"recompute": recompute}}
+            changed["strategy"].pop("recompute_layer_fraction", None)
+            try:
+                result = estimate(parse_contract(changed), inputs.base_dir, compare=False)
+            except ContractError as error:
+                last_error = f"{error.field}: {error.detail}" if error.field else error.detail
+                continue
+            tried = (recompute, result)
+            if result.fits:
+                break
+        if tried is None:
+            results.append(RecipeResult(recipe, None, None, last_error))
+        elif not tried[1].fits:
+            needed = tried[1].quantities["planned_device_bytes"]
+            results.append(RecipeResult(recipe, tried[0], tried[1],
+                                        f"does not fit even with full recomputation ({needed.formatted()} planned)"))
+        else:
+            results.append(RecipeResult(recipe, tried[0], tried[1]))
+
+    def rank(result: RecipeResult):
+        cost = result.value("training_cost_usd")
+        return (not result.fits, cost if cost is not None else float("inf"), result.value("run_seconds") or 0.0)
+
+    return sorted(results, key=rank)
