@@ -13,8 +13,8 @@ from conftest import LESSON
 def test_estimate_text_report_has_assumptions_accounts_findings(cli):
     code, out, err = cli("estimate")
     assert code == 0, err
-    order = [out.index(title) for title in ("Inputs and assumptions", "Compute", "Accelerator memory", "Network",
-                                            "Storage", "Findings")]
+    order = [out.index(title) for title in ("Findings", "Inputs and assumptions", "Compute", "Accelerator memory",
+                                            "Network", "Storage")]  # findings first (issue 14)
     assert order == sorted(order)
     assert "0.2 – 0.45" in out          # the range of single_accelerator_mfu
     assert "25.2 GB" in out and "61,036 steps" in out

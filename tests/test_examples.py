@@ -113,7 +113,7 @@ def test_every_command_runs_on_every_example(cli, tmp_path, name):
             code, out, err = cli("solve", str(path), "--find", "assumptions.memory_bandwidth_efficiency", "--given",
                                  f"{key}={value * 1.1}")
             assert code == 0, err
-        code, out, err = cli("sensitivity", str(path), "--output", key)
+        code, out, err = cli("sensitivity", str(path), "--quantity", key)
         assert code == 0 or "no assumption of this contract states a range" in err, err
     finally:
         os.chdir(cwd)

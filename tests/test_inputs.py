@@ -56,12 +56,12 @@ def test_a_sweep_to_more_accelerators_than_any_link_serves_leaves_them_out(cli, 
         'collective"}\n', "")
     path = write(tmp_path, text)
     code, out, err = cli("sweep", str(path), "--set", "supply.count=1,8", "--set",
-                         "assumptions.single_accelerator_mfu=0.3", "--output", "step_seconds", "-f", "json")
+                         "assumptions.single_accelerator_mfu=0.3", "--quantity", "step_seconds", "-f", "json")
     assert code == 0, err
     # the efficiency model's step needs no link: both rows are estimates
     rows = json.loads(out)["rows"]
     assert [row[0] for row in rows] == [1.0, 8.0] and all(row[-1] is not None for row in rows)
-    code, out, err = cli("sweep", str(path), "--set", "supply.count=1,8", "--output", "collective_floor_seconds",
+    code, out, err = cli("sweep", str(path), "--set", "supply.count=1,8", "--quantity", "collective_floor_seconds",
                          "-f", "json")
     assert code == 0, err
     payload = json.loads(out)

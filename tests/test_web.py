@@ -195,6 +195,83 @@ def test_the_page_in_a_real_browser(server, tmp_path):
 
 
 @needs_browser
+def test_one_state_stale_results_permalink_and_a_narrow_screen(server, tmp_path):
+    """The form and the text are one state; a pasted contract starts clean; stale results are marked;
+    the URL restores the contract; at 400 px nothing scrolls sideways."""
+    import json
+
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        page.goto(server)
+        expect(page.locator("#findings")).to_contain_text("fits: 25.2 GB of 32 GB planned")   # not an empty page
+        assert page.locator("#example option").count() >= 13                              # every example
+        page.select_option("#example", "serve-llama3.1-8b-h100")                          # no Load click
+        rate = page.locator('[data-path="workload.traffic.requests_per_second"]')
+        expect(rate).to_have_value("20")
+        assert page.locator('select[data-path="supply.accelerator"] option[value="h200"]').count() == 1
+        assert page.locator('select[data-path="workload.model"] option[value="llama-3.1-70b"]').count() == 1
+        rate.fill("100")
+        rate.dispatch_event("change")
+        expect(page.locator("#contract")).to_have_value(SERVE_TEXT.replace("second: 20", "second: 100"))
+        # 2 replicas at 20/s (a serving estimate with its figures takes ~10 s on a loaded machine: the tornado)
+        expect(page.locator("#headline")).to_contain_text("× 6 replicas", timeout=90_000)
+        downloads = {}
+        for button, name in (("#download-contract", "contract.yaml"), ("#download-json", "estimate.json")):
+            with page.expect_download() as info:
+                page.click(button)
+            info.value.save_as(tmp_path / name)
+            downloads[name] = (tmp_path / name).read_text()
+        assert "requests_per_second: 100\n" in downloads["contract.yaml"]
+        rates = {q["name"]: q["value"] for q in json.loads(downloads["estimate.json"])["quantities"]}
+        assert rates["requests_per_s"] == 100
+        page.screenshot(path=str(ARTIFACTS / "5-edit-rate-100.png"), full_page=True)
+        permalink = page.url
+
+        rate.fill("lots")                                          # a bad entry: the old results are stale
+        rate.dispatch_event("change")
+        expect(page.locator('[data-error-for="workload.traffic.requests_per_second"]')).to_be_visible()
+        expect(page.locator("#results")).to_have_class("stale")
+        expect(page.locator("#stale")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "6-stale.png"), full_page=True)
+
+        page.select_option("#example", "lesson-finetune-1b")
+        batch = page.locator('[data-path="strategy.micro_batch_size"]')
+        expect(batch).to_have_value("2")
+        page.fill("#add-path", "supply.price_per_accelerator_hour")     # a field the contract lacks
+        page.fill("#add-value", "$2/h")
+        page.click("#add-field")
+        expect(page.locator('[data-path="supply.price_per_accelerator_hour"]')).to_have_value("$2/h")
+        expect(page.locator("#findings")).to_contain_text("costs $69.44")               # 34.7 accelerator-hours × $2
+        batch.fill("16")
+        batch.dispatch_event("change")
+        lesson = LESSON_TEXT.replace("micro_batch_size: 2 ", "micro_batch_size: 16 ").replace(
+            'rate"}\n', 'rate"}\n  price_per_accelerator_hour: $2/h\n')
+        expect(page.locator("#contract")).to_have_value(lesson)
+        page.locator("#contract").dispatch_event("paste")            # paste another contract over it
+        page.locator("#contract").fill(MIXTRAL_TEXT)
+        expect(page.locator("#findings")).to_contain_text("fits")
+        expect(page.locator('[data-path="strategy.micro_batch_size"]')).to_have_value("1")
+        expect(page.locator("#contract-error")).to_have_text("")
+        expect(page.locator("#results")).not_to_have_class("stale")
+        page.screenshot(path=str(ARTIFACTS / "7-pasted.png"), full_page=True)
+
+        narrow = browser.new_page(viewport={"width": 400, "height": 900})   # the permalink, on a phone
+        narrow.goto(permalink)
+        expect(narrow.locator("#contract")).to_have_value(SERVE_TEXT.replace("second: 20", "second: 100"))
+        expect(narrow.locator("#figure-0 .main-svg").first).to_be_visible(timeout=90_000)
+        assert narrow.evaluate("document.documentElement.scrollWidth") <= 400
+        for control in narrow.locator("button, select, input, textarea").all():
+            box = control.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 400, control
+        narrow.screenshot(path=str(ARTIFACTS / "8-permalink-400px.png"), full_page=True)
+        browser.close()
+
+
+@needs_browser
 def test_the_html_report_opens_offline_with_every_plot(tmp_path, cli):
     from playwright.sync_api import sync_playwright
 
@@ -217,6 +294,46 @@ def test_the_html_report_opens_offline_with_every_plot(tmp_path, cli):
     assert [url for url in requests if not url.startswith("file://")] == []     # nothing from the network
 
 
+SERVE_TEXT = (REPO / "examples" / "serve-llama3.1-8b-h100.yaml").read_text()
+MIXTRAL_TEXT = (REPO / "examples" / "mixtral-8x7b-finetune.yaml").read_text()
+
+
+def test_a_form_edit_is_written_into_the_contract_text(client):
+    edited = client.post("/api/contract", json={"contract": SERVE_TEXT,
+                                                "overrides": {"workload.traffic.requests_per_second": "100"}}).json()
+    assert "    requests_per_second: 100\n" in edited["contract"]
+    assert edited["contract"] == SERVE_TEXT.replace("requests_per_second: 20", "requests_per_second: 100")  # comments kept
+    fields = {f["path"]: f for f in edited["fields"]}
+    assert fields["workload.traffic.requests_per_second"]["value"] == 100
+    assert "h200" in fields["supply.accelerator"]["choices"] and fields["supply.accelerator"]["value"] == "h100-sxm"
+    assert "llama-3.1-70b" in fields["workload.model"]["choices"]
+    # a field the text lacks is added; a JSON contract stays JSON
+    added = client.post("/api/contract", json={"contract": SERVE_TEXT,
+                                               "overrides": {"supply.cluster.node": "dgx-h100"}})
+    node = {f["path"]: f for f in added.json()["fields"]}["supply.cluster.node"]
+    assert node["value"] == "dgx-h100" and "dgx-a100" in node["choices"]
+    assert added.json()["contract"] == SERVE_TEXT.replace(
+        "list price\"}\n", "list price\"}\n  cluster:\n    node: dgx-h100\n")      # in its section, comments kept
+    as_json = '{"workload": {"kind": "serving", "model": "llama-3.1-8b"}, "supply": {"accelerator": "h100-sxm"}}'
+    edited = client.post("/api/contract", json={"contract": as_json, "overrides": {"supply.accelerator": "h200"}})
+    assert edited.json()["contract"] == as_json.replace('"h100-sxm"', '"h200"')
+    addable = {f["path"]: f["description"] for f in edited.json()["addable"]}   # the schema's fields not given
+    assert "workload.model.parameters" not in addable      # the model is a catalog name: no architecture fields
+    assert "supply.cluster.node" in addable and "supply.accelerator" not in addable
+    assert addable["workload.latency.percentile"] and "workload.traffic.prompt_tokens" not in {
+        f["path"] for f in client.post("/api/contract", json={"contract": SERVE_TEXT}).json()["addable"]}
+    broken = client.post("/api/contract", json={"contract": "workload: [1", "overrides": {}})
+    assert broken.status_code == 422 and broken.json()["error"]["field"] == "contract"
+
+
+def test_every_runnable_example_is_offered(client):
+    offered = client.get("/api/examples").json()
+    runnable = {p.stem for p in (REPO / "examples").glob("*.yaml") if "config:" not in p.read_text()}
+    assert len(runnable) >= 12 and runnable <= set(offered)
+    for name, text in offered.items():
+        assert client.post("/api/estimate", json={"contract": text}).status_code == 200, name
+
+
 def test_no_request_gets_a_500(client):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -235,7 +352,7 @@ def test_no_request_gets_a_500(client):
     )
 
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(st.sampled_from(["/api/estimate", "/api/explain", "/api/report", "/api/sweep"]), bodies)
+    @given(st.sampled_from(["/api/estimate", "/api/explain", "/api/report", "/api/sweep", "/api/contract"]), bodies)
     def check(path, body):
         response = client.post(path, json=body)
         assert response.status_code < 500, (path, body, response.text)

@@ -5,6 +5,9 @@
 
 An :class:`Estimate` carries the inputs it was computed from, so that sweeps, solvers, Monte
 Carlo, figures and the web app start from them instead of reading the contract again.
+
+The module itself is callable: ``botec.estimate("job.yaml", supply__count=8)`` is the notebook API,
+:func:`botec.api.estimate` (a path, a mapping or a contract, with fields changed as keywords).
 """
 
 from __future__ import annotations
@@ -60,6 +63,17 @@ class Estimate:
     def value(self, name: str) -> float:
         return self.quantities[name].value
 
+    def findings_in(self, system: str = "decimal") -> list[Finding]:
+        """The findings with their sizes in ``system``: ``decimal`` (GB, as :attr:`findings`) or ``binary`` (GiB)."""
+        if system == "decimal":
+            return self.findings
+        relief = self.relief
+        if relief and self.kind == "training":
+            from botec.findings.relief import memory_relief
+
+            relief = memory_relief(self.inputs, self.quantities, system)
+        return findings_for(self.inputs, self.quantities, relief, system)
+
     @property
     def fits(self) -> bool:
         """Training: the plan fits the device. Serving: a request fits, and the latency targets can be met."""
@@ -67,6 +81,46 @@ class Estimate:
             q = self.quantities
             return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
         return self.quantities["memory_spare_bytes"].value >= 0
+
+    def explain(self, name: str, system: str = "decimal") -> str:
+        """How ``name`` is derived, with the values substituted, down to the assumptions (as ``botec explain``)."""
+        from botec.graph.explain import explain as explain_chain
+
+        if name not in self.quantities:
+            from botec.catalog import did_you_mean
+            from botec.errors import UserError
+
+            if name in self.inputs.graph:
+                raise UserError(f"{name!r} is not resolved by this contract: "
+                                f"{self.inputs.why_absent(name, self.quantities)}")
+            raise UserError(f"{name!r} is not a quantity{did_you_mean(name, self.quantities)}")
+        return "\n".join("  " * depth + line for depth, line in explain_chain(name, self.quantities, system))
+
+    def to_dataframe(self):
+        """Every quantity as a row of a pandas DataFrame indexed by name (value in base units, unit, meaning, ...)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Estimate.to_dataframe needs pandas: pip install 'botec[pandas]'") from None
+        from botec.report.json_report import quantity_record
+
+        rows = []
+        for quantity in self.quantities.values():
+            record = quantity_record(quantity)
+            source = record.pop("source")
+            rows.append(record | {"provenance": source["provenance"], "field": source["field"],
+                                  "source": source["note"]})
+        return pandas.DataFrame(rows).set_index("name")
+
+    def _repr_html_(self) -> str:  # Jupyter
+        from botec.report.html import notebook_html
+
+        return notebook_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from botec.report.markdown import render
+
+        return render(self)
 
 
 def _check_finite(quantities: dict[str, Quantity]) -> None:
@@ -197,3 +251,21 @@ def estimate_file(path=None, overrides: list[str] | None = None) -> Estimate:
         with resources.as_file(reference_contract_path()) as reference:
             return estimate(load_contract(reference, overrides, origin=f"reference workload {REFERENCE_CONTRACT}"))
     return estimate(load_contract(path, overrides), base_dir=Path(path).resolve().parent)
+
+
+class _CallableModule(type(math)):
+    """This module, callable: ``botec.estimate(source, **fields)`` is :func:`botec.api.estimate`.
+
+    ``botec.estimate`` is both this module (``from botec.estimate import Estimate``) and the notebook
+    API's entry point, whichever of the two Python happened to bind to the package's attribute first.
+    """
+
+    def __call__(self, source=None, overrides=None, **fields) -> Estimate:
+        from botec.api import estimate as estimate_source
+
+        return estimate_source(source, overrides, **fields)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -128,6 +128,18 @@ _NUMBER = re.compile(
 )
 
 
+def _bits_hint(unit: str, dimension: str) -> str:
+    """Why '32 Gb' is not a byte size: a lowercase b is bits."""
+    bits = re.fullmatch(r"([kKMGTPE]i?)b(it)?s?", unit.replace(" ", ""))
+    if dimension != "bytes" or not bits:
+        return ""
+    prefix = bits[1]
+    names = {"k": "kilo", "K": "kilo", "M": "mega", "G": "giga", "T": "tera", "P": "peta", "E": "exa"}
+    binary = {"K": "kibi", "M": "mebi", "G": "gibi", "T": "tebi", "P": "pebi", "E": "exbi"}
+    name = binary[prefix[0].upper()] if prefix.endswith("i") else names[prefix[0]]
+    return f" ({unit} is {name}bits; for bytes write {prefix}B)"
+
+
 def parse_quantity(value: object, dimension: str) -> float:
     """Parse ``value`` (a number or a text like ``"32 GB"``) into a float in ``dimension``'s base unit.
 
@@ -163,8 +175,13 @@ def parse_quantity(value: object, dimension: str) -> float:
     factor = table.get(unit)
     if factor is None:
         factor = table.get(unit.replace(" ", ""))
+    spelled = unit.replace(" ", "")
+    if factor is None and spelled in (spelled.lower(), spelled.upper()) and re.fullmatch(
+            r"[kmgtpe]ib(/s|ps)?", spelled, re.IGNORECASE):
+        # "32 gib", "32 GIB": a binary prefix read in one case is bytes ("Gib" is gibibits, "gb" ambiguous)
+        factor = table.get(spelled[0].upper() + "i" + spelled[2].upper() + spelled[3:].lower())
     if factor is None:
-        raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}")
+        raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}{_bits_hint(unit, dimension)}")
     number = float(match["number"].replace(",", "").replace("_", "")) * factor
     if not math.isfinite(number):
         raise UnitError(f"expected {expected}, got {value!r} (not a finite number)")

@@ -16,7 +16,7 @@ from importlib import resources
 from botec.units import parse_quantity
 
 __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", "FAMILIES", "accelerators",
-           "node_presets", "optimizer_presets", "did_you_mean", "catalog_revised"]
+           "node_presets", "optimizer_presets", "did_you_mean", "did_you_mean_quantity", "catalog_revised"]
 
 FAMILIES = ("volta", "turing", "ampere", "ampere-geforce", "ada", "ada-geforce", "hopper", "blackwell",
             "blackwell-geforce", "cdna3", "tpu-v4", "tpu-v5e", "tpu-v5p")
@@ -241,9 +241,40 @@ def optimizer_presets() -> dict[str, OptimizerPreset]:
 
 
 def did_you_mean(word: str, choices) -> str:
-    """' (did you mean 'x'?)' when a close match exists, else ''."""
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """'; did you mean 'x'?' when a close match exists, else ''.
+
+    Matches ignore case; a word that begins one or two choices (``H100``: ``h100-sxm``, ``h100-pcie``)
+    suggests those; otherwise the closest spelling (``stratgy``: ``strategy``).
+    """
+    choices = [str(c) for c in choices]
+    text = str(word).strip()
+    lowered = {c.lower(): c for c in choices}
+    if text.lower() in lowered and lowered[text.lower()] != text:
+        return f"; did you mean {lowered[text.lower()]!r}?"
+    starting = [c for c in choices if text and c.lower().startswith(text.lower()) and c != text]
+    if 1 <= len(starting) <= 3:
+        names = [repr(c) for c in starting]
+        return "; did you mean " + (", ".join(names[:-1]) + " or " if len(names) > 1 else "") + names[-1] + "?"
+    close = difflib.get_close_matches(text.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
+
+
+# Words a newcomer writes in a quantity name, and the unit words botec's names use instead (run_time: run_seconds).
+_UNIT_WORDS = {"time": "seconds", "duration": "seconds", "secs": "seconds", "sec": "seconds", "s": "seconds",
+               "hours": "seconds", "memory": "bytes", "mem": "bytes", "size": "bytes", "gb": "bytes",
+               "cost": "usd", "price": "usd", "dollars": "usd"}
+
+
+def did_you_mean_quantity(word: str, quantities) -> str:
+    """:func:`did_you_mean` for a quantity name, also trying botec's unit words (``run_time``: ``run_seconds``)."""
+    hint = did_you_mean(word, quantities)
+    if hint:
+        return hint
+    parts = str(word).strip().lower().replace("-", "_").split("_")
+    renamed = "_".join(_UNIT_WORDS.get(p, p) for p in parts)
+    if renamed in quantities:
+        return f"; did you mean {renamed!r}?"
+    return did_you_mean(renamed, quantities)
 
 
 @dataclass(frozen=True)

@@ -25,25 +25,48 @@ def schema() -> None:
 def init(
     path: Path = typer.Argument(Path("botec.yaml"), help="Where to write the starter contract ('-' for stdout)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    serving: bool = typer.Option(False, "--serving", help="A serving contract (Llama 3.1-8B on H100s) instead."),
+    serving: bool = typer.Option(False, "--serving", help="A serving contract (default: Llama 3.1-8B on H100s)."),
+    model: Optional[str] = typer.Option(None, "--model", help="A catalog model (botec model --list; e.g. "
+                                                              "llama-3.1-8b) or a Hugging Face config.json path."),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="A catalog accelerator (botec catalog; "
+                                                                          "e.g. h100-sxm). Default: h100-sxm."),
+    count: Optional[int] = typer.Option(None, "--count", min=1, help="Training: accelerators in the job (default "
+                                                                     "8). Serving: accelerators per replica "
+                                                                     "(tensor_parallel; default: the fewest that fit)."),
 ) -> None:
-    """Write a commented starter contract to edit: training (the lesson's reference workload) or serving.
+    """Write a commented starter contract to edit: for a model and accelerator, training or serving.
 
-    Example: `botec init my-job.yaml && botec estimate my-job.yaml`
+    With --model, --accelerator or --count (or --serving), the contract names that model and accelerator, spells
+    out the modelling choices that change the answer, and takes the first standard layout that fits in memory.
+    Without them it is the lesson's reference workload (a hypothetical 32 GB accelerator).
+
+    Example: `botec init job.yaml --model llama-3.1-8b --accelerator h100-sxm --count 8 && botec estimate job.yaml`
     """
-    from importlib import resources
+    if str(path) != "-" and path.exists() and not force:
+        raise UserError(f"{path}: already exists; choose another path or pass --force")
+    shown = "job.yaml" if str(path) == "-" else str(path)
+    why = None
+    if serving or model is not None or accelerator is not None or count is not None:
+        from botec.starters import starter_text
 
-    from botec.estimate import REFERENCE_CONTRACT
+        text, why = starter_text(path, model, accelerator, count, serving)
+    else:
+        from importlib import resources
 
-    name = "serve-llama3.1-8b-h100.yaml" if serving else REFERENCE_CONTRACT
-    text = resources.files("botec.contracts").joinpath(name).read_text(encoding="utf-8")
+        from botec.estimate import REFERENCE_CONTRACT
+
+        text = resources.files("botec.contracts").joinpath(REFERENCE_CONTRACT).read_text(encoding="utf-8")
+        text = text.replace(f"botec estimate {REFERENCE_CONTRACT}", f"botec estimate {shown}").replace(
+            f"botec explain {REFERENCE_CONTRACT}", f"botec explain {shown}")
     if str(path) == "-":
         typer.echo(text, nl=False)
-        return
-    if path.exists() and not force:
-        raise UserError(f"{path}: already exists; choose another path or pass --force")
-    emit(text, path)
-    typer.echo(f"edit it, then run `botec estimate {path}`", err=True)
+    else:
+        emit(text, path)
+    if why is not None:
+        typer.echo(f"botec: note: no standard layout fits, the contract is written as the last one tried: {why}; "
+                   f"try more accelerators, a larger one, or `botec search {shown}`", err=True)
+    elif str(path) != "-":
+        typer.echo(f"edit it, then run `botec estimate {path}`", err=True)
 
 
 @app.command()

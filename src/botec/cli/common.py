@@ -16,6 +16,7 @@ app = typer.Typer(
          "with every assumption named.\n\nStart with `botec estimate` (the lesson's reference workload) "
          "or `botec init` (a commented starter contract).",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -25,6 +26,15 @@ class Format(str, enum.Enum):
     markdown = "markdown"
 
 
+class TableFormat(str, enum.Enum):
+    """The formats of a command whose result is one table (csv too)."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    csv = "csv"
+
+
 class Units(str, enum.Enum):
     decimal = "decimal"
     binary = "binary"
@@ -32,11 +42,17 @@ class Units(str, enum.Enum):
 
 CONTRACT_HELP = "Workload contract (YAML or JSON). Default: the lesson's reference workload."
 SET_HELP = "Override a contract field, e.g. `--set supply.count=8` (repeatable)."
+OUTPUT_HELP = "Write the result to this file instead of stdout (`-`: stdout)."
+
+
+def is_stdout(output: Optional[Path]) -> bool:
+    """Whether an ``-o/--output`` (or ``--csv``) path means stdout: not given, or ``-``."""
+    return output is None or str(output) == "-"
 
 
 def emit(text: str, output: Optional[Path] = None) -> None:
-    """Print ``text``, or write it whole to ``output`` (atomically: nothing half-written)."""
-    if output is None:
+    """Print ``text``, or write it whole to ``output`` (atomically: nothing half-written); ``-`` is stdout."""
+    if is_stdout(output):
         typer.echo(text)
         return
     from botec.errors import write_text_atomically

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import CONTRACT_HELP, SET_HELP, Format, Units, emit, load_estimate, numpy_needed, units_of, app
+from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, is_stdout, load_estimate,
+                              numpy_needed, units_of)
 from botec.errors import UserError
 
 
@@ -17,7 +18,7 @@ def estimate(
     format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB = 10^9 B) or binary (GiB = 2^30 B)."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
     allow_misfit: bool = typer.Option(False, "--allow-misfit",
                                       help="Report a plan that does not fit in memory instead of failing."),
     details: bool = typer.Option(False, "--details", help="Text report: show the intermediate quantities too."),
@@ -65,7 +66,7 @@ def estimate(
         from botec.report.tables import console
         from botec.report.terminal import render
 
-        buffer = io.StringIO() if output is not None else None
+        buffer = None if is_stdout(output) else io.StringIO()
         render(result, console(buffer), system, details)
         if buffer is not None:
             emit(buffer.getvalue(), output)
@@ -110,7 +111,7 @@ def explain(
 
     Example: `botec explain examples/lesson-finetune-1b.yaml planned_device_bytes`
     """
-    from botec.catalog import did_you_mean
+    from botec.catalog import did_you_mean_quantity
     from botec.graph.explain import explain as explain_chain
 
     contract = Path(contract_or_quantity) if quantity is not None else None
@@ -120,7 +121,8 @@ def explain(
         if name in result.inputs.graph:
             raise UserError(f"{name!r} is not resolved by this contract: "
                             f"{result.inputs.why_absent(name, result.quantities)}")
-        hint = did_you_mean(name, result.quantities) or f" (known here: {', '.join(result.quantities)})"
+        hint = did_you_mean_quantity(name, result.quantities) or (
+            f" ({len(result.quantities)} quantities here: `botec estimate --details` or `-f json` lists them)")
         raise UserError(f"{name!r} is not a quantity{hint}")
     for depth, line in explain_chain(name, result.quantities, units.value):
         typer.echo("  " * depth + line)

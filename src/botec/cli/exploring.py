@@ -8,8 +8,17 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, SET_HELP, Format, Units, app, emit, load_estimate, load_inputs,
-                              numpy_needed, units_of)
+from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit, is_stdout,
+                              load_estimate, load_inputs, numpy_needed, units_of)
+
+QUANTITY_HELP = "A quantity to tabulate, e.g. `-q run_seconds` (repeatable)."
+
+
+def _not_a_quantity(output: Optional[Path], quantities) -> None:
+    """`-o run_seconds` (the old meaning of -o in sweep/sensitivity) refused rather than written as a file."""
+    if output is not None and not output.suffix and str(output) in quantities:
+        raise UserError(f"-o/--output: {str(output)!r} is a quantity; name quantities with -q/--quantity "
+                        "(-o/--output is the file to write)")
 from botec.errors import UserError
 
 
@@ -17,10 +26,13 @@ from botec.errors import UserError
 def sweep(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
     axes: List[str] = typer.Option([], "--set", help="FIELD=VALUES: 4,8,16 or 1..8 or 0.2:0.5:4 (repeatable)."),
-    outputs: List[str] = typer.Option(["run_seconds", "planned_device_bytes", "step_seconds"], "--output",
-                                      help="Quantities to tabulate (repeatable)."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown (csv: --csv)."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the table as CSV."),
+    outputs: List[str] = typer.Option(["run_seconds", "planned_device_bytes", "step_seconds"], "--quantity", "-q",
+                                      help=QUANTITY_HELP),
+    format: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="text, json, markdown or csv."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write every row as CSV to this file "
+                                                                "(`-`: stdout).", show_default=False),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB)."),
     cap: int = typer.Option(10_000_000, "--cap", help="Refuse spaces larger than this without --force."),
     force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap."),
 ) -> None:
@@ -34,6 +46,7 @@ def sweep(
     from botec.report.tables import console
 
     inputs = load_inputs(contract)
+    _not_a_quantity(output, inputs.graph)
     if inputs.kind != "training":
         raise UserError("sweeps run over training contracts (serving: vary the traffic with --set on estimate)")
     if not axes:
@@ -55,14 +68,23 @@ def sweep(
     rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
     if csv_path is not None:
         emit(view.sweep_csv(header, rows), csv_path)
-    if format is Format.json:
-        typer.echo(view.sweep_json(header, rows, counts, int(fits.sum())))
+    if format is TableFormat.json:
+        emit(view.sweep_json(header, rows, counts, int(fits.sum())), output)
         return
-    table = view.sweep_text(header, rows, units_of(inputs), format.value)
-    if format is Format.markdown:
-        typer.echo(table)
-    else:
+    if format is TableFormat.csv:
+        emit(view.sweep_csv(header, rows), output)
+        return
+    table = view.sweep_text(header, rows, units_of(inputs), format.value, units.value)
+    if format is TableFormat.markdown:
+        emit(table, output)
+    elif is_stdout(output):
         console().print(table)
+    else:
+        import io
+
+        buffer = io.StringIO()
+        console(buffer).print(table)
+        emit(buffer.getvalue(), output)
     for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN):
         typer.echo(line, err=True)
 
@@ -79,6 +101,7 @@ def solve(
                                                            "assumptions.end_to_end_mfu."),
     given: Optional[str] = typer.Option(None, "--given", help="The observed figure for --find, e.g. "
                                                              "accelerator_hours=1.72M."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
     """Solve for a field under constraints, or back-solve an assumption from an observed figure.
 
@@ -89,7 +112,7 @@ def solve(
     from botec.explore.solve import back_solve, best_accelerator, optimize
     from botec.units import format_number, format_quantity
 
-    inputs = load_inputs(contract)
+    inputs = load_inputs(contract, set_)
     units = units_of(inputs)
     if find is not None:
         if given is None:
@@ -127,7 +150,10 @@ def search(
     top: int = typer.Option(10, "--top", min=1, help="How many layouts to show."),
     objective: str = typer.Option("step_seconds", "--objective", help="Quantity to minimize (step_seconds, "
                                                                       "training_cost_usd, ...)."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB); markdown."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
     """Search TP × PP × CP × DP (EP) × ZeRO × micro-batch × recomputation × SP × interleaving for the fastest
     layout that fits; for a serving contract, the accelerator and TP degree that meet the targets cheapest.
@@ -140,42 +166,59 @@ def search(
     from botec.explore.search import as_overrides, search as run_search, search_serving
     from botec.report import explore as view
 
-    inputs = load_inputs(contract)
+    inputs = load_inputs(contract, set_)
     if inputs.kind == "serving":
         rows = search_serving(inputs, top)
         if format is Format.json:
-            typer.echo(json.dumps(rows, indent=2))
+            emit(json.dumps(rows, indent=2), output)
             return
         if not rows:
             raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
-        typer.echo("\n".join(view.serving_search_text(rows)))
+        emit("\n".join(view.serving_search_markdown(rows, units.value) if format is Format.markdown
+                       else view.serving_search_text(rows)), output)
         return
     result = run_search(inputs, objective, top)
-    typer.echo(view.search_json(result) if format is Format.json
-               else "\n".join(view.search_text(result, contract, as_overrides)))
+    if format is Format.json:
+        emit(view.search_json(result), output)
+    elif format is Format.markdown:
+        emit("\n".join(view.search_markdown(result, contract, as_overrides, units.value)), output)
+    else:
+        emit("\n".join(view.search_text(result, contract, as_overrides)), output)
 
 
 @app.command()
 def sensitivity(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
-    output: str = typer.Option("run_seconds", "--output", help="The quantity whose swings to rank."),
+    quantity: str = typer.Option("run_seconds", "--quantity", "-q", help="The quantity whose swings to rank."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB); markdown."),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
     """Rank the ranged assumptions by how far each moves one output across its range (a tornado table).
 
-    Example: `botec sensitivity examples/lesson-finetune-1b.yaml --output planned_device_bytes`
+    Example: `botec sensitivity examples/lesson-finetune-1b.yaml -q planned_device_bytes`
     """
     from botec.explore.uncertainty import sensitivity as run_sensitivity
-    from botec.report.explore import sensitivity_text
+    from botec.report import explore as view
 
-    result = load_estimate(contract, [])
-    if output not in result.quantities:
-        from botec.catalog import did_you_mean
+    result = load_estimate(contract, set_)
+    _not_a_quantity(output, result.quantities)
+    if quantity not in result.quantities:
+        from botec.catalog import did_you_mean_quantity
 
-        raise UserError(f"--output: {output!r} is not a quantity of this contract{did_you_mean(output, result.quantities)}")
-    swings = run_sensitivity(result, output)
+        raise UserError(f"--quantity: {quantity!r} is not a quantity of this contract"
+                        f"{did_you_mean_quantity(quantity, result.quantities)}")
+    swings = run_sensitivity(result, quantity)
     if not swings:
         raise UserError("no assumption of this contract states a range (low/high)")
-    typer.echo("\n".join(sensitivity_text(output, result.value(output), result.quantities[output].unit, swings)))
+    figures = (quantity, result.value(quantity), result.quantities[quantity].unit, swings)
+    if format is Format.json:
+        emit(view.sensitivity_json(*figures), output)
+    elif format is Format.markdown:
+        emit("\n".join(view.sensitivity_markdown(*figures, units.value)), output)
+    else:
+        emit("\n".join(view.sensitivity_text(*figures)), output)
 
 
 @app.command()

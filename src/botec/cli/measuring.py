@@ -118,6 +118,11 @@ def calibrate(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the calibrated contract here."),
     allow_workload_change: bool = typer.Option(False, "--allow-workload-change",
                                                help="Calibrate even though the measured workload differs."),
+    device_independent_only: bool = typer.Option(
+        False, "--device-independent-only",
+        help="The run was on another device than the contract's accelerator (a CPU for an H100 plan): take only "
+             "the activation memory (saved_tensor_factor), the checkpoint write bandwidth and the input wait; no "
+             "efficiency or step time. Without it such a measurement is refused."),
     log_format: Optional[str] = typer.Option(None, "--log-format",
                                              metavar="megatron|torchtitan|botec|vllm-bench|sglang-bench",
                                              help="Read MEASUREMENT as this (default: detected from the file)."),
@@ -176,7 +181,7 @@ def calibrate(
             source = f"{measurement_file.name} ({measured.tool} log{', ' + measured.date if measured.date else ''})"
         else:
             source = f"{measurement_file.name} ({measured.created[:10]})"
-        calibration = run_calibration(result, measured, source, allow_workload_change)
+        calibration = run_calibration(result, measured, source, allow_workload_change, device_independent_only)
     typer.echo(calibration_json(calibration) if format is Format.json
                else "\n".join(calibration_lines(calibration, contract, measurement_file)))
     if output is not None:

@@ -32,7 +32,7 @@ from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from botec.contract.messages import KINDS, one_line, section_class
 from botec.contract.serving import ServingContract
-from botec.contract.stated import Stated
+from botec.contract.stated import STATED_SCHEMA, STATED_SCHEMA_NAME, Stated
 from botec.contract.training import TrainingContract
 from botec.errors import ContractError, read_text_file
 
@@ -62,7 +62,52 @@ def contract_schema() -> dict:
     """The JSON Schema of a contract (both kinds), for editors and validators."""
     schema = _adapter().json_schema()
     schema["title"] = "botec workload contract"
+    schema = _refer_to_stated(schema)
+    schema.setdefault("$defs", {})[STATED_SCHEMA_NAME] = STATED_SCHEMA
+    _describe_properties(schema, schema["$defs"])
     return schema
+
+
+def _refer_to_stated(node: Any) -> Any:
+    """The schema with each inline copy of the stated-number mapping replaced by a reference to one definition."""
+    if node == STATED_SCHEMA:
+        return {"$ref": f"#/$defs/{STATED_SCHEMA_NAME}"}
+    if isinstance(node, dict):
+        return {key: _refer_to_stated(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_refer_to_stated(item) for item in node]
+    return node
+
+
+def _describe_properties(node: Any, defs: dict) -> None:
+    """Give every property its description where pydantic put it one level down.
+
+    An optional field's description lands inside its ``anyOf`` (on the non-null member), and a field whose
+    type is a section is a bare ``$ref``: the description is lifted up, or taken from the section's docstring.
+    """
+    if isinstance(node, list):
+        for item in node:
+            _describe_properties(item, defs)
+        return
+    if not isinstance(node, dict):
+        return
+    for prop in (node.get("properties") or {}).values():
+        if not isinstance(prop, dict) or "description" in prop:
+            continue
+        for member in prop.get("anyOf", ()):
+            if isinstance(member, dict) and "description" in member:
+                prop["description"] = member.pop("description")
+                break
+        else:
+            refs = [prop] + [m for m in prop.get("anyOf", ()) if isinstance(m, dict)]
+            for member in refs:
+                target = defs.get(str(member.get("$ref", "")).rpartition("/")[2], {})
+                if "description" in target:
+                    prop["description"] = target["description"]
+                    break
+    for key, value in node.items():
+        if key != "$defs" or node is not defs:
+            _describe_properties(value, defs)
 
 
 def _is_default(section: type, name: str, raw: Any) -> bool:
@@ -115,17 +160,37 @@ def parse_contract(data: Any, origin: str | None = None) -> TrainingContract | S
                             "(upgrade botec)", field="schema_version", origin=origin)
     kind = _kind(data)
     notes: list[str] = []
-    if kind in KINDS:
-        data, notes = _other_kind_fields(data, kind)
+    if kind not in KINDS:
+        raise ContractError(f"expected {' or '.join(KINDS)}, got {kind!r}", field="workload.kind", origin=origin)
+    data, notes = _other_kind_fields(data, kind)
+    data, notes = _hugging_face_model(data, notes)
     try:
-        contract = _adapter().validate_python(data)
+        contract = (ServingContract if kind == "serving" else TrainingContract).model_validate(data)
     except ValidationError as error:
-        problem = one_line(error)
+        problem = one_line(error, kind)
         raise ContractError(problem.detail, field=problem.field, origin=origin) from None
     except ContractError as error:
         raise ContractError(error.detail, field=error.field, origin=origin) from None
     contract._notes = notes
     return contract
+
+
+def _hugging_face_model(data: dict, notes: list[str]) -> tuple[dict, list[str]]:
+    """``model: meta-llama/Llama-3.1-8B`` read as the catalog's ``llama-3.1-8b`` (the name after the slash, any
+    case), with a note; any other model is left for validation to judge."""
+    workload = data.get("workload")
+    model = workload.get("model") if isinstance(workload, dict) else None
+    name = model.get("catalog") if isinstance(model, dict) else model
+    if not isinstance(name, str) or "/" not in name:
+        return data, notes
+    from botec.architecture import model_catalog
+
+    key = name.rsplit("/", 1)[1].strip().lower()
+    if key not in model_catalog():
+        return data, notes
+    model = dict(model, catalog=key) if isinstance(model, dict) else key
+    return dict(data, workload=dict(workload, model=model)), notes + [
+        f"workload.model: the Hugging Face id {name!r} read as the catalog model {key!r}"]
 
 
 def _unique_pairs(pairs: list, origin: str) -> dict:
@@ -202,4 +267,17 @@ def load_contract(path: str | Path, overrides: list[str] | None = None, origin: 
         raise ContractError(error.detail, field=error.field, origin=origin or error.origin) from None
     if overrides:
         data = apply_overrides(data, overrides)
-    return parse_contract(data, origin=origin or str(path))
+    try:
+        return parse_contract(data, origin=origin or str(path))
+    except ContractError as error:
+        raise _blame_override(error, overrides or []) from None
+
+
+def _blame_override(error: ContractError, overrides: list[str]) -> ContractError:
+    """The error blamed on the ``--set`` that wrote the field it names (the last such), else unchanged."""
+    field = error.field or ""
+    for override in reversed(overrides):
+        path = override.partition("=")[0].strip()
+        if field and (field == path or field.startswith(path + ".") or path.startswith(field + ".")):
+            return ContractError(error.detail, field=None if field == path else field, origin=f"--set {override}")
+    return error

@@ -52,15 +52,16 @@ def fields_at(kind: str, location: tuple) -> list[str]:
     return list(found.model_fields) if found is not None else []
 
 
-def one_line(error: ValidationError) -> ContractError:
-    """The first problem of a pydantic error as one line naming the field."""
+def one_line(error: ValidationError, kind: str | None = None) -> ContractError:
+    """The first problem of a pydantic error as one line naming the field (``kind``: the contract's, when the
+    error's path does not carry it)."""
     from botec.catalog import did_you_mean
 
     errors = error.errors()
     # A misspelt field also shows up as a missing one; the misspelling is the useful report.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     raw_location = tuple(p for p in first["loc"] if isinstance(p, (str, int)))
-    kind = next((p for p in raw_location if p in KINDS), "training")
+    kind = next((p for p in raw_location if p in KINDS), kind or "training")
     location = tuple(p for p in raw_location if p not in (BY_NAME, INLINE, *KINDS))
     field = ".".join(str(p) for p in location)
     problem = first["type"]

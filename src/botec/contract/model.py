@@ -36,11 +36,12 @@ class MoESpec(_Section):
 class MLASpec(_Section):
     """Multi-head latent attention (DeepSeek-V2/V3)."""
 
-    q_lora_rank: Optional[PositiveInt] = None
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    q_lora_rank: Optional[PositiveInt] = Field(None, description="rank of the query down-projection (none: full "
+                                                                 "query projection, as DeepSeek-V2-Lite)")
+    kv_lora_rank: PositiveInt = Field(description="rank of the compressed key/value latent (the KV cache per token)")
+    qk_nope_head_dim: PositiveInt = Field(description="per-head query/key width without rotary embedding")
+    qk_rope_head_dim: PositiveInt = Field(description="per-head query/key width carrying the rotary embedding")
+    v_head_dim: PositiveInt = Field(description="per-head value width")
 
 
 _ARCHITECTURE_FIELDS = ("attention_heads", "kv_heads", "head_dim", "ffn_size", "vocab_size", "moe", "mla")
@@ -67,16 +68,20 @@ class ModelSpec(_Section):
     head_dim: Optional[PositiveInt] = Field(None, description="width of one head (default hidden / heads)")
     ffn_size: Optional[PositiveInt] = Field(None, description="FFN (intermediate) width of the dense MLP")
     mlp: Literal["gated", "plain"] = Field("gated", description="gated (SwiGLU, 3 matrices) or plain (2)")
-    vocab_size: Optional[PositiveInt] = None
-    tied_embeddings: bool = False
+    vocab_size: Optional[PositiveInt] = Field(None, description="vocabulary size V (embedding and output rows)")
+    tied_embeddings: bool = Field(False, description="the output layer shares the input embedding's weights")
     position_embeddings: NonNegativeInt = Field(0, description="learned absolute positions (0 for RoPE)")
-    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="rmsnorm (a scale) or layernorm (scale "
+                                                                       "and bias)")
     embedding_norm: bool = Field(False, description="a norm right after the token embeddings (BLOOM)")
-    attention_bias: Literal["none", "qkv", "all"] = "none"
-    mlp_bias: bool = False
-    moe: Optional[MoESpec] = None
-    mla: Optional[MLASpec] = None
-    mtp_layers: NonNegativeInt = 0
+    attention_bias: Literal["none", "qkv", "all"] = Field(
+        "none", description="biases in attention: none (Llama), qkv (Qwen2: the q, k, v projections) or all")
+    mlp_bias: bool = Field(False, description="biases in the MLP's linear layers (GPT-2, BLOOM)")
+    moe: Optional[MoESpec] = Field(None, description="mixture of experts: routed experts in the MLP (Mixtral, "
+                                                     "DeepSeek)")
+    mla: Optional[MLASpec] = Field(None, description="multi-head latent attention in place of GQA (DeepSeek-V2/V3)")
+    mtp_layers: NonNegativeInt = Field(0, description="multi-token-prediction layers beside the main stack "
+                                                      "(DeepSeek-V3: 1)")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelSpec":

@@ -10,13 +10,15 @@ __all__ = ["Section", "ContractBase", "BY_NAME", "INLINE", "by_name_or_inline"]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: a class's validator is built the first time it validates, so a training estimate never
+    # builds the serving sections' (pydantic's class creation is much of a contract's import time).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ContractBase(Section):
     """What both kinds of contract carry besides their sections: the notes of loading them."""
 
-    model_config = ConfigDict(extra="forbid", title="botec workload contract")
+    model_config = ConfigDict(extra="forbid", defer_build=True, title="botec workload contract")
     _notes: list = PrivateAttr(default_factory=list)
 
     name: Optional[str] = Field(None, description="a short name for the job")

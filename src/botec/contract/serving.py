@@ -65,6 +65,8 @@ class Traffic(Section):
 
 
 class LatencyTargets(Section):
+    """The latency each request should see, at a percentile (leave a target out to size for throughput only)."""
+
     time_to_first_token: Optional[quantity("seconds", "Target time to first token, e.g. '500 ms'",
                                            exclusive_minimum=0)] = None
     time_per_output_token: Optional[quantity("seconds", "Target time per output token, e.g. '50 ms'",
@@ -76,7 +78,7 @@ class LatencyTargets(Section):
 class ServingWorkload(Section):
     """A serving fleet: a model, its traffic and its latency targets."""
 
-    kind: Literal["serving"]
+    kind: Literal["serving"] = Field(description="serving (this) or training (the default)")
     model: ModelField
     traffic: Traffic
     latency: LatencyTargets = Field(default_factory=LatencyTargets)

@@ -17,7 +17,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from botec.units import DIMENSIONS, UnitError, parse_quantity
 
-__all__ = ["Stated", "quantity", "default", "default_range", "DISTRIBUTIONS", "STATED_PROVENANCES", "STATED_KEYS"]
+__all__ = ["Stated", "STATED_SCHEMA", "STATED_SCHEMA_NAME", "quantity", "default", "default_range", "DISTRIBUTIONS",
+           "STATED_PROVENANCES", "STATED_KEYS"]
 
 Distribution = Literal["triangular", "uniform", "normal", "lognormal"]
 StatedProvenance = Literal["assumed", "measured"]
@@ -45,6 +46,28 @@ class Stated(BaseModel):
 STATED_KEYS = tuple(Stated.model_fields)
 DISTRIBUTIONS = get_args(Distribution)
 STATED_PROVENANCES = get_args(StatedProvenance)
+
+
+STATED_SCHEMA_NAME = "StatedNumber"
+STATED_SCHEMA = {  # the mapping form of every number field (contract_schema() keeps one copy, in $defs)
+    "type": "object",
+    "description": "A number stated with its uncertainty and origin; each of value, low and high takes the field's "
+                   "units (or a plain number in base units).",
+    "properties": {
+        "value": {"type": ["number", "string"], "description": "the planning value, e.g. 0.3 or '32 GB'"},
+        "low": {"type": ["number", "string"],
+                "description": "low end of the range --uncertainty and sensitivity vary (default: none)"},
+        "high": {"type": ["number", "string"],
+                 "description": "high end of the range --uncertainty and sensitivity vary (default: none)"},
+        "source": {"type": "string", "description": "where the number comes from (shown beside it in reports)"},
+        "provenance": {"enum": list(STATED_PROVENANCES),
+                       "description": "assumed (the default) or measured (botec calibrate writes measured)"},
+        "distribution": {"enum": list(DISTRIBUTIONS),
+                         "description": "the shape --uncertainty samples between low and high (default: triangular)"},
+    },
+    "required": ["value"],
+    "additionalProperties": False,
+}
 
 
 def default(value: float, source: str) -> Stated:
@@ -122,19 +145,7 @@ def quantity(dimension: str, description: str, *, minimum: float | None = None,
         "anyOf": [
             {"type": "number"},
             {"type": "string"},
-            {
-                "type": "object",
-                "properties": {
-                    "value": {"type": ["number", "string"]},
-                    "low": {"type": ["number", "string"]},
-                    "high": {"type": ["number", "string"]},
-                    "source": {"type": "string"},
-                    "provenance": {"enum": list(STATED_PROVENANCES)},
-                    "distribution": {"enum": list(DISTRIBUTIONS)},
-                },
-                "required": ["value"],
-                "additionalProperties": False,
-            },
+            STATED_SCHEMA,  # contract_schema() moves it to $defs, named STATED_SCHEMA_NAME, and refers to it
         ],
     }
     return Annotated[Stated, BeforeValidator(validate), WithJsonSchema(schema)]

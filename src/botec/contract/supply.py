@@ -59,6 +59,8 @@ class Network(Section):
 
 
 class Storage(Section):
+    """The storage checkpoints are written to."""
+
     write_bandwidth: quantity("byte_rate", "Aggregate write bandwidth genuinely available for checkpoints, "
                               "e.g. '1 GB/s'", exclusive_minimum=0)
 

@@ -52,6 +52,8 @@ def _optimizer(raw: Any) -> Any:
 
 
 class CheckpointPolicy(Section):
+    """How often the training state is saved, how many saves are kept, and whether training waits for them."""
+
     interval: quantity("seconds", "Training time between checkpoint saves τ (a save every K steps: K × the step "
                                   "time), e.g. '1 h'", exclusive_minimum=0) = \
         default(3600, "one save per hour, as in lesson 000")
@@ -64,6 +66,8 @@ class CheckpointPolicy(Section):
 
 
 class RetentionPolicy(Section):
+    """What else the job keeps in storage: dataset copies and the exported model."""
+
     dataset_copies: quantity("count", "Copies of the prepared dataset retained", minimum=0, integer=True) = \
         default(2, "a prepared snapshot and a staging copy, as in lesson 000")
     export_bytes_per_parameter: quantity("bytes", "Bytes per parameter of the exported model", minimum=0) = \

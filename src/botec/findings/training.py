@@ -215,7 +215,7 @@ def _savers(q: dict[str, Quantity], f, components: bool) -> list[Finding]:
             found.append(Finding("memory", "ok", f"host memory fits: {holds} of its {f('host_memory_bytes')}, "
                                                  f"{f('host_memory_spare_bytes')} spare", names))
         else:
-            short = f"{format_quantity(-q['host_memory_spare_bytes'].value, 'B')} short"
+            short = f"{format_quantity(-q['host_memory_spare_bytes'].value, 'B', system)} short"
             found.append(Finding("memory", "fail", f"host memory does not fit: {holds}, more than its "
                                                    f"{f('host_memory_bytes')} ({short}): more host memory, more "
                                                    "nodes, or offload less", names))

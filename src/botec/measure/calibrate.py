@@ -26,6 +26,12 @@ no efficiency is back-solved from it (listed as missing); the saved-tensor facto
 The calibrated contract carries them as ``provenance: measured`` with the file and date; the
 workload must be the measured one (sequence length, micro-batch, model) unless overridden.
 
+The device must be the contract's accelerator too (:func:`device_mismatch`): a step timed on a CPU says
+nothing about an H100's MFU. A measurement from another device is refused, or, with
+``device_independent_only``, only what does not depend on the device is taken: the saved-tensor factor
+(activation memory), the checkpoint write bandwidth (storage) and the input wait (reported); no efficiency,
+no interconnect bandwidth, and the step time is not compared.
+
 A Megatron-LM or torchtitan training log (:mod:`botec.measure.logs`) is a partial measurement: it is
 compared on what it gives (step time, tokens/s, FLOP/s per accelerator in each side's FLOP count, peak
 memory), the comparisons it cannot support are listed as missing, and the one assumption it pins down
@@ -158,9 +164,35 @@ def _memory_comparisons(result: Estimate, measurement: Measurement) -> list[Comp
     return comparisons
 
 
+def device_mismatch(result: Estimate, measurement: Measurement) -> str | None:
+    """Why the measured device is not the contract's accelerator, or None when it is (as far as botec can tell).
+
+    A catalog accelerator must be the device torch named (``NVIDIA H100 80GB HBM3`` is ``h100-sxm``); a CPU is
+    never one. An inline accelerator is the user's own description, taken at its word, except that a CPU run
+    only stands for an inline device whose name says it is a CPU (the lesson's hypothetical 200 TFLOP/s
+    accelerator is not the laptop it was measured on).
+    """
+    from botec.measure.gemm_curve import device_matches
+
+    environment = measurement.environment
+    accelerator = result.contract.supply.accelerator
+    ran_on = f"{environment.device_name} ({environment.device})"
+    if isinstance(accelerator, str):
+        if environment.device == "cuda" and device_matches(environment.device_name, accelerator):
+            return None
+        return f"the measurement ran on {ran_on}, not the contract's {accelerator}"
+    if environment.device == "cpu" and "cpu" not in accelerator.name.lower():
+        return (f"the measurement ran on {ran_on}, not the contract's {accelerator.name!r} (describe the CPU "
+                "inline with a name that says CPU to calibrate for it)")
+    return None
+
+
 def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, source: str,
-              allow_workload_change: bool = False) -> Calibration:
-    """Compare, back-solve and diagnose (a training log: :func:`calibrate_log`)."""
+              allow_workload_change: bool = False, device_independent_only: bool = False) -> Calibration:
+    """Compare, back-solve and diagnose (a training log: :func:`calibrate_log`).
+
+    ``device_independent_only``: take only what does not depend on the device (for a run on other hardware
+    than the contract's accelerator, which is otherwise refused)."""
     if isinstance(measurement, LogMeasurement):
         return calibrate_log(result, measurement, source, allow_workload_change)
     differences = check_same_workload(result, measurement)
@@ -168,6 +200,13 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
         raise ContractError(f"the measurement is of a different workload ({'; '.join(differences)}); calibrate the "
                             "contract that describes the measured run, or pass --allow-workload-change",
                             field="workload")
+    mismatch = device_mismatch(result, measurement)
+    if mismatch is not None and not device_independent_only:
+        raise ContractError(f"{mismatch}: its step time says nothing about that accelerator's efficiency; measure "
+                            "on it, or pass --device-independent-only to take only the activation memory, input "
+                            "wait and checkpoint write bandwidth", field="supply.accelerator")
+    if device_independent_only:
+        return _device_independent(result, measurement, source, mismatch, differences)
     q, inputs = result.quantities, result.inputs
     median = measurement.summary.median
     step = median["step_seconds"]
@@ -219,6 +258,50 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
                                      {"checkpoint_bytes": checkpoint.bytes})
             assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
     return Calibration(comparisons, assumptions, diagnose(result, measurement), notes, missing=missing)
+
+
+def _device_independent(result: Estimate, measurement: Measurement, source: str, mismatch: str | None,
+                        differences: list[str]) -> Calibration:
+    """Only what a run on another device says about the planned one: the saved-tensor factor (activations per
+    layer and hidden state), the storage write bandwidth, the input wait; no efficiency, no interconnect.
+
+    The saved-tensor factor holds for the measured shape only: a scaled-down proxy (another workload) keeps
+    attention's s × s terms while its hidden state shrinks, so its factor is not written."""
+    q, inputs, note = result.quantities, result.inputs, f"measured: {source}"
+    device = f"{measurement.environment.device_name} ({measurement.environment.device})"
+    comparisons: list[Comparison] = []
+    assumptions: dict[str, tuple[float, str]] = {}
+    notes: list[str] = list(measurement.notes)
+    efficiency = efficiency_assumption(result).removeprefix("assumptions.")
+    missing = [f"{efficiency}, step time and tokens/s: measured on {device}, which is not the planned accelerator",
+               f"supply.network.bandwidth: the synchronization ran on {device}'s interconnect"]
+    memory = measurement.memory
+    if memory is not None:
+        comparisons += _memory_comparisons(result, measurement)
+        if differences:
+            notes.append(f"saved_tensor_factor {memory.saved_tensor_factor:.3g} measured; not written: it was "
+                         f"measured on another workload ({'; '.join(differences)}), and activations per hidden "
+                         "state depend on the shape")
+        elif result.choices.get("activations") == "saved_tensor_factor":
+            assumptions["assumptions.saved_tensor_factor"] = (
+                memory.saved_tensor_factor, f"{note}: activations / (layers × hidden-state tensor), on {device}")
+        else:
+            notes.append(f"saved_tensor_factor {memory.saved_tensor_factor:.3g} measured; not written: the contract "
+                         f"models activations with {result.choices.get('activations')}")
+    checkpoint = measurement.checkpoint
+    if checkpoint is not None and checkpoint.seconds > 0:
+        comparisons.append(Comparison("checkpoint_bytes", "B", q["checkpoint_bytes"].value, checkpoint.bytes))
+        if "storage_write_bytes_per_s" in q:
+            bandwidth, _ = solve_for(inputs, "checkpoint_write_seconds", checkpoint.seconds, "storage_write_bytes_per_s",
+                                     {"checkpoint_bytes": checkpoint.bytes})
+            assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
+    median = measurement.summary.median
+    wait, step = median["input_wait_seconds"], median["step_seconds"]
+    diagnosis = [f"device-independent figures only: {mismatch or 'as asked'}",
+                 f"input wait: {format_quantity(wait, 's')} per step ({wait / step:.0%} of the measured step)"
+                 + (": the input pipeline did not keep up; the estimate assumes no input wait" if wait > 0.05 * step
+                    else ": the input pipeline kept up")]
+    return Calibration(comparisons, assumptions, diagnosis, notes, missing=missing)
 
 
 def diagnose(result: Estimate, measurement: Measurement) -> list[str]:

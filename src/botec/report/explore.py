@@ -11,7 +11,8 @@ import math
 from botec.units import format_number, format_quantity
 
 __all__ = ["sweep_rows", "sweep_csv", "sweep_json", "sweep_text", "search_text", "search_json", "serving_search_text",
-           "uncertainty_text", "uncertainty_json", "sensitivity_text", "SWEEP_ROWS_SHOWN"]
+           "uncertainty_text", "uncertainty_json", "sensitivity_text", "sensitivity_json", "sensitivity_markdown",
+           "search_markdown", "serving_search_markdown", "SWEEP_ROWS_SHOWN"]
 
 SWEEP_ROWS_SHOWN = 200
 
@@ -96,6 +97,44 @@ def search_text(result, contract_path, overrides) -> list[str]:
     return lines
 
 
+def _layout_cell(layout: dict) -> str:
+    chunks = layout["strategy.virtual_pipeline_stages"]
+    return (f"TP {layout['strategy.tensor_parallel']}{' + SP' if layout['strategy.sequence_parallel'] else ''} × CP "
+            f"{layout['strategy.context_parallel']} × PP {layout['strategy.pipeline_parallel']}"
+            f"{f' (v {chunks})' if chunks > 1 else ''}, EP {layout['strategy.expert_parallel']}, "
+            f"ZeRO-{layout['strategy.zero_stage']}")
+
+
+def search_markdown(result, contract_path, overrides, system: str = "decimal") -> list[str]:
+    """The layout search as a Markdown table (one row per layout, the command that reproduces it)."""
+    from botec.report.tables import markdown_table
+
+    header = ["rank", "layout", "micro-batch", "recompute", "step", "run", "MFU", "planned memory", "command"]
+    rows = []
+    for rank, entry in enumerate(result.best, 1):
+        layout, figures = entry["layout"], entry["figures"]
+        command = f"`botec estimate {contract_path} " + " ".join(f"--set {o}" for o in overrides(layout)) + "`"
+        rows.append([str(rank), _layout_cell(layout), str(layout["strategy.micro_batch_size"]),
+                     str(layout["strategy.recompute"]), format_quantity(figures["step_seconds"], "s", system),
+                     format_quantity(figures["run_seconds"], "s", system), f"{figures['end_to_end_mfu']:.3g}",
+                     format_quantity(figures["planned_device_bytes"], "B", system), command])
+    return [f"{result.candidates:,} candidate layouts, {result.evaluated:,} valid after the layout rules, "
+            f"{result.feasible:,} fit.", ""] + markdown_table(header, rows)
+
+
+def serving_search_markdown(rows: list[dict], system: str = "decimal") -> list[str]:
+    """The serving search (accelerator × TP degree, cheapest first) as a Markdown table."""
+    from botec.report.tables import markdown_table
+
+    header = ["rank", "accelerator", "TP", "replicas", "accelerators", "batch", "TPOT", "TTFT", "cost per day"]
+    cells = [[str(rank), row["accelerator"], str(row["tensor_parallel"]), format_number(row["replicas"]),
+              format_number(row["accelerators"]), f"{row['batch']:.0f}",
+              format_quantity(row["tpot_seconds"], "s", system), format_quantity(row["ttft_seconds"], "s", system),
+              format_quantity(row["cost_per_day_usd"], "USD", system) if row["cost_per_day_usd"] is not None
+              else "no price"] for rank, row in enumerate(rows, 1)]
+    return markdown_table(header, cells)
+
+
 def serving_search_text(rows: list[dict]) -> list[str]:
     lines = []
     for rank, row in enumerate(rows, 1):
@@ -118,15 +157,40 @@ def uncertainty_json(mc) -> str:
 
 def uncertainty_text(mc, units: dict[str, str], deadline: str | None, system: str) -> list[str]:
     lines = [f"{mc.samples:,} samples (seed {mc.seed}) of {', '.join(mc.varied) or 'no ranged assumption'}:"]
+    constant = 0
     for name, (p10, p50, p90) in mc.percentiles.items():
+        if not math.isfinite(p10 - p90) or abs(p90 - p10) <= 1e-9 * max(abs(p10), abs(p90)):
+            constant += 1  # the ranges do not reach it: its value is the estimate's (shown by `botec estimate`)
+            continue
         unit = units[name]
         lines.append(f"  {name}: P10 {format_quantity(p10, unit, system)}, P50 {format_quantity(p50, unit, system)}, "
                      f"P90 {format_quantity(p90, unit, system)}")
+    if constant:
+        lines.append(f"  ({constant:,} quantities left out: the same at P10 and P90; -f json lists them)")
     if mc.probability_fits is not None:
         lines.append(f"chance it fits in memory: {mc.probability_fits:.1%}")
     if mc.probability_deadline is not None:
         lines.append(f"chance the run finishes within {deadline}: {mc.probability_deadline:.1%}")
     return lines
+
+
+def sensitivity_json(output: str, value: float, unit: str, swings) -> str:
+    """The tornado as JSON, base units: the output, then each assumption's low/high and the output at each."""
+    return json.dumps({"quantity": output, "value": value, "unit": unit,
+                       "swings": [{"input": s.input, "low": s.low, "high": s.high, "input_unit": s.unit,
+                                   "output_at_low": s.output_at_low, "output_at_high": s.output_at_high,
+                                   "swing": s.swing} for s in swings]}, indent=2)
+
+
+def sensitivity_markdown(output: str, value: float, unit: str, swings, system: str = "decimal") -> list[str]:
+    """The tornado as a Markdown table, largest swing first."""
+    from botec.report.tables import markdown_table
+
+    rows = [[s.input, format_quantity(s.low, s.unit, system), format_quantity(s.high, s.unit, system),
+             format_quantity(s.output_at_low, unit, system), format_quantity(s.output_at_high, unit, system),
+             format_quantity(s.swing, unit, system)] for s in swings]
+    return [f"`{output}` = {format_quantity(value, unit, system)}; each assumption from its low to its high end:", ""] \
+        + markdown_table(["assumption", "low", "high", f"{output} at low", f"{output} at high", "swing"], rows)
 
 
 def sensitivity_text(output: str, value: float, unit: str, swings) -> list[str]:

@@ -13,10 +13,27 @@ from botec.graph import Given
 GB = 1e9
 
 
+def _number(value: float) -> str:
+    """A number as a reader writes it: ``4,713`` or ``0.316``, never ``4.7e+03``."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _layout(fig, title: str, y_title: str, x_title: str | None = None):
+    """Titles with units; every linear axis of a quantity starts at zero (a log axis says so in its title)."""
     fig.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=60, r=20, t=50, b=50),
-                      yaxis_title=y_title, xaxis_title=x_title, legend=dict(orientation="h", y=-0.2))
+                      legend=dict(orientation="h", y=-0.2))
+    if y_title:
+        fig.update_layout(yaxis_title=y_title)
+    if x_title:
+        fig.update_layout(xaxis_title=x_title)
+    fig.for_each_xaxis(lambda axis: axis.update(rangemode="tozero") if axis.type in (None, "linear") else None)
+    fig.for_each_yaxis(lambda axis: axis.update(rangemode="tozero") if axis.type in (None, "linear") else None)
     return fig
+
+
+def _mark_current(fig, x: float, label: str):
+    """A vertical line at this estimate's own configuration."""
+    fig.add_vline(x=x, line_dash="dot", line_color="black", annotation_text=label, annotation_position="top")
 
 
 def memory_figure(result: Estimate):
@@ -44,14 +61,15 @@ def memory_figure(result: Estimate):
         limit, limit_name = None, None
     fig = go.Figure()
     for name, value in parts:
-        fig.add_trace(go.Bar(name=name, x=["per accelerator"], y=[value / GB], hovertemplate="%{y:.3g} GB"))
+        fig.add_trace(go.Bar(name=name, x=["per accelerator"], y=[value / GB], hovertemplate="%{y:.3g} GB",
+                             text=[f"{value / GB:.3g} GB"], textposition="inside"))
     fig.update_layout(barmode="stack")
     fig.add_hline(y=q["device_memory_bytes"].value / GB, line_dash="dash", line_color="crimson",
                   annotation_text=f"device memory {q['device_memory_bytes'].value / GB:.3g} GB")
     if limit is not None:
         fig.add_hline(y=limit / GB, line_dash="dot", line_color="gray", annotation_text=limit_name,
                       annotation_position="bottom right")
-    return _layout(fig, "Memory per accelerator", "GB")
+    return _layout(fig, "Memory per accelerator", "memory per accelerator (GB)")
 
 
 def step_figure(result: Estimate):
@@ -76,9 +94,10 @@ def step_figure(result: Estimate):
         title = "Step time"
     fig = go.Figure()
     for name, value in parts:
-        fig.add_trace(go.Bar(name=name, y=["time"], x=[value], orientation="h", hovertemplate="%{x:.3g} s"))
+        fig.add_trace(go.Bar(name=name, y=["time"], x=[value], orientation="h", hovertemplate="%{x:.3g} s",
+                             text=[f"{value:.3g} s"], textposition="inside"))
     fig.update_layout(barmode="stack")
-    return _layout(fig, title, "", "seconds")
+    return _layout(fig, title, "", "time (s)")
 
 
 def scaling_figure(result: Estimate):
@@ -103,10 +122,11 @@ def scaling_figure(result: Estimate):
     if "training_cost_usd" in columns:
         fig.add_trace(go.Scatter(x=x, y=[columns["training_cost_usd"][i] for i in shown], name="cost (USD)",
                                  mode="lines+markers"), secondary_y=True)
-    fig.update_xaxes(type="log", title_text="accelerators")
-    fig.update_yaxes(title_text="hours", secondary_y=False)
-    fig.update_yaxes(title_text="USD", secondary_y=True)
-    return _layout(fig, "Run time and cost against accelerator count", "hours")
+    fig.update_xaxes(type="log", title_text="accelerators (log scale)")
+    fig.update_yaxes(title_text="run time (hours)", secondary_y=False)
+    fig.update_yaxes(title_text="cost (USD)", secondary_y=True)
+    _mark_current(fig, count, f"this plan: {count:,} accelerators")
+    return _layout(fig, "Run time and cost against accelerator count", "run time (hours)")
 
 
 def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: list[str]) -> dict[str, list[float]]:
@@ -140,10 +160,21 @@ def load_figure(result: Estimate):
                                    ("time_per_output_token_percentile_seconds", f"TPOT {percentile}", True)):
         fig.add_trace(go.Scatter(x=loads, y=[t * 1e3 for t in series[name]], name=f"{label} (ms)",
                                  mode="lines+markers"), secondary_y=secondary)
-    fig.update_xaxes(title_text="requests/s on one replica (saturation: {:.3g})".format(capacity))
-    fig.update_yaxes(title_text="TTFT, ms", secondary_y=False)
-    fig.update_yaxes(title_text="TPOT, ms per token", secondary_y=True)
-    return _layout(fig, "Latency against load (one replica)", "ms")
+    fig.update_xaxes(title_text="requests/s on one replica (saturation: {:.3g} requests/s)".format(capacity))
+    fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
+    fig.update_yaxes(title_text="TPOT (ms per token)", secondary_y=True)
+    q = result.quantities
+    _mark_current(fig, result.value("requests_per_s_on_a_replica"),
+                  f"this plan: {result.value('requests_per_s_on_a_replica'):.3g} requests/s")
+    for name, label, axis in (("time_to_first_token_target_seconds", "TTFT target", "y"),
+                              ("time_per_output_token_target_seconds", "TPOT target", "y2")):
+        if name in q and q[name].value is not None and q[name].value > 0:
+            fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref=axis, y0=q[name].value * 1e3,
+                          y1=q[name].value * 1e3, line=dict(dash="dash", color="crimson"), name=label)
+            fig.add_annotation(xref="paper", x=1 if axis == "y2" else 0, yref=axis, y=q[name].value * 1e3,
+                               text=f"{label} {q[name].value * 1e3:.3g} ms", showarrow=False, yshift=8,
+                               xanchor="right" if axis == "y2" else "left")
+    return _layout(fig, "Latency against load (one replica)", "TTFT (ms)")
 
 
 def context_figure(result: Estimate):
@@ -155,8 +186,10 @@ def context_figure(result: Estimate):
     series = _serving_sweep(result, "mean_kv_tokens_per_request", contexts, ["max_concurrent_requests"])
     fig = go.Figure(go.Scatter(x=contexts, y=series["max_concurrent_requests"], mode="lines+markers",
                                name="concurrent requests"))
-    fig.update_xaxes(type="log", title_text="mean cached tokens per running request")
-    return _layout(fig, "Concurrency that fits against context length", "requests")
+    fig.update_xaxes(type="log", title_text="mean cached tokens per running request (tokens, log scale)")
+    mean = result.value("mean_kv_tokens_per_request")
+    _mark_current(fig, mean, f"this plan: {mean:,.0f} tokens")
+    return _layout(fig, "Concurrency that fits against context length", "concurrent requests (requests)")
 
 
 def sensitivity_figure(result: Estimate, output: str):
@@ -173,12 +206,13 @@ def sensitivity_figure(result: Estimate, output: str):
     scale, label = (3600.0, "hours") if unit == "s" and base > 7200 else (1.0, unit)
     fig = go.Figure()
     names = [s.input for s in reversed(swings)]
-    fig.add_trace(go.Bar(y=names, x=[(s.output_at_low - base) / scale for s in reversed(swings)], orientation="h",
-                         name="at low"))
-    fig.add_trace(go.Bar(y=names, x=[(s.output_at_high - base) / scale for s in reversed(swings)], orientation="h",
-                         name="at high"))
+    for name, end in (("at low", "output_at_low"), ("at high", "output_at_high")):
+        changes = [(getattr(s, end) - base) / scale for s in reversed(swings)]
+        fig.add_trace(go.Bar(y=names, x=changes, orientation="h", name=name,
+                             text=[f"{c:+,.3g} {label}" for c in changes], textposition="auto"))
     fig.update_layout(barmode="overlay")
-    return _layout(fig, f"Sensitivity of {output} (change from {base / scale:.3g} {label})", "", label)
+    return _layout(fig, f"Sensitivity of {output} (change from {_number(base / scale)} {label})", "",
+                   f"change in {output} ({label})")
 
 
 def figures(result: Estimate) -> list:

@@ -14,26 +14,30 @@ _CANDIDATE_FIGURES = ("replicas", "serving_accelerators", "decode_batch_size", "
                       "cost_per_million_input_tokens_usd")
 
 
+def quantity_record(q) -> dict:
+    """One quantity: ``{name, account, value (base units), unit, meaning, formula, condition, inputs,
+    source: {provenance, field, note}, low, high}``."""
+    return {
+        "name": q.name,
+        "account": q.account,
+        "value": q.value,
+        "unit": q.unit,
+        "meaning": q.definition.meaning,
+        "formula": q.formula,
+        "condition": q.condition,
+        "inputs": list(q.inputs),
+        "source": {"provenance": q.provenance, "field": q.field, "note": q.source},
+        "low": q.low,
+        "high": q.high,
+    }
+
+
 def to_dict(result: Estimate) -> dict:
     """``{botec_version, catalog_revised, kind, contract, notes, accelerator, formats, fits, methods, layout,
     quantities: [...], findings: [...], candidates: [...]}``."""
     from botec.catalog import catalog_revised
 
-    quantities = []
-    for q in result.quantities.values():
-        quantities.append({
-            "name": q.name,
-            "account": q.account,
-            "value": q.value,
-            "unit": q.unit,
-            "meaning": q.definition.meaning,
-            "formula": q.formula,
-            "condition": q.condition,
-            "inputs": list(q.inputs),
-            "source": {"provenance": q.provenance, "field": q.field, "note": q.source},
-            "low": q.low,
-            "high": q.high,
-        })
+    quantities = [quantity_record(q) for q in result.quantities.values()]
     return {
         "botec_version": __version__,
         "catalog_revised": catalog_revised(),

@@ -20,7 +20,7 @@ def render(result: Estimate, system: str = "decimal") -> str:
               f"**Methods:** {'; '.join(methods(result))}", ""]
     lines += [f"> note: {note}" for note in contract.notes] + ([""] if contract.notes else [])
     lines += ["## Findings", ""]
-    lines += [f"- {_MARKS[f.level]} **{f.account}** — {f.message}" for f in result.findings]
+    lines += [f"- {_MARKS[f.level]} **{f.account}** — {f.message}" for f in result.findings_in(system)]
     lines += ["", "## Inputs and assumptions", ""]
     lines += markdown_table(["quantity", "value", "range", "provenance", "source"],
                     [[f"`{r.name}`", r.value, r.range, r.provenance, r.source]

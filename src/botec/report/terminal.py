@@ -1,4 +1,4 @@
-"""The estimate as a readable terminal report (rich): assumptions first, then each account, then findings.
+"""The estimate as a readable terminal report (rich): the findings first, then the assumptions and each account.
 
 Formulas are shown when the terminal is wide enough (140 columns); `botec explain` and the
 Markdown and JSON reports always carry them, and the intermediate steps (``--details``).
@@ -31,14 +31,22 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     from rich.text import Text
 
     contract = result.contract
-    console.print(Text.assemble(("botec estimate", "bold"), f": {contract.name or 'unnamed contract'}"))
+    # Sentences are never broken by botec when the output is piped or written to a file (the reader wraps them).
+    soft = not console.is_terminal
+    console.print(Text.assemble(("botec estimate", "bold"), f": {contract.name or 'unnamed contract'}"), soft_wrap=soft)
     if contract.description:
-        console.print(Text(contract.description, style="dim"))
-    console.print(Text(headline(result)))
+        console.print(Text(contract.description, style="dim"), soft_wrap=soft)
+    console.print(Text(headline(result)), soft_wrap=soft)
     for line in methods(result) + [layout_line(result), provenance()]:
-        console.print(Text(f"  {line}", style="dim"))
+        console.print(Text(f"  {line}", style="dim"), soft_wrap=soft)
     for note in contract.notes:
-        console.print(Text(f"  note: {note}", style="yellow"))
+        console.print(Text(f"  note: {note}", style="yellow"), soft_wrap=soft)
+    console.print()
+
+    console.print(Text("Findings", style="bold"))
+    for finding in result.findings_in(system):
+        mark, style = _STYLES[finding.level]
+        console.print(Text.assemble("  ", (f"{mark} {finding.account}", style), f": {finding.message}"), soft_wrap=soft)
     console.print()
 
     table = rich_table("Inputs and assumptions")
@@ -76,7 +84,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
             console.print(state)
     if not details:
         console.print(Text("Zero-valued and intermediate quantities: --details, -f markdown / json, or "
-                           "`botec explain CONTRACT QUANTITY`.", style="dim"))
+                           "`botec explain CONTRACT QUANTITY`.", style="dim"), soft_wrap=soft)
 
     if result.candidates:
         table = rich_table("Candidate accelerators (same contract; their own prices)")
@@ -97,9 +105,4 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
                           per_million.formatted(system) if per_million else "—")
         console.print(table)
         for line in unable:
-            console.print(Text(line, style="dim"))
-
-    console.print(Text("Findings", style="bold"))
-    for finding in result.findings:
-        mark, style = _STYLES[finding.level]
-        console.print(Text.assemble("  ", (f"{mark} {finding.account}", style), f": {finding.message}"))
+            console.print(Text(line, style="dim"), soft_wrap=soft)

@@ -1,9 +1,11 @@
 """`botec serve`: a local web app over the same quantity graph (FastAPI; ``pip install botec[web]``).
 
 Pick or paste a contract, edit any input in the form, see the accounts, findings and figures
-update; download the contract, the estimate and the report. The JSON API (``/api/estimate``,
-``/api/explain``, ``/api/report``, ``/api/sweep``, ``/api/catalog``) is documented at
-``/openapi.json``.
+update; download the contract, the estimate and the report. The page keeps one state, the contract
+text: a form edit is written into the text (``/api/contract``, comments kept) and the form is rebuilt
+from it, so every download reproduces what is on screen; the URL's fragment holds the text (a
+permalink). The JSON API (``/api/estimate``, ``/api/contract``, ``/api/explain``, ``/api/report``,
+``/api/sweep``, ``/api/catalog``, ``/api/examples``) is documented at ``/openapi.json``.
 
 Safety: the request body is capped (``MAX_BODY_BYTES``); contracts are parsed with YAML's safe
 loader and validated; nothing in a request names a file to read (``workload.model.config`` is
@@ -15,7 +17,9 @@ requests share nothing mutable.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Optional
 
 from fastapi import FastAPI, Request
@@ -28,7 +32,22 @@ from botec.errors import ContractError, UserError
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_SWEEP = 200_000
-EXAMPLES = {"lesson-finetune-1b": "lesson-finetune-1b.yaml", "serve-llama3.1-8b-h100": "serve-llama3.1-8b-h100.yaml"}
+CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"   # a source checkout's examples/
+
+
+def _examples() -> dict[str, str]:
+    """Every example contract the web app can run, by name: those in the package, and in a source checkout
+    every ``examples/*.yaml`` whose model is not a config file (the web app reads no files)."""
+    from botec.catalog import load_yaml_text
+
+    found = {Path(item.name).stem: item.read_text(encoding="utf-8")
+             for item in resources.files("botec.contracts").iterdir() if item.name.endswith(".yaml")}
+    for path in sorted(CHECKOUT_EXAMPLES.glob("*.yaml")) if CHECKOUT_EXAMPLES.is_dir() else []:
+        text = path.read_text(encoding="utf-8")
+        model = ((load_yaml_text(text) or {}).get("workload") or {}).get("model")
+        if not (isinstance(model, dict) and model.get("config") is not None):
+            found.setdefault(path.stem, text)
+    return dict(sorted(found.items()))
 
 
 class EstimateRequest(BaseModel):
@@ -53,13 +72,12 @@ def _error(status: int, message: str, field: Optional[str] = None) -> JSONRespon
     return JSONResponse(status_code=status, content={"error": {"field": field, "message": message}})
 
 
-def _load(request: EstimateRequest):
-    """The validated contract of a request (no file is ever read on its behalf)."""
+def _parse_text(text: str) -> dict:
+    """The raw mapping of a contract's text (YAML or JSON), or a ContractError naming the line."""
     from botec.catalog import load_yaml_text
-    from botec.contract import apply_overrides, parse_contract
 
     try:
-        data = load_yaml_text(request.contract)
+        data = load_yaml_text(text)
     except Exception as error:  # yaml.YAMLError and its C-loader cousins
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -68,6 +86,14 @@ def _load(request: EstimateRequest):
     if not isinstance(data, dict):
         raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
                             field="contract")
+    return data
+
+
+def _load(request: EstimateRequest):
+    """The validated contract of a request (no file is ever read on its behalf)."""
+    from botec.contract import apply_overrides, parse_contract
+
+    data = _parse_text(request.contract)
     overrides = [f"{path}={json.dumps(value) if not isinstance(value, str) else value}"
                  for path, value in request.overrides.items()]
     data = apply_overrides(data, overrides)
@@ -78,16 +104,179 @@ def _load(request: EstimateRequest):
     return data, parse_contract(data)
 
 
-def _fields(data: dict, prefix: str = "") -> list[dict]:
-    """The contract's editable leaves, as form fields (path, value)."""
+def _choices() -> dict[str, list[str]]:
+    """The catalog names a field may take, by field path (shown as a select)."""
+    from botec.architecture import model_catalog
+    from botec.catalog import accelerators, node_presets
+
+    return {"supply.accelerator": sorted(accelerators()), "workload.model": sorted(model_catalog()),
+            "supply.cluster.node": sorted(node_presets())}
+
+
+def _fields(data: dict, prefix: str = "", choices: Optional[dict] = None) -> list[dict]:
+    """The contract's editable leaves, as form fields (path, value, and the catalog's names where it has
+    them)."""
+    choices = _choices() if choices is None else choices
     fields = []
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict):
-            fields += _fields(value, path + ".")
+            fields += _fields(value, path + ".", choices)
         elif isinstance(value, (str, int, float, bool)) and key not in ("name", "description"):
-            fields.append({"path": path, "value": value})
+            field = {"path": path, "value": value}
+            if path in choices and isinstance(value, str):
+                field["choices"] = choices[path] if value in choices[path] else [value] + choices[path]
+            fields.append(field)
     return fields
+
+
+@lru_cache(maxsize=2)
+def _schema_fields(kind: str) -> tuple[dict, ...]:
+    """Every field a contract of ``kind`` may hold (path and description), from the contract's JSON Schema:
+    the form's "add a field" list. A stated number (value or {value, low, high, source}) is one field."""
+    from botec.contract import contract_schema
+
+    schema = contract_schema()
+    definitions = schema["$defs"]
+    found: list[dict] = []
+
+    def resolve(node: dict) -> list[dict]:
+        if "$ref" in node:
+            return [definitions[node["$ref"].rsplit("/", 1)[1]]]
+        return [n for option in node.get("anyOf", []) for n in resolve(option)] or [node]
+
+    def walk(definition: dict, prefix: str, depth: int) -> None:
+        for name, node in definition.get("properties", {}).items():
+            path = f"{prefix}{name}"
+            sections = [n for n in resolve(node) if "properties" in n and n is not definitions["StatedNumber"]]
+            if sections and depth < 4 and not any(n is definitions["StatedNumber"] for n in resolve(node)):
+                walk(sections[0], path + ".", depth + 1)
+            elif name not in ("kind", "name", "description"):
+                found.append({"path": path, "description": node.get("description", "")})
+
+    walk(definitions["ServingContract" if kind == "serving" else "TrainingContract"], "", 0)
+    return tuple(found)
+
+
+def _scalar(value: Any) -> tuple[str, Any]:
+    """A form's value as YAML text, and the value a contract reads from it (as ``--set`` does)."""
+    import yaml
+
+    if not isinstance(value, str):
+        return json.dumps(value), value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if isinstance(parsed, (dict, list)) or "\n" in value:
+        return json.dumps(value), value
+    return value, parsed
+
+
+def _set_in_text(text: str, path: str, value: Any) -> Optional[str]:
+    """``text`` with the scalar at ``path`` replaced in place (comments and layout kept), or None
+    where the path is not a scalar of the text or the edit would not read back as ``value``."""
+    import yaml
+
+    from botec.catalog import load_yaml_text
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    for key in path.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+        if node is None:
+            return None
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    before = load_yaml_text(text)
+    plain, parsed = _scalar(value)
+    expected = _assign(before, path, parsed)
+    quoted = json.dumps(parsed) if isinstance(parsed, str) else plain
+    for written in (quoted, plain) if node.style in ('"', "'") else (plain, quoted):
+        edited = text[:node.start_mark.index] + written + text[node.end_mark.index:]
+        try:
+            if load_yaml_text(edited) == expected:
+                return edited
+        except Exception:  # yaml.YAMLError and its C-loader cousins
+            continue
+    return None
+
+
+def _add_to_text(text: str, path: str, value: Any) -> Optional[str]:
+    """``text`` with a field it lacks written as new lines at the end of the deepest block section it has
+    (comments and layout kept), or None where that cannot be done exactly."""
+    import yaml
+
+    from botec.catalog import load_yaml_text
+    from botec.contract import apply_overrides
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    keys = path.split(".")
+    depth = 0
+    while depth < len(keys) - 1 and isinstance(node, yaml.MappingNode):
+        child = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == keys[depth]), None)
+        if not isinstance(child, yaml.MappingNode) or child.flow_style or not child.value:
+            break
+        node, depth = child, depth + 1
+    if not isinstance(node, yaml.MappingNode) or node.flow_style or not node.value:
+        return None
+    first_key, (_, last_value) = node.value[0][0], node.value[-1]
+    indent, step = " " * first_key.start_mark.column, "  "
+    plain, _ = _scalar(value)
+    lines = [f"{indent}{step * i}{key}:" for i, key in enumerate(keys[depth:-1])]
+    lines.append(f"{indent}{step * (len(keys) - 1 - depth)}{keys[-1]}: {plain}")
+    at = last_value.end_mark.index
+    if at > 0 and text[at - 1] != "\n":
+        at = text.find("\n", at)
+        at = len(text) if at < 0 else at + 1
+    while at >= 2 and text[at - 2] == "\n":         # before the blank lines that close the section
+        at -= 1
+    block = "\n".join(lines) + "\n"
+    edited = text[:at] + ("" if at == 0 or text[at - 1] == "\n" else "\n") + block + text[at:]
+    try:
+        expected = apply_overrides(load_yaml_text(text), [f"{path}={plain}"])
+        return edited if load_yaml_text(edited) == expected else None
+    except Exception:  # yaml.YAMLError and its C-loader cousins, a path through a scalar
+        return None
+
+
+def _assign(data: dict, path: str, value: Any) -> dict:
+    import copy
+
+    data = copy.deepcopy(data)
+    target = data
+    *sections, last = path.split(".")
+    for key in sections:
+        target = target[key]
+    target[last] = value
+    return data
+
+
+def _edit(text: str, edits: dict[str, Any]) -> str:
+    """The contract text with the form's edits written into it: in place where the field is in the
+    text, else the whole contract rewritten (YAML, or JSON where the text was JSON)."""
+    import yaml
+
+    from botec.contract import apply_overrides
+
+    _parse_text(text)
+    for path, value in edits.items():
+        edited = _set_in_text(text, path, value)
+        if edited is None:
+            edited = _add_to_text(text, path, value)
+        if edited is None:
+            data = apply_overrides(_parse_text(text), [f"{path}={_scalar(value)[0]}"])
+            edited = json.dumps(data, indent=2, default=str) + "\n" if text.lstrip().startswith("{") else \
+                yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        text = edited
+    return text
 
 
 def create_app() -> FastAPI:
@@ -135,8 +324,24 @@ def create_app() -> FastAPI:
     @app.get("/api/examples")
     def examples() -> dict:
         """The contracts a user can start from, as YAML text."""
-        return {name: resources.files("botec.contracts").joinpath(file).read_text(encoding="utf-8")
-                for name, file in EXAMPLES.items()}
+        return _examples()
+
+    @app.post("/api/contract")
+    def contract_endpoint(request: EstimateRequest) -> dict:
+        """The contract text with the form's edits (``overrides``) written into it, and its form fields:
+        the page keeps one state, the text, and the form is a view of it."""
+        text = _edit(request.contract, request.overrides)
+        data = _parse_text(text)
+        kind = (data.get("workload") or {}).get("kind") if isinstance(data.get("workload"), dict) else None
+        present = {f["path"] for f in _fields(data, choices={})}
+        taken = present | {p.rsplit(".", n)[0] for p in present for n in range(1, p.count(".") + 1)}
+
+        def addable(path: str) -> bool:   # not there yet, and not inside a field given as one value
+            prefixes = {path.rsplit(".", n)[0] for n in range(1, path.count(".") + 1)}
+            return path not in taken and not prefixes & present and path != "workload.model.config"
+
+        return {"contract": text, "fields": _fields(data),
+                "addable": [f for f in _schema_fields(str(kind)) if addable(f["path"])]}
 
     @app.get("/api/catalog")
     def catalog() -> dict:

@@ -1,0 +1,211 @@
+"""One convention for every command (issue 14, "Commands that disagree"): -h, --set, -f, -o/-, did-you-mean,
+units in findings, findings first, no hard wrap when piped, --uncertainty shows what varies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, LESSON
+
+SEARCH = EXAMPLES / "gpt3-175b-search.yaml"
+
+
+def _value(report: str, name: str) -> float:
+    return next(q["value"] for q in json.loads(report)["quantities"] if q["name"] == name)
+
+
+@pytest.mark.parametrize("command", ["estimate", "sweep", "search", "sensitivity", "explain", "report", "solve"])
+def test_dash_h_is_help_on_every_command(cli, command):
+    code, out, _ = cli(command, "-h")
+    assert code == 0
+    assert f" {command} [OPTIONS]" in out and "Show this message and exit." in out
+
+
+def test_dash_h_is_help_on_the_app(cli):
+    code, out, _ = cli("-h")
+    assert code == 0 and "estimate" in out and "sweep" in out
+
+
+def test_a_set_typo_is_blamed_on_set_not_the_file(cli):
+    code, out, err = cli("estimate", str(LESSON), "--set", "strategy.micro_bach_size=4")
+    assert code == 2 and out == ""
+    assert err.strip() == ("botec: error: --set strategy.micro_bach_size=4: unknown field; "
+                           "did you mean 'micro_batch_size'?")
+
+
+def test_a_bad_unit_from_set_is_blamed_on_set(cli):
+    code, _, err = cli("estimate", "--set", "supply.accelerator.memory=32 Gb")
+    assert code == 2
+    assert err.startswith("botec: error: --set supply.accelerator.memory=32 Gb: unknown unit 'Gb'")
+    assert "reference workload" not in err
+    assert "(Gb is gigabits; for bytes write GB)" in err
+
+
+def test_a_file_typo_is_still_blamed_on_the_file(cli, tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text(LESSON.read_text().replace("micro_batch_size", "micro_bach_size"))
+    code, _, err = cli("estimate", str(path), "--set", "supply.count=8")
+    assert code == 2 and f"{path}: strategy.micro_bach_size: unknown field" in err
+
+
+def test_sensitivity_takes_set_quantity_format_and_output(cli, tmp_path):
+    code, out, _ = cli("sensitivity", str(LESSON), "--set", "supply.count=8", "-q", "run_seconds", "-f", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["quantity"] == "run_seconds" and data["value"] == pytest.approx(15625.0)  # 4 → 8 accelerators
+    target = tmp_path / "tornado.md"
+    code, _, err = cli("sensitivity", str(LESSON), "-q", "planned_device_bytes", "-f", "markdown", "--units",
+                       "binary", "-o", str(target))
+    assert code == 0 and f"wrote {target}" in err
+    text = target.read_text()
+    assert text.startswith("`planned_device_bytes` = 23.5 GiB")
+    assert "| assumption | low | high |" in text
+
+
+def test_o_is_a_file_and_a_quantity_there_is_refused(cli):
+    code, out, err = cli("sensitivity", str(LESSON), "-o", "run_seconds")
+    assert code == 2 and out == ""
+    assert "-o/--output: 'run_seconds' is a quantity; name quantities with -q/--quantity" in err
+
+
+def test_sensitivity_suggests_a_quantity_by_its_unit_word(cli):
+    code, _, err = cli("sensitivity", str(LESSON), "-q", "run_time")
+    assert code == 2 and "--quantity: 'run_time' is not a quantity of this contract; did you mean 'run_seconds'?" in err
+
+
+def test_search_markdown_prints_markdown(cli):
+    pytest.importorskip("numpy")
+    code, out, _ = cli("search", str(SEARCH), "--top", "2", "-f", "markdown")
+    assert code == 0
+    lines = out.splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert table[0].startswith("| rank | layout | micro-batch |")
+    assert table[1].startswith("|---|")
+    assert len(table) == 4 and table[2].startswith("| 1 | TP ")
+    assert "`botec estimate " in table[2]
+
+
+def test_search_takes_set(cli):
+    pytest.importorskip("numpy")
+    code, _, err = cli("search", str(SEARCH), "--set", "strategy.micro_bach_size=2")
+    assert code == 2 and "--set strategy.micro_bach_size=2: unknown field" in err
+
+
+def test_solve_takes_set(cli):
+    pytest.importorskip("numpy")
+    code, out, _ = cli("solve", "--minimize", "supply.count", "--subject-to", "run_seconds <= 4 h",
+                       "--set", "workload.tokens=2B")
+    assert code == 0
+    assert out.startswith("supply.count = 18 ")  # twice the tokens of the reference (9 at 1B)
+
+
+def test_sweep_csv_dash_is_stdout(cli, tmp_path, monkeypatch):
+    pytest.importorskip("numpy")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("sweep", str(LESSON), "--set", "supply.count=4,8", "-q", "run_seconds", "--csv", "-")
+    assert code == 0
+    assert not (tmp_path / "-").exists()
+    assert "supply.count,run_seconds,feasible\n4.0,31250.0,True\n8.0,15625.0,True" in out.replace("\r\n", "\n")
+
+
+def test_sweep_format_csv_and_output_file(cli, tmp_path):
+    pytest.importorskip("numpy")
+    target = tmp_path / "sweep.csv"
+    code, out, _ = cli("sweep", str(LESSON), "--set", "supply.count=4,8", "-q", "run_seconds", "-f", "csv",
+                       "-o", str(target))
+    assert code == 0 and out == ""
+    assert target.read_text().splitlines() == ["supply.count,run_seconds,feasible", "4.0,31250.0,True",
+                                               "8.0,15625.0,True"]
+
+
+def test_estimate_output_dash_is_stdout(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("estimate", "-f", "json", "-o", "-")
+    assert code == 0 and not (tmp_path / "-").exists()
+    assert _value(out, "run_seconds") == 31250.0
+
+
+def test_accelerator_did_you_mean_ignores_case_and_matches_prefixes(cli):
+    code, _, err = cli("estimate", "--set", "supply.accelerator=H100")
+    assert code == 2
+    assert "unknown accelerator 'H100'; did you mean 'h100-sxm' or 'h100-pcie'?" in err
+    code, _, err = cli("estimate", "--set", "supply.accelerator=H200")
+    assert "did you mean 'h200'?" in err
+
+
+def test_a_hugging_face_model_id_is_read_as_the_catalog_model(cli):
+    example = EXAMPLES / "llama3.1-8b-qlora-rtx4090.yaml"
+    code, out, err = cli("estimate", str(example), "-f", "json", "--set", "workload.model=meta-llama/Llama-3.1-8B")
+    assert code == 0
+    assert ("botec: note: workload.model: the Hugging Face id 'meta-llama/Llama-3.1-8B' read as the catalog model "
+            "'llama-3.1-8b'") in err
+    _, plain, _ = cli("estimate", str(example), "-f", "json")
+    assert _value(out, "parameters") == _value(plain, "parameters") == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_explain_suggests_one_quantity_not_a_list(cli):
+    code, _, err = cli("explain", "run_time")
+    assert code == 2
+    assert err.strip() == "botec: error: 'run_time' is not a quantity; did you mean 'run_seconds'?"
+    code, _, err = cli("explain", "xyzzy")
+    assert len(err) < 200 and "quantities here" in err
+
+
+def test_units_lowercase_binary_prefix_and_bits_explained():
+    from botec.units import UnitError, parse_quantity
+
+    assert parse_quantity("32 gib", "bytes") == 32 * 2**30
+    assert parse_quantity("32 GIB", "bytes") == 32 * 2**30
+    with pytest.raises(UnitError, match=r"\(Gb is gigabits; for bytes write GB\)"):
+        parse_quantity("32 Gb", "bytes")
+    with pytest.raises(UnitError, match=r"\(Gib is gibibits; for bytes write GiB\)"):
+        parse_quantity("32 Gib", "bytes")
+    with pytest.raises(UnitError):
+        parse_quantity("32 gb", "bytes")  # gigabits or gigabytes: refused, not guessed
+
+
+def test_findings_follow_units_binary(cli):
+    code, out, _ = cli("estimate", "--units", "binary")
+    assert code == 0
+    assert "✔ memory: fits: 23.5 GiB of 29.8 GiB planned, 6.35 GiB spare" in out
+    code, out, _ = cli("estimate", "--units", "binary", "-f", "markdown")
+    assert "fits: 23.5 GiB of 29.8 GiB planned" in out
+    _, decimal, _ = cli("estimate")
+    assert "fits: 25.2 GB of 32 GB planned" in decimal
+
+
+def test_findings_come_before_the_tables(cli):
+    _, out, _ = cli("estimate")
+    assert out.index("Findings") < out.index("Inputs and assumptions")
+    assert out.index("✔ memory: fits") < out.index("Inputs and assumptions")
+
+
+def test_piped_estimate_keeps_each_finding_on_one_line():
+    env = dict(os.environ, COLUMNS="80")
+    done = subprocess.run([sys.executable, "-m", "botec.cli", "estimate"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    start = lines.index("Findings")
+    findings = lines[start + 1:lines.index("", start)]
+    assert len(findings) >= 5
+    assert all(line.startswith("  ") and line[2] in "·✔!✘" for line in findings)  # no continuation lines
+    failures = next(line for line in findings if "failures:" in line)
+    assert len(failures) > 80 and failures.rstrip().endswith("(34.9 accelerator-hours)")
+
+
+def test_uncertainty_shows_only_what_varies(cli):
+    pytest.importorskip("numpy")
+    code, out, _ = cli("estimate", "--uncertainty", "--samples", "500")
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("  run_seconds: P10 ") for line in lines)
+    assert not any(line.startswith("  parameters:") for line in lines)  # constant: left out
+    left_out = next(line for line in lines if "quantities left out" in line)
+    assert left_out.strip().endswith("quantities left out: the same at P10 and P90; -f json lists them)")
+    assert int(left_out.strip()[1:].split()[0].replace(",", "")) > 100
