@@ -209,3 +209,168 @@ def test_uncertainty_shows_only_what_varies(cli):
     left_out = next(line for line in lines if "quantities left out" in line)
     assert left_out.strip().endswith("quantities left out: the same at P10 and P90; -f json lists them)")
     assert int(left_out.strip()[1:].split()[0].replace(",", "")) > 100
+
+
+@pytest.mark.parametrize("args, line", [
+    (["sweep", "-x"], "botec: error: sweep: No such option: -x (`botec sweep -h` shows its usage)"),
+    (["explain"], "botec: error: explain: Missing argument '[CONTRACT] QUANTITY'. (`botec explain -h` shows its usage)"),
+    (["estimate", "--units", "gigs"], "botec: error: estimate: Invalid value for '--units': "),
+    (["estimate", "--set"], "botec: error: estimate: Option '--set' requires an argument. "),
+    (["estimat"], "botec: error: No such command 'estimat'. Did you mean 'estimate', 'simulate'? "
+                  "(`botec -h` lists the commands)"),
+])
+def test_a_usage_error_is_one_line_not_a_box(cli, args, line):
+    code, out, err = cli(*args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(line), err
+    assert "╭" not in err and "Usage:" not in err
+
+
+def test_help_is_still_the_full_help(cli):
+    code, out, err = cli("explain", "--help")
+    assert code == 0 and err == ""
+    assert " explain [OPTIONS]" in out and "Show this message and exit." in out
+
+
+def test_solve_prints_json_with_f(cli, tmp_path):
+    code, out, _ = cli("solve", "--minimize", "supply.count", "--subject-to", "run_seconds <= 4 h", "-f", "json")
+    assert code == 0
+    solved = json.loads(out)
+    assert solved["variable"] == "supply.count" and solved["value"] == 9  # a count, not 9.0
+    assert solved["feasible"] == 1016 and solved["evaluated"] == 1024
+    row = {r["name"]: r for r in solved["row"]}
+    assert row["run_seconds"]["unit"] == "s" and row["run_seconds"]["value"] == pytest.approx(13888.89, rel=1e-4)
+    path = tmp_path / "solved.json"
+    code, _, _ = cli("solve", "--minimize", "supply.count", "--subject-to", "run_seconds <= 4 h", "-f", "json",
+                     "-o", str(path))
+    assert code == 0 and json.loads(path.read_text())["value"] == 9
+
+
+def test_solve_back_solve_json(cli):
+    code, out, _ = cli("solve", str(EXAMPLES / "llama2-70b-pretrain.yaml"), "--find", "assumptions.end_to_end_mfu",
+                       "--given", "accelerator_hours=1.72M", "-f", "json")
+    assert code == 0
+    solved = json.loads(out)
+    assert solved["find"] == "assumptions.end_to_end_mfu" and solved["value"] == pytest.approx(0.4348, abs=1e-4)
+    assert solved["reached"] == pytest.approx(1.72e6) and solved["unit"] == "accelerator-hours"
+
+
+def test_solve_refuses_markdown_in_one_line(cli):
+    code, _, err = cli("solve", "--minimize", "supply.count", "-f", "markdown")
+    assert code == 2 and err.startswith("botec: error: solve: Invalid value for '--format' / '-f'")
+
+
+def test_report_format_by_f_or_by_the_file_name(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("report", "-f", "markdown", "-o", "-")
+    assert code == 0 and out.startswith("# botec estimate: lesson-finetune-1b")
+    code, _, _ = cli("report", "-f", "markdown")  # no -o: report.md, not Markdown in report.html
+    assert code == 0 and (tmp_path / "report.md").read_text().startswith("# botec estimate: lesson-finetune-1b")
+    assert not (tmp_path / "report.html").exists()
+    code, _, _ = cli("report", "-f", "markdown", "-o", "notes.txt")
+    assert code == 0 and (tmp_path / "notes.txt").read_text().startswith("# botec estimate")
+    code, _, _ = cli("report", "-o", "by-name.md")
+    assert code == 0 and (tmp_path / "by-name.md").read_text().startswith("# botec estimate")
+
+
+def test_report_format_and_file_name_that_disagree_are_refused(cli, tmp_path):
+    path = tmp_path / "review.html"
+    code, out, err = cli("report", "-f", "markdown", "-o", str(path))
+    assert code == 2 and out == "" and not path.exists()
+    assert err.strip() == (f"botec: error: -f/--format markdown but -o/--output {str(path)!r} names html: "
+                           "give the file a .md name, or leave -f out")
+
+
+def test_calibrate_takes_set_and_keeps_it_in_the_calibrated_contract(cli, tmp_path):
+    contract, bench = EXAMPLES / "serve-llama3.1-8b-h100.yaml", EXAMPLES / "benchmarks" / "vllm-llama3.1-8b-h100.json"
+
+    def tpot(*extra):
+        code, out, _ = cli("calibrate", str(contract), str(bench), "-f", "json", *extra)
+        assert code == 0
+        return next(c for c in json.loads(out)["comparisons"] if c["name"] == "time_per_output_token_seconds")
+
+    plain = tpot()
+    path = tmp_path / "calibrated.yaml"
+    slower = tpot("--set", "assumptions.step_overhead=500 us", "--set", "supply.pue=1.3", "-o", str(path))
+    assert plain["estimated"] == pytest.approx(0.009671, rel=1e-3)
+    assert slower["estimated"] == pytest.approx(0.009940, rel=1e-3)  # 0.2 ms more per step, one token per step
+    text = path.read_text()
+    assert "  pue: 1.3\n" in text and "  step_overhead: 500 us\n" in text
+
+
+def test_calibrate_blames_a_bad_set(cli):
+    code, _, err = cli("calibrate", str(EXAMPLES / "serve-llama3.1-8b-h100.yaml"),
+                       str(EXAMPLES / "benchmarks" / "vllm-llama3.1-8b-h100.json"), "--set", "supply.pue=hot")
+    assert code == 2 and err.startswith("botec: error: --set supply.pue=hot: ")
+
+
+def test_sweep_suggests_a_quantity(cli):
+    code, out, err = cli("sweep", "--set", "supply.count=4,8", "-q", "run_time")
+    assert code == 2 and out == ""
+    assert err.strip() == "botec: error: --quantity: unknown quantity 'run_time'; did you mean 'run_seconds'?"
+
+
+def test_a_training_misfit_follows_units_binary(cli):
+    code, out, err = cli("estimate", "--set", "strategy.micro_batch_size=16", "--units", "binary")
+    assert code == 2 and out == ""
+    assert err.strip() == ("botec: error: strategy.micro_batch_size: 16 sequences per accelerator need 41 GiB planned "
+                           "per accelerator, more than its 29.8 GiB; at most 7 fit; ZeRO-2 over 4 ranks frees 12.2 GiB "
+                           "and fits (28.7 GiB planned)")
+    _, _, decimal = cli("estimate", "--set", "strategy.micro_batch_size=16")
+    assert "need 44 GB planned per accelerator, more than its 32 GB;" in decimal
+
+
+def test_a_serving_misfit_follows_units_binary(cli):
+    code, _, err = cli("estimate", str(EXAMPLES / "serve-llama3.1-8b-l4.yaml"), "--set", "workload.model=llama-3.1-70b",
+                       "--units", "binary")
+    assert code == 2
+    assert err.strip() == ("botec: error: strategy.tensor_parallel: weights take 65.7 GiB per accelerator and the KV "
+                           "cache of one request 120 MiB, beyond the 20.6 GiB usable (after the 1.4 GiB reserve): "
+                           "raise tensor_parallel, quantize the weights or use a larger device")
+
+
+def _piped(*args: str) -> str:
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    done = subprocess.run([sys.executable, "-m", "botec.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_piped_table_cells_are_not_folded_at_80_columns():
+    lines = _piped("estimate").splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
+    # the range whole, no "…", its unit written once
+    assert lines[row].split("  ")[-1].strip() == "1 × 10⁻⁵ – 6 × 10⁻⁵ failures/accelerator-hour"
+    source = lines[row + 1].strip()
+    assert source.startswith("assumed · assumptions.failure_rate; default: Llama 3 405B pre-training")
+    assert source.endswith("a younger or less automated fleet fails more often")  # one line, not folded
+    meaning = next(line for line in lines if line.split()[:1] == ["model_flops_per_token"])
+    assert meaning.rstrip().endswith("under LoRA the work a LoRA step needs: 4 per frozen parameter, 6 per "
+                                     "adapter parameter")
+    assert not any("formula" in line.split() for line in lines)  # the formula column stays a wide terminal's
+
+
+def test_piped_sweep_headers_are_whole():
+    out = _piped("sweep", "--set", "supply.count=4,8", "--set", "strategy.micro_batch_size=1,2")
+    header = next(line for line in out.splitlines() if "count" in line).split()
+    assert header == ["count", "micro_batch_size", "run_seconds", "planned_device_bytes", "step_seconds", "feasible"]
+
+
+def test_a_range_writes_its_unit_once_and_leaves_room_for_the_names():
+    """At 120 columns the inputs table kept 7 characters for the quantity names: both ends of the failure
+    rate's range carried 'failures/accelerator-hour'. The unit is written once; an exponent stays with its
+    number."""
+    from botec.report import _shared_unit
+
+    assert _shared_unit("1 × 10⁻⁵ failures/accelerator-hour", "6 × 10⁻⁵ failures/accelerator-hour") == \
+        " failures/accelerator-hour"
+    assert _shared_unit("1B parameters/s", "4.5B parameters/s") == " parameters/s"
+    assert _shared_unit("900 MB", "1.2 GB") == "" and _shared_unit("0.2", "0.45") == ""
+    env = {key: value for key, value in os.environ.items() if key != "LINES"} | {"COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "botec.cli", "estimate"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("quantity (provenance"))
+    assert len(lines[header].strip().split("  ")[0]) >= 30  # the names' column, not 7 characters

@@ -192,9 +192,11 @@ def test_console_script_exit_code(tmp_path):
 
 
 def test_overflowing_inputs_never_reach_a_result(cli):
-    """1e300 parameters × 1e300 tokens overflows: an error naming the quantity, never an infinity."""
+    """1e300 parameters × 1e300 tokens would overflow: each stated number is bounded (within 1e-30…1e30 in base
+    units, issue 15), so the first is refused by name before any formula runs, never an infinity."""
     code, out, err = cli("estimate", "--set", "workload.model.parameters=1e300", "--set", "workload.tokens=1e300")
-    assert_one_line_error(code, out, err, "training_flops: not a finite number; check its inputs: model_flops_per_token, tokens")
+    assert_one_line_error(code, out, err, "--set workload.model.parameters=1e300: value must be 0 or between 1e-30 "
+                                          "and 1e30 in base units, got '1e300'")
 
 
 # --- parallel layouts and model shapes (issue 3) ------------------------------------------------------
@@ -378,6 +380,7 @@ def test_a_key_stated_twice_is_refused(cli, tmp_path):
 
 
 def test_sizes_past_floating_point_are_refused_not_crashed(cli):
-    """9e293 accelerators overflow the job's FLOP rate: one line naming the quantity, never a traceback."""
+    """9e293 accelerators would overflow the job's FLOP rate: a count is below 10^18 (issue 15), refused by name."""
     code, out, err = cli("estimate", "--set", "supply.count=8.98846567431158e+293")
-    assert_one_line_error(code, out, err, "useful_flops_per_s: not a finite number")
+    assert_one_line_error(code, out, err, "--set supply.count=8.98846567431158e+293: value must be a whole number "
+                                          "below 10^18")

@@ -127,7 +127,7 @@ def test_every_example_through_the_web_api(name):
     from botec.web.app import app
 
     text = (EXAMPLES / name).read_text()
-    response = TestClient(app).post("/api/estimate", json={"contract": text})
+    response = TestClient(app, base_url="http://127.0.0.1").post("/api/estimate", json={"contract": text})
     if "config:" in text:   # the web app reads no files on a request's behalf
         assert response.status_code == 422
         assert response.json()["error"]["field"] == "workload.model.config"

@@ -134,6 +134,21 @@ def test_sensitivity_ranks_the_mfu_first_for_run_time():
     assert memory[0].input == "assumptions.saved_tensor_factor"
 
 
+@pytest.mark.parametrize("name, output", [("llama3.1-70b-pretrain.yaml", "run_seconds"),
+                                          ("serve-llama3.1-8b-h100.yaml", "cost_per_million_output_tokens_usd")])
+def test_the_vectorized_tornado_equals_one_estimate_per_end(name, output):
+    """sensitivity() evaluates every end in one vectorized pass; each row must equal a scalar re-estimate."""
+    result = estimate_file(LESSON.parent / name)
+    inputs = result.inputs
+    swings = sensitivity(result, output)
+    assert len(swings) >= 10 and swings[0].swing > 0
+    for swing in swings:
+        for end, expected in ((swing.low, swing.output_at_low), (swing.high, swing.output_at_high)):
+            scalar = inputs.graph.evaluate(inputs.vary({swing.input: end}).given, wanted=[output],
+                                           choices=inputs.choices)[output].value
+            assert expected == pytest.approx(float(scalar), rel=1e-12), (swing.input, end)
+
+
 # --- bad input ----------------------------------------------------------------------------------------
 
 def test_sweep_of_an_unknown_field(cli):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -19,8 +22,32 @@ def specs():
     """Each example's figures as plotly dicts, by figure title."""
     found = {}
     for path in (LESSON, EXAMPLES / "llama3.1-70b-pretrain.yaml", EXAMPLES / "serve-llama3.1-8b-h100.yaml"):
-        found[path.stem] = {f.layout.title.text: f.to_plotly_json() for f in figures(estimate_file(path))}
+        found[path.stem] = {f["layout"]["title"]["text"]: f for f in figures(estimate_file(path))}
     return found
+
+
+def test_specs_are_plain_json_that_plotly_accepts(specs):
+    """The figures are plain dicts (JSON as they are, no plotly object), and plotly's own schema accepts each."""
+    import plotly.graph_objects as go
+
+    assert [len(by_title) for by_title in specs.values()] == [4, 4, 5]
+    for by_title in specs.values():
+        for title, spec in by_title.items():
+            assert json.loads(json.dumps(spec, allow_nan=False)) == spec, title
+            figure = go.Figure(spec)                                 # raises on an unknown or misspelt property
+            assert figure.layout.title.text == title
+            assert figure.layout.template.layout.plot_bgcolor == "white"   # drawn in plotly_white, as before
+    scaling = specs["llama3.1-70b-pretrain"]["Run time and cost against accelerator count"]   # cost on a 2nd y axis
+    assert [t["yaxis"] for t in scaling["data"]] == ["y", "y2"] and scaling["layout"]["yaxis2"]["overlaying"] == "y"
+
+
+def test_figures_import_no_plotly():
+    """The web app builds the figures on every page request: plotly (a 100 ms figure build) stays out of it."""
+    code = ("import sys; from botec.estimate import estimate_file; from botec.report.figures import figures; "
+            f"specs = figures(estimate_file({str(LESSON)!r})); "
+            "print(len(specs), sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "4 []"
 
 
 def _axes(layout: dict) -> dict:

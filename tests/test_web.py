@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -18,7 +19,7 @@ pytest.importorskip("plotly")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from botec.web.app import MAX_BODY_BYTES, app  # noqa: E402
+from botec.web.app import MAX_BODY_BYTES, app, create_app  # noqa: E402
 
 from conftest import LESSON, REPO  # noqa: E402
 
@@ -29,7 +30,7 @@ LESSON_TEXT = LESSON.read_text()
 
 @pytest.fixture(scope="module")
 def client():
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1")   # the Host the server answers (loopback)
 
 
 def test_estimate_api_reproduces_the_lesson(client):
@@ -40,6 +41,47 @@ def test_estimate_api_reproduces_the_lesson(client):
     quantities = {q["name"]: q["value"] for q in payload["quantities"]}
     assert quantities["steps"] == 61_036
     assert len(payload["figures"]) == 4 and payload["fields"]
+
+
+def test_the_page_asks_for_only_what_it_draws(client):
+    """``detail: "page"``: the headline, findings, tables and figures the page draws, the same as in the full
+    answer, in a fraction of its bytes; an unknown detail is a 422 naming the field."""
+    body = {"contract": LESSON_TEXT, "figures": True}
+    full = client.post("/api/estimate", json=body)
+    page = client.post("/api/estimate", json=body | {"detail": "page"})
+    assert page.status_code == 200 and page.headers["content-type"] == "application/json"
+    compact = page.json()
+    assert sorted(compact) == ["figures", "findings", "fits", "headline", "kind", "tables"]
+    assert all(compact[key] == full.json()[key] for key in compact)
+    assert [f["layout"]["title"]["text"] for f in compact["figures"]][0] == "Memory per accelerator"
+    assert len(page.content) < len(full.content) / 2
+    assert "25.2 GB" in compact["tables"]
+    wrong = client.post("/api/estimate", json=body | {"detail": "everything"})
+    assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "detail"
+
+
+def test_the_tornado_comes_when_asked(client):
+    """The sensitivity tornado (the costliest figure) is left out with ``tornado: false`` and answered alone by
+    /api/sensitivity: the same figure as in the full answer."""
+    body = {"contract": LESSON_TEXT, "figures": True, "detail": "page"}
+    titles = [f["layout"]["title"]["text"] for f in client.post("/api/estimate", json=body).json()["figures"]]
+    assert titles[-1] == "Sensitivity of run_seconds (change from 8.68 hours)"
+    without = client.post("/api/estimate", json=body | {"tornado": False}).json()["figures"]
+    assert [f["layout"]["title"]["text"] for f in without] == titles[:-1]
+    alone = client.post("/api/sensitivity", json={"contract": LESSON_TEXT})
+    assert alone.status_code == 200 and alone.json()["figure"]["layout"]["title"]["text"] == titles[-1]
+    bad = client.post("/api/sensitivity", json={"contract": "workload: 5"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"]
+
+
+def test_json_answers_stay_json_for_any_value():
+    """A non-finite float (JSON has none) is written as null; a lone surrogate, which UTF-8 cannot carry,
+    as an escape: never a 500."""
+    from botec.web.app import _json_response
+
+    assert json.loads(_json_response({"a": float("nan"), "b": [float("inf"), 1.5]}).body) == {"a": None,
+                                                                                              "b": [None, 1.5]}
+    assert json.loads(_json_response({"name": "x\ud800y"}).body) == {"name": "x\ud800y"}
 
 
 def test_overrides_change_the_estimate(client):
@@ -95,6 +137,117 @@ def test_sweep_beyond_the_cap(client):
     assert response.status_code == 422 and "cap" in response.json()["error"]["message"]
     ok = client.post("/api/sweep", json={"contract": LESSON_TEXT, "axes": ["strategy.micro_batch_size=6..8"]})
     assert [row[-1] for row in ok.json()["rows"]] == [True, True, False]
+
+
+# --- attacks (issue 15) -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["evil.example", "rebind.attacker.example:80", "127.0.0.1.evil.example",
+                                  "localhost:8080", "", "[::2]"])
+def test_a_foreign_host_header_gets_400(client, host):
+    """DNS rebinding: a page on another name that resolves to 127.0.0.1 must not reach the API."""
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT}, headers={"host": host})
+    assert response.status_code == 400
+    assert "is not served here" in response.json()["error"]["message"]
+    assert client.get("/api/examples", headers={"host": host}).status_code == 400
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "LOCALHOST:80"])
+def test_loopback_host_headers_are_served(client, host):
+    assert client.get("/api/examples", headers={"host": host}).status_code == 200
+
+
+def test_allowed_hosts_are_added_by_name_or_name_and_port():
+    added = TestClient(create_app(allowed_hosts=["box.lan", "proxy.lan:443", "::1"]), base_url="http://box.lan")
+    assert added.get("/api/examples").status_code == 200
+    assert added.get("/api/examples", headers={"host": "box.lan:8080"}).status_code == 400   # not the served port
+    assert added.get("/api/examples", headers={"host": "proxy.lan:443"}).status_code == 200
+    assert added.get("/api/examples", headers={"host": "other.lan"}).status_code == 400
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "https://127.0.0.1", "http://localhost:9999",
+                                    "http://127.0.0.1/x"])
+def test_a_cross_origin_post_gets_403(client, origin):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT}, headers={"origin": origin})
+    assert response.status_code == 403
+    assert "cross-origin" in response.json()["error"]["message"]
+
+
+def test_a_same_origin_post_is_served(client):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT}, headers={"origin": "http://127.0.0.1"})
+    assert response.status_code == 200
+
+
+def test_an_oversized_body_is_refused_before_it_is_parsed(client, monkeypatch):
+    import botec.web.app as web
+
+    def must_not_parse(*args, **kwargs):
+        raise AssertionError("parsed an oversized body")
+
+    monkeypatch.setattr(web, "_parse_text", must_not_parse)
+    big = b'{"contract": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    stated = client.post("/api/estimate", content=big, headers={"content-type": "application/json"})
+    assert stated.status_code == 413 and "larger than 256 KiB" in stated.json()["error"]["message"]
+
+    def chunks():   # no Content-Length: the streamed size is counted
+        for _ in range(MAX_BODY_BYTES // 4096 + 2):
+            yield b"x" * 4096
+
+    streamed = client.post("/api/estimate", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413 and "larger than 256 KiB" in streamed.json()["error"]["message"]
+    lying = client.post("/api/estimate", content=b"{}", headers={"content-type": "application/json",
+                                                               "content-length": "-1"})
+    assert lying.status_code in (400, 413)
+
+
+def test_duplicate_keys_in_a_request_contract_are_refused(client):
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT.replace("  count: 4 ", "  count: 4\n  count: 4000 ")})
+    assert response.status_code == 422 and "stated twice" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("name, fallback, encoded", [
+    ("résumé ☃", "r_sum_ _", "r%C3%A9sum%C3%A9%20%E2%98%83"),
+    ("a\r\nSet-Cookie: pwn=1\r\nX-Evil: 1", "aSet-Cookie: pwn=1X-Evil: 1", "aSet-Cookie%3A%20pwn%3D1X-Evil%3A%201"),
+    ('x"; filename*=UTF-8\'\'evil.exe; a="', "x_; filename*=UTF-8''evil.exe; a=_",
+     "x%22%3B%20filename%2A%3DUTF-8%27%27evil.exe%3B%20a%3D%22"),
+])
+@pytest.mark.parametrize("format, suffix", [("html", ".html"), ("markdown", ".md")])
+def test_any_contract_name_gives_a_safe_download_header(client, name, fallback, encoded, format, suffix):
+    import json as json_module
+
+    text = LESSON_TEXT.replace("name: ", f"name: {json_module.dumps(name)} #", 1)
+    response = client.post(f"/api/report?format={format}", json={"contract": text})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-disposition"] == \
+        f"attachment; filename=\"{fallback}{suffix}\"; filename*=UTF-8''{encoded}{suffix}"
+    assert "set-cookie" not in response.headers and "x-evil" not in response.headers
+
+
+def test_the_server_exits_on_sigterm(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = _free_port()
+    process = subprocess.Popen([str(Path(sys.executable).parent / "botec"), "serve", "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while True:   # wait until it answers
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/examples", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None and time.time() < deadline, process.stdout.read().decode()
+            time.sleep(0.1)
+        assert httpx.get(f"http://127.0.0.1:{port}/api/examples", headers={"host": "evil.example"}).status_code == 400
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) in (0, -signal.SIGTERM)   # uvicorn re-raises the signal once shut down
+    finally:
+        process.kill()
+        process.wait()
 
 
 # --- a real server on loopback ------------------------------------------------------------------------
@@ -167,6 +320,7 @@ def test_the_page_in_a_real_browser(server, tmp_path):
         page.click("#load-example")
         expect(page.locator("#findings")).to_contain_text("fits: 25.2 GB of 32 GB planned")
         expect(page.locator("#figure-0 .main-svg").first).to_be_visible()
+        expect(page.locator("#figure-3 .gtitle")).to_contain_text("Sensitivity of run_seconds")  # asked for after
         page.screenshot(path=str(ARTIFACTS / "1-lesson.png"), full_page=True)
 
         batch = page.locator('input[data-path="strategy.micro_batch_size"]')

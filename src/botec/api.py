@@ -124,7 +124,7 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
         import numpy as np
     except ImportError:
         raise ImportError("botec.sweep evaluates the formulas on arrays: pip install 'botec[array]' (numpy)") from None
-    from botec.explore.space import Space, evaluate_space, parse_axis
+    from botec.explore.space import Space, evaluate_space, parse_axes
     from botec.inputs import build_inputs
 
     if not axes:
@@ -136,13 +136,12 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
                             field="source")
     outputs = [outputs] if isinstance(outputs, str) else list(outputs)
     try:
-        parsed = [parse_axis(_axis_text(path, values), inputs) for path, values in axes.items()]
+        parsed = parse_axes([_axis_text(path, values) for path, values in axes.items()], inputs, cap, field="axes",
+                            cap_words="cap={cap:,}")
         space = Space(inputs, parsed)
-        if space.size > cap:
-            raise ContractError(f"the space has {space.size:,} configurations, more than cap={cap:,}", field="axes")
         columns, valid, _ = evaluate_space(space, wanted=list(dict.fromkeys(outputs + ["memory_spare_bytes"])))
     except ContractError as error:  # the CLI's option names, in the API's words
-        field = {"--set": "axes", "--output": "outputs"}.get(error.field, error.field)
+        field = {"--set": "axes", "--quantity": "outputs"}.get(error.field, error.field)
         raise ContractError(error.detail, field=field, origin=error.origin) from None
     table = {axis.path: columns[axis.path] for axis in parsed} | {name: columns[name] for name in outputs}
     table |= {"valid": valid, "feasible": valid & (np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)}

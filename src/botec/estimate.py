@@ -173,33 +173,41 @@ def estimate(contract, base_dir: Path | None = None, compare: bool = True) -> Es
     return estimate_inputs(build_inputs(contract, base_dir), compare)
 
 
-def check_fit(result: Estimate) -> None:
-    """Raise a :class:`ContractError` naming the batch when the plan does not fit the device."""
+def check_fit(result: Estimate, system: str = "decimal") -> None:
+    """Raise a :class:`ContractError` naming the batch when the plan does not fit the device (sizes in ``system``:
+    ``decimal`` GB or ``binary`` GiB, as ``--units``)."""
     if result.fits:
         return
     q = result.quantities
+    relief = result.relief
+    if relief and result.kind == "training" and system != "decimal":
+        from botec.findings.relief import memory_relief
+
+        relief = memory_relief(result.inputs, q, system)
     if result.kind == "serving" and q["max_concurrent_requests"].value >= 1:
         # the memory fits; a latency target no load can meet (its floor on an idle replica is above it)
         field = ("workload.latency.time_per_output_token" if "time_per_output_token_target_seconds" in q
                  and q["time_per_output_token_floor_seconds"].value > q["time_per_output_token_target_seconds"].value
                  else "workload.latency.time_to_first_token")
-        raise ContractError(f"{unreachable_target(q)} on this replica: raise tensor_parallel, quantize, choose a faster "
+        raise ContractError(f"{unreachable_target(q, system)} on this replica: raise tensor_parallel, quantize, choose a faster "
                             "accelerator or relax the target (--allow-misfit reports it anyway, unpriced)", field=field)
     if result.kind == "serving":
         raise ContractError(
-            f"weights take {q['weight_memory_bytes'].formatted()} per accelerator and the KV cache of one request "
-            f"{q['kv_bytes_per_request'].formatted()}, beyond the {q['usable_memory_bytes'].formatted()} usable "
-            f"(after the {q['activation_reserve_bytes'].formatted()} reserve): raise tensor_parallel, quantize the "
+            f"weights take {q['weight_memory_bytes'].formatted(system)} per accelerator and the KV cache of one "
+            f"request {q['kv_bytes_per_request'].formatted(system)}, beyond the "
+            f"{q['usable_memory_bytes'].formatted(system)} usable (after the "
+            f"{q['activation_reserve_bytes'].formatted(system)} reserve): raise tensor_parallel, quantize the "
             "weights or use a larger device", field="strategy.tensor_parallel")
     largest, batch = int(q["max_micro_batch_size"].value), int(q["micro_batch_size"].value)
     if largest >= 1:
         advice = f"at most {largest} fit{'s' if largest == 1 else ''}"
     else:
-        advice = f"not even 1 fits (state {q['state_bytes'].formatted()}, activations {q['activation_bytes'].formatted()})"
+        advice = (f"not even 1 fits (state {q['state_bytes'].formatted(system)}, activations "
+                  f"{q['activation_bytes'].formatted(system)})")
     raise ContractError(
         f"{format_quantity(batch, 'sequences')} per accelerator need{'s' if batch == 1 else ''} "
-        f"{q['planned_device_bytes'].formatted()} planned per accelerator, more than its "
-        f"{q['device_memory_bytes'].formatted()}; {advice}{result.relief}", field="strategy.micro_batch_size")
+        f"{q['planned_device_bytes'].formatted(system)} planned per accelerator, more than its "
+        f"{q['device_memory_bytes'].formatted(system)}; {advice}{relief}", field="strategy.micro_batch_size")
 
 
 def accelerator_options(contract) -> list[tuple]:
@@ -226,10 +234,11 @@ def compare_accelerators(inputs: Inputs) -> list[tuple[str, dict | str]]:
     return rows
 
 
-def unreachable_target(q: dict[str, Quantity]) -> str | None:
+def unreachable_target(q: dict[str, Quantity], system: str = "decimal") -> str | None:
     """Why a serving replica cannot hold a request or meet its stated latency targets, or None."""
     if q["max_concurrent_requests"].value < 1:
-        return f"does not fit: weights {q['weight_memory_bytes'].formatted()} of {q['usable_memory_bytes'].formatted()}"
+        return (f"does not fit: weights {q['weight_memory_bytes'].formatted(system)} of "
+                f"{q['usable_memory_bytes'].formatted(system)}")
     if "time_per_output_token_target_seconds" in q:
         floor, target = q["time_per_output_token_floor_seconds"], q["time_per_output_token_target_seconds"]
         if floor.value > target.value:

@@ -27,6 +27,7 @@ __all__ = [
     "format_quantity",
     "format_number",
     "dimension_of_unit",
+    "excerpt",
 ]
 
 
@@ -140,6 +141,28 @@ def _bits_hint(unit: str, dimension: str) -> str:
     return f" ({unit} is {name}bits; for bytes write {prefix}B)"
 
 
+EXCERPT_CHARACTERS = 60  # the longest rendering of a user's value an error message shows
+MAX_QUANTITY_CHARACTERS = 100  # the longest text parse_quantity reads ("1,000,000,000,000 tokens" has 24)
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARACTERS) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters (cut with an ellipsis).
+
+    Bounded however large or deep ``value`` is: only its first items and levels are rendered (reprlib), so no
+    error message can take long to format or be huge.
+    """
+    import reprlib
+
+    shorter = reprlib.Repr()
+    shorter.maxlevel, shorter.maxlist, shorter.maxtuple, shorter.maxdict, shorter.maxset = 2, 4, 4, 4, 4
+    shorter.maxstring = shorter.maxlong = shorter.maxother = limit
+    try:
+        text = shorter.repr(value)
+    except ValueError:  # an int of more than 4,300 digits, which Python refuses to write out
+        text = f"<a whole number of {int(value.bit_length() * math.log10(2)) + 1:,} digits>"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def parse_quantity(value: object, dimension: str) -> float:
     """Parse ``value`` (a number or a text like ``"32 GB"``) into a float in ``dimension``'s base unit.
 
@@ -150,15 +173,21 @@ def parse_quantity(value: object, dimension: str) -> float:
     if isinstance(value, bool):
         raise UnitError(f"expected {expected}, got {value!r}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float's range (a number of 309 digits or more)
+            number = math.inf
         if not math.isfinite(number):
-            raise UnitError(f"expected {expected}, got {value!r}")
+            raise UnitError(f"expected {expected}, got {excerpt(value)} (not a finite number)")
         return number
     if not isinstance(value, str):
-        raise UnitError(f"expected {expected}, got {value!r}")
+        raise UnitError(f"expected {expected}, got {excerpt(value)}")
+    if len(value) > MAX_QUANTITY_CHARACTERS:  # no quantity is this long; the pattern below is quadratic in it
+        raise UnitError(f"expected {expected}, got {excerpt(value)} ({len(value):,} characters; a number with its "
+                        f"unit has at most {MAX_QUANTITY_CHARACTERS})")
     match = _NUMBER.match(value)
     if not match:
-        raise UnitError(f"expected {expected}, got {value!r}")
+        raise UnitError(f"expected {expected}, got {excerpt(value)}")
     unit = match["unit"]
     if dimension == "count":  # "2T tokens", "7 B params": drop the noun, keep the scale
         words = unit.split()
@@ -168,7 +197,7 @@ def parse_quantity(value: object, dimension: str) -> float:
         words = unit.split()
         per_second = words[-1].removesuffix("/s") if words and words[-1].endswith("/s") else None
         if per_second is None or per_second not in _COUNT_NOUNS + ("tok", "req", ""):
-            raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}")
+            raise UnitError(f"unknown unit {excerpt(unit)} in {excerpt(value)}; expected {expected}")
         unit = " ".join(words[:-1])
     if match["currency"]:
         unit = "$" + unit if unit.startswith("/") else (unit or "$")
@@ -181,10 +210,11 @@ def parse_quantity(value: object, dimension: str) -> float:
         # "32 gib", "32 GIB": a binary prefix read in one case is bytes ("Gib" is gibibits, "gb" ambiguous)
         factor = table.get(spelled[0].upper() + "i" + spelled[2].upper() + spelled[3:].lower())
     if factor is None:
-        raise UnitError(f"unknown unit {unit!r} in {value!r}; expected {expected}{_bits_hint(unit, dimension)}")
+        raise UnitError(f"unknown unit {excerpt(unit)} in {excerpt(value)}; expected {expected}"
+                        f"{_bits_hint(unit, dimension)}")
     number = float(match["number"].replace(",", "").replace("_", "")) * factor
     if not math.isfinite(number):
-        raise UnitError(f"expected {expected}, got {value!r} (not a finite number)")
+        raise UnitError(f"expected {expected}, got {excerpt(value)} (not a finite number)")
     return number
 
 

@@ -126,6 +126,58 @@ def _unique_key_loader(base):
     return UniqueKeyLoader
 
 
+MAX_CONTRACT_DEPTH = 32  # nesting levels a contract's YAML may have (the examples use at most 5)
+MAX_INTEGER_DIGITS = 100  # characters of a plain integer a contract's YAML may have (Python refuses > 4,300)
+
+
+def load_contract_yaml(text: str):
+    """Parse a user's contract (or a ``--set`` value) as YAML that cannot be bombed.
+
+    Safe and fast like :func:`load_yaml_text` with ``unique_keys``, and moreover refuses anchors/aliases (a
+    contract has no use for them, and a 3 KB "billion laughs" of nested aliases expands to 9^10 values: refusing
+    them is simpler and cheaper than expanding them under a budget), nesting deeper than
+    :data:`MAX_CONTRACT_DEPTH`, and integers longer than :data:`MAX_INTEGER_DIGITS` characters. Each refusal is
+    a ``yaml.MarkedYAMLError`` naming the line, as a syntax error is.
+    """
+    import yaml
+
+    loader = _unique_key_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_contract_nodes(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_contract_nodes(root) -> None:
+    """Walk the composed YAML once: each node seen once (an alias makes a node reachable twice), depth bounded."""
+    import yaml
+
+    def refuse(problem: str, mark) -> None:
+        raise yaml.composer.ComposerError(None, None, problem, mark)
+
+    seen: set[int] = set()
+    stack = [(root, 1, root.start_mark)]
+    while stack:
+        node, depth, mark = stack.pop()
+        if id(node) in seen:
+            refuse("anchors and aliases (&name, *name) are not allowed in a contract; write the value out", mark)
+        seen.add(id(node))
+        if depth > MAX_CONTRACT_DEPTH:
+            refuse(f"nested deeper than {MAX_CONTRACT_DEPTH} levels", node.start_mark)
+        if isinstance(node, yaml.MappingNode):  # pushed last to first: visited in the document's order
+            for key, value in reversed(node.value):
+                stack.append((value, depth + 1, key.start_mark))
+                stack.append((key, depth + 1, key.start_mark))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1, node.start_mark) for item in reversed(node.value))
+        elif node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_INTEGER_DIGITS:
+            refuse(f"a whole number of {len(node.value)} characters (at most {MAX_INTEGER_DIGITS})", node.start_mark)
+
+
 def _load_yaml(name: str) -> dict:
     return load_yaml_text(resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8"))
 

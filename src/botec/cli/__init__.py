@@ -11,30 +11,19 @@ from __future__ import annotations
 import os
 import sys
 
-import typer
-
-from botec import __version__
-from botec.cli.common import app
 from botec.errors import UserError
-
-# The commands register themselves on import, and `botec --help` lists them in this order.
-from botec.cli import estimating, serving_app, simulating, catalogs, measuring, exploring, validating  # noqa: E402,F401,I001
 
 __all__ = ["app", "main"]
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"botec {__version__}")
-        raise typer.Exit()
+def __getattr__(name: str):
+    """``botec.cli.app``, the typer app with every command, built when first asked for: ``botec estimate`` runs
+    without typer (:mod:`botec.cli.quick`), and typer and the commands' modules are a third of its start-up."""
+    if name == "app":
+        from botec.cli.commands import app
 
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
-                                 help="Print the version and exit."),
-) -> None:
-    """Capacity planning for AI workloads."""
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _one_line(text: str) -> str:
@@ -44,37 +33,54 @@ def _one_line(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group(0))[1:-1], text)
 
 
-def _invoked(argv: list[str]) -> typer.Typer:
-    """The app with only the command ``argv`` names (all of them for ``--help`` or an unknown name): click builds
-    every registered command's parser up front, a tenth of a short command's start-up."""
-    name = argv[1] if len(argv) > 1 else None
-    chosen = [info for info in app.registered_commands
-              if (info.name or info.callback.__name__.replace("_", "-")) == name]
-    if not chosen:
-        return app
-    import copy
-
-    single = copy.copy(app)  # the same settings and root callback, one command
-    single.registered_commands = chosen
-    return single
-
-
 def main() -> None:
     """Console entry point: user errors become one line and exit code 2; nothing becomes a traceback."""
+    from botec.cli.quick import Interrupted, echo, run
+
     try:
-        _invoked(sys.argv)(standalone_mode=True)
+        code = run(sys.argv)  # `botec estimate` without typer; None: a command line it leaves to the typer app
+        if code is None:
+            from botec.cli.commands import invoked
+
+            code = invoked(sys.argv)(standalone_mode=False)  # click's usage errors come here, not as its box
     except UserError as error:
-        typer.echo(f"botec: error: {_one_line(str(error))}", err=True)
+        echo(f"botec: error: {_one_line(str(error))}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        typer.echo("botec: interrupted", err=True)
+    except (KeyboardInterrupt, Interrupted):
+        echo("botec: interrupted", err=True)
         sys.exit(130)
-    except Exception as error:  # a bug in botec: say so in one line, keep the traceback for developers
-        if os.environ.get("BOTEC_DEBUG"):
+    except Exception as error:
+        usage_error, abort = _typer_errors()
+        if isinstance(error, usage_error):  # a missing argument, an unknown option, a bad choice
+            if error.format_message():  # (none when a bare `botec` printed the help instead)
+                from botec.cli.commands import usage
+
+                echo(f"botec: error: {usage(error)}", err=True)
+            sys.exit(2)
+        if isinstance(error, abort):
+            echo("botec: interrupted", err=True)
+            sys.exit(130)
+        if os.environ.get("BOTEC_DEBUG"):  # a bug in botec: say so in one line, keep the traceback for developers
             raise
-        typer.echo(f"botec: internal error: {error.__class__.__name__}: {error} "
-                   "(set BOTEC_DEBUG=1 for the traceback, and please report it)", err=True)
+        echo(f"botec: internal error: {error.__class__.__name__}: {error} "
+             "(set BOTEC_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(1)
+    if isinstance(code, int) and code:  # typer.Exit(code) comes back as the code without standalone mode
+        sys.exit(code)
+
+
+def _typer_errors() -> tuple[type, type]:
+    """click's UsageError and typer's Abort, or two classes nothing raises when typer was never imported."""
+    if "typer" not in sys.modules:
+        return _Never, _Never
+    import typer
+
+    # typer's click (its own copy in typer 0.29) names UsageError only as BadParameter's base
+    return next(base for base in typer.BadParameter.__mro__ if base.__name__ == "UsageError"), typer.Abort
+
+
+class _Never(Exception):
+    """Raised by nothing."""
 
 
 if __name__ == "__main__":

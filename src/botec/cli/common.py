@@ -45,33 +45,8 @@ SET_HELP = "Override a contract field, e.g. `--set supply.count=8` (repeatable).
 OUTPUT_HELP = "Write the result to this file instead of stdout (`-`: stdout)."
 
 
-def is_stdout(output: Optional[Path]) -> bool:
-    """Whether an ``-o/--output`` (or ``--csv``) path means stdout: not given, or ``-``."""
-    return output is None or str(output) == "-"
-
-
-def emit(text: str, output: Optional[Path] = None) -> None:
-    """Print ``text``, or write it whole to ``output`` (atomically: nothing half-written); ``-`` is stdout."""
-    if is_stdout(output):
-        typer.echo(text)
-        return
-    from botec.errors import write_text_atomically
-
-    write_text_atomically(output, text if text.endswith("\n") else text + "\n")
-    typer.echo(f"wrote {output}", err=True)
-
-
-def print_notes(contract) -> None:
-    for note in contract.notes:
-        typer.echo(f"botec: note: {note}", err=True)
-
-
-def load_estimate(contract: Optional[Path], overrides: List[str]):
-    from botec.estimate import estimate_file
-
-    result = estimate_file(contract, overrides)
-    print_notes(result.contract)
-    return result
+# Printing, writing a file and loading an estimate need no typer (``botec estimate``'s quick path uses them too).
+from botec.cli.quick import emit, is_stdout, load_estimate, print_notes  # noqa: E402,F401
 
 
 def load_inputs(contract: Optional[Path], overrides: List[str] = ()):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, is_stdout, load_estimate,
+from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, load_estimate,
                               numpy_needed, units_of)
+from botec.cli.quick import estimate_report
 from botec.errors import UserError
 
 
@@ -32,59 +34,64 @@ def estimate(
 
     Example: `botec estimate examples/llama2-70b-pretrain.yaml --set supply.count=2048 -f markdown`
     """
+    system = units.value
+    if not uncertainty:  # the one implementation, shared with botec.cli.quick's typer-free path
+        estimate_report(contract, format.value, system, set_, output, allow_misfit, details)
+        return
     from botec.estimate import check_fit
 
     result = load_estimate(contract, set_)
     if not allow_misfit:
-        check_fit(result)
-    system = units.value
-    if uncertainty:
-        numpy_needed()
-        from botec.explore.uncertainty import monte_carlo
-        from botec.report.explore import uncertainty_json, uncertainty_text
-        from botec.units import UnitError, parse_quantity
+        check_fit(result, system)
+    numpy_needed()
+    from botec.explore.uncertainty import monte_carlo
+    from botec.report.explore import uncertainty_json, uncertainty_text
+    from botec.units import UnitError, parse_quantity
 
-        try:
-            deadline_seconds = parse_quantity(deadline, "seconds") if deadline else None
-        except UnitError as error:
-            raise UserError(f"--deadline: {error}") from None
-        mc = monte_carlo(result, samples, seed, deadline_seconds)
-        emit(uncertainty_json(mc) if format is Format.json else
-              "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output)
-        return
-    if format is Format.json:
-        from botec.report.json_report import render
+    try:
+        deadline_seconds = parse_quantity(deadline, "seconds") if deadline else None
+    except UnitError as error:
+        raise UserError(f"--deadline: {error}") from None
+    mc = monte_carlo(result, samples, seed, deadline_seconds)
+    emit(uncertainty_json(mc) if format is Format.json else
+         "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output)
 
-        emit(render(result), output)
-    elif format is Format.markdown:
-        from botec.report.markdown import render
 
-        emit(render(result, system), output)
-    else:
-        import io
+class ReportFormat(str, enum.Enum):
+    """`botec report` writes a self-contained HTML page or Markdown."""
 
-        from botec.report.tables import console
-        from botec.report.terminal import render
-
-        buffer = None if is_stdout(output) else io.StringIO()
-        render(result, console(buffer), system, details)
-        if buffer is not None:
-            emit(buffer.getvalue(), output)
+    html = "html"
+    markdown = "markdown"
 
 
 @app.command()
 def report(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
-    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="report.html (or .md for Markdown)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
+                                          help="The file: report.html by default (report.md with -f markdown); "
+                                               "a .md or .markdown name writes Markdown; `-`: stdout."),
+    format: Optional[ReportFormat] = typer.Option(None, "--format", "-f", show_default=False,
+                                                  help="html or markdown (default: by the -o name, else html)."),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
     """Write a report to paste or share: one self-contained HTML file with plots (works offline), or Markdown.
 
-    Example: `botec report examples/llama3.1-70b-pretrain.yaml -o review.html`
+    Examples: `botec report examples/llama3.1-70b-pretrain.yaml -o review.html`; `botec report -f markdown -o -`
     """
+    suffix = output.suffix.lower() if output is not None else ""
+    named = {".md": ReportFormat.markdown, ".markdown": ReportFormat.markdown, ".html": ReportFormat.html,
+             ".htm": ReportFormat.html}.get(suffix)
+    if format is None:
+        format = named or ReportFormat.html
+    elif named is not None and named is not format:  # -f markdown -o report.html: say which, not guess
+        raise UserError(f"-f/--format {format.value} but -o/--output {str(output)!r} names {named.value}: "
+                        f"give the file a {'.md' if format is ReportFormat.markdown else '.html'} name, "
+                        "or leave -f out")
+    if output is None:
+        output = Path("report.md" if format is ReportFormat.markdown else "report.html")
     result = load_estimate(contract, set_)
-    if output.suffix.lower() in (".md", ".markdown"):
+    if format is ReportFormat.markdown:
         from botec.report.markdown import render as render_markdown
 
         emit(render_markdown(result, units.value), output)

@@ -3,6 +3,7 @@ varied."""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,6 +13,13 @@ from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, Tabl
                               load_estimate, load_inputs, numpy_needed, units_of)
 
 QUANTITY_HELP = "A quantity to tabulate, e.g. `-q run_seconds` (repeatable)."
+
+
+class SolveFormat(str, enum.Enum):
+    """`botec solve` prints a few lines: text, or the same as JSON."""
+
+    text = "text"
+    json = "json"
 
 
 def _not_a_quantity(output: Optional[Path], quantities) -> None:
@@ -41,7 +49,7 @@ def sweep(
     Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`
     """
     numpy_needed()
-    from botec.explore.space import Space, evaluate_space, parse_axis
+    from botec.explore.space import Space, evaluate_space, parse_axes
     from botec.report import explore as view
     from botec.report.tables import console
 
@@ -51,11 +59,8 @@ def sweep(
         raise UserError("sweeps run over training contracts (serving: vary the traffic with --set on estimate)")
     if not axes:
         raise UserError("--set: give at least one FIELD=VALUES to sweep")
-    parsed = [parse_axis(a, inputs) for a in axes]
+    parsed = parse_axes(axes, inputs, None if force else cap, advice="; narrow it or pass --force")
     space = Space(inputs, parsed)
-    if space.size > cap and not force:
-        raise UserError(f"--set: the space has {space.size:,} configurations, more than the cap of {cap:,}; "
-                        "narrow it or pass --force")
     from botec.report.progress import space_progress
 
     with space_progress() as progress:
@@ -67,7 +72,7 @@ def sweep(
     header = [a.path for a in parsed] + outputs + ["feasible"]
     rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
     if csv_path is not None:
-        emit(view.sweep_csv(header, rows), csv_path)
+        emit(view.sweep_csv(header, rows), csv_path, "--csv")
     if format is TableFormat.json:
         emit(view.sweep_json(header, rows, counts, int(fits.sum())), output)
         return
@@ -102,6 +107,9 @@ def solve(
     given: Optional[str] = typer.Option(None, "--given", help="The observed figure for --find, e.g. "
                                                              "accelerator_hours=1.72M."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    format: SolveFormat = typer.Option(SolveFormat.text, "--format", "-f", help="text or json (values in base "
+                                                                                 "units, each with its unit)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
 ) -> None:
     """Solve for a field under constraints, or back-solve an assumption from an observed figure.
 
@@ -109,17 +117,28 @@ def solve(
     `botec solve examples/llama2-70b-pretrain.yaml --find assumptions.end_to_end_mfu --given accelerator_hours=1.72M`
     """
     numpy_needed()
+    import json
+
     from botec.explore.solve import back_solve, best_accelerator, optimize
     from botec.units import format_number, format_quantity
 
     inputs = load_inputs(contract, set_)
     units = units_of(inputs)
+
+    def number(value) -> float | int:  # a count (supply.count = 9) as 9, not 9.0
+        return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
+
+    def done(lines: list[str], payload: dict) -> None:
+        emit(json.dumps(payload, indent=2) if format is SolveFormat.json else "\n".join(lines), output)
+
     if find is not None:
         if given is None:
             raise UserError("--find needs --given QUANTITY=VALUE")
         value, reached = back_solve(inputs, find, given)
         quantity = given.partition("=")[0].strip()
-        typer.echo(f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, units[quantity])}")
+        done([f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, units[quantity])}"],
+             {"find": find, "value": float(value), "given": quantity, "reached": float(reached),
+              "unit": units[quantity]})
         return
     if (minimize is None) == (maximize is None):
         raise UserError("give one of --minimize FIELD or --maximize FIELD (or --find with --given)")
@@ -129,19 +148,24 @@ def solve(
         rows = best_accelerator(inputs, variable, direction, subject_to, keys)
         if rows[0][1] is None:
             raise UserError("no accelerator meets the constraints: " + "; ".join(f"{key}: {why}" for key, _, why in rows))
-        typer.echo(f"best: {rows[0][0]} ({variable} = {format_quantity(rows[0][1], units[variable])})")
-        for key, value, why in rows:
-            typer.echo(f"  {key}: {format_quantity(value, units[variable]) if value is not None else why}")
+        lines = [f"best: {rows[0][0]} ({variable} = {format_quantity(rows[0][1], units[variable])})"]
+        lines += [f"  {key}: {format_quantity(value, units[variable]) if value is not None else why}"
+                  for key, value, why in rows]
+        done(lines, {"variable": variable, "unit": units[variable], "best": rows[0][0],
+                     "accelerators": [{"accelerator": key, "value": None if value is None else number(value),
+                                       "why_not": None if value is not None else why} for key, value, why in rows]})
         return
     solution = optimize(inputs, variable, direction, subject_to, over)
     if solution.value is None:
         raise UserError(f"no value of {variable} meets the constraints ({solution.evaluated:,} tried): "
                         f"{solution.closest}")
-    typer.echo(f"{variable} = {format_number(solution.value)}  ({solution.feasible:,} of {solution.evaluated:,} "
-               "values tried meet the constraints)")
-    for name, value in solution.row.items():
-        if name in units:
-            typer.echo(f"  {name} = {format_quantity(value, units[name])}")
+    lines = [f"{variable} = {format_number(solution.value)}  ({solution.feasible:,} of {solution.evaluated:,} "
+             "values tried meet the constraints)"]
+    shown = {name: value for name, value in solution.row.items() if name in units}
+    lines += [f"  {name} = {format_quantity(value, units[name])}" for name, value in shown.items()]
+    done(lines, {"variable": variable, "value": number(solution.value), "feasible": solution.feasible,
+                 "evaluated": solution.evaluated,
+                 "row": [{"name": name, "value": number(value), "unit": units[name]} for name, value in shown.items()]})
 
 
 @app.command()

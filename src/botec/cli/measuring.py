@@ -133,6 +133,8 @@ def calibrate(
                                       help="Serving results: which run of a JSON-lines file (1 = the first; "
                                            "default: the last)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json."),
+    set_: List[str] = typer.Option([], "--set", show_default=False,
+                                   help=SET_HELP + " The calibrated contract (-o) keeps them."),
 ) -> None:
     """Put the estimate beside a measurement, back-solve the assumptions it pins down, name the one that failed.
 
@@ -162,7 +164,7 @@ def calibrate(
         raise UserError(f"--log-format: expected megatron, torchtitan or botec, not {log_format!r} (a serving "
                         "benchmark: vllm-bench or sglang-bench)")
     measured = read_measurement(measurement_file, log_format, warmup, run)
-    result = load_estimate(contract, [])
+    result = load_estimate(contract, set_)
     if isinstance(measured, ServingBenchmark):
         if result.kind != "serving":
             raise UserError(f"{measurement_file}: a {measured.tool} serving benchmark calibrates a serving contract "
@@ -170,7 +172,7 @@ def calibrate(
         source = (f"{measurement_file.name} ({measured.tool} serving benchmark"
                   f"{', run ' + str(measured.run) if measured.runs > 1 else ''}"
                   f"{', ' + measured.date if measured.date else ''})")
-        calibration = calibrate_serving(contract, measured, source)
+        calibration = calibrate_serving(contract, measured, source, set_)
     else:
         if result.kind != "training":
             raise UserError(f"{measurement_file}: botec calibrate compares a serving contract with a vLLM or SGLang "
@@ -189,4 +191,4 @@ def calibrate(
             typer.echo(f"botec: no assumption could be back-solved from {measurement_file} (see the diagnosis): "
                        f"{output} not written", err=True)
             raise typer.Exit(code=1)
-        emit(calibrated_contract(contract, calibration, source), output)
+        emit(calibrated_contract(contract, calibration, source, set_), output)

@@ -12,16 +12,34 @@ from botec.errors import UserError
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port."),
+    allowed_host: list[str] = typer.Option([], "--allowed-host", help=(
+        "Also answer requests whose Host header names this (NAME, or NAME:PORT for another port); repeatable. "
+        "Loopback (127.0.0.1, localhost, [::1]) and --host are always allowed; any other Host gets 400.")),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Worker processes (each uses one core)."),
 ) -> None:
     """Run the local web app: pick or paste a contract, edit its inputs, see accounts, findings and plots.
 
     Example: `botec serve --port 8765`, then open http://127.0.0.1:8765
     """
+    import os
+    import sys
+
     try:
         import uvicorn
 
-        from botec.web.app import app as web_app
+        from botec.web.app import ALLOWED_HOSTS_ENV
     except ImportError:
         raise UserError("the web app needs FastAPI and uvicorn: pip install 'botec[web]'") from None
+    for name in allowed_host:
+        if not name.strip() or any(c in name for c in "/, \t") or name.count("://"):
+            raise UserError(f"--allowed-host {name!r}: give a host name or address, optionally with :PORT")
+    extra = list(allowed_host) + ([] if host in ("0.0.0.0", "::", "") else [host])
+    os.environ[ALLOWED_HOSTS_ENV] = ",".join(extra)     # read by the app in every worker process
     typer.echo(f"botec serving on http://{host}:{port} (Ctrl-C to stop)", err=True)
-    uvicorn.run(web_app, host=host, port=port, log_level="warning")
+    # the import string lets uvicorn start worker processes; a request still running 5 s after SIGTERM
+    # or Ctrl-C is abandoned, so the server always exits
+    uvicorn.run("botec.web.app:app", host=host, port=port, workers=workers, log_level="warning",
+                timeout_graceful_shutdown=5)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)   # do not wait for a worker thread still computing an abandoned request

@@ -40,6 +40,7 @@ __all__ = ["Contract", "ContractError", "ServingContract", "Stated", "TrainingCo
            "apply_overrides", "contract_schema", "load_contract", "parse_contract", "read_contract_data"]
 
 SCHEMA_VERSION = 1  # the contract schema this botec reads; a contract may state the one it was written for
+MAX_CONTRACT_BYTES = 1024 * 1024  # a contract file larger than this is refused before it is read whole
 
 
 def _kind(raw: Any) -> str:
@@ -154,6 +155,7 @@ def parse_contract(data: Any, origin: str | None = None) -> TrainingContract | S
     if not isinstance(data, dict):
         raise ContractError("a contract is a mapping with sections workload, supply, strategy, assumptions",
                             origin=origin)
+    _refuse_huge_whole_numbers(data, origin)
     version = data.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise ContractError(f"written for contract schema {version}; this botec reads schema {SCHEMA_VERSION} "
@@ -173,6 +175,25 @@ def parse_contract(data: Any, origin: str | None = None) -> TrainingContract | S
         raise ContractError(error.detail, field=error.field, origin=origin) from None
     contract._notes = notes
     return contract
+
+
+def _refuse_huge_whole_numbers(data: dict, origin: str | None) -> None:
+    """A ContractError naming the first whole number of 10^18 or more (a plain-int field would take it as it is, and
+    it would overflow a float or an int64 in the formulas); larger magnitudes are written as floats (``1e20``),
+    which each number field bounds (:data:`botec.contract.stated.LARGEST_MAGNITUDE`)."""
+    from botec.contract.stated import MAX_WHOLE_NUMBER
+    from botec.units import excerpt
+
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), value) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= MAX_WHOLE_NUMBER:
+            raise ContractError(f"a whole number must be below 10^18 (write larger magnitudes as 1e20), got "
+                                f"{excerpt(node)}", field=path, origin=origin)
 
 
 def _hugging_face_model(data: dict, notes: list[str]) -> tuple[dict, list[str]]:
@@ -208,16 +229,22 @@ def read_contract_data(path: str | Path) -> dict:
 
     path = Path(path)
     origin = str(path)
-    text = read_text_file(path)
+    text = read_text_file(path, max_bytes=MAX_CONTRACT_BYTES)
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text, object_pairs_hook=lambda pairs: _unique_pairs(pairs, origin))
         else:
-            from botec.catalog import load_yaml_text
+            from botec.catalog import load_contract_yaml
 
-            data = load_yaml_text(text, unique_keys=True)
+            data = load_contract_yaml(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
+                            origin=origin) from None
+    except ContractError:
+        raise
+    except ValueError as error:  # JSON: an int() of more than 4,300 digits; YAML: a date such as 2026-13-45
+        problem = "a number of more than 4,300 digits" if path.suffix.lower() == ".json" else str(error)
+        raise ContractError(f"malformed {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {problem}",
                             origin=origin) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
@@ -236,6 +263,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
     import yaml
 
+    from botec.catalog import load_contract_yaml
+
     data = copy.deepcopy(data)
     for override in overrides:
         path, sep, text = override.partition("=")
@@ -251,8 +280,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             if not isinstance(node, dict):
                 raise ContractError(f"{key!r} is not a section", field=path.strip())
             target = node
+        if any("\ud800" <= character <= "\udfff" for character in text):  # not text a file or a form can hold
+            raise ContractError(f"the value is not valid text (a lone surrogate): {override.partition('=')[2]!a}",
+                                field=path.strip())
         try:
-            value = yaml.safe_load(text)
+            value = load_contract_yaml(text)
         except yaml.YAMLError:
             value = text
         target[keys[-1]] = value
@@ -279,5 +311,6 @@ def _blame_override(error: ContractError, overrides: list[str]) -> ContractError
     for override in reversed(overrides):
         path = override.partition("=")[0].strip()
         if field and (field == path or field.startswith(path + ".") or path.startswith(field + ".")):
-            return ContractError(error.detail, field=None if field == path else field, origin=f"--set {override}")
+            shown = override if len(override) <= 100 else override[:99] + "…"   # a --set value may be huge
+            return ContractError(error.detail, field=None if field == path else field, origin=f"--set {shown}")
     return error

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from botec.contract.sections import BY_NAME, INLINE, Section
 from botec.errors import ContractError
+from botec.units import excerpt
 
 __all__ = ["one_line", "fields_at", "KINDS"]
 
@@ -62,8 +63,10 @@ def one_line(error: ValidationError, kind: str | None = None) -> ContractError:
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     raw_location = tuple(p for p in first["loc"] if isinstance(p, (str, int)))
     kind = next((p for p in raw_location if p in KINDS), kind or "training")
-    location = tuple(p for p in raw_location if p not in (BY_NAME, INLINE, *KINDS))
+    location = tuple(p for p in raw_location if p not in (BY_NAME, INLINE, *KINDS)
+                     and not str(p).startswith("function-"))   # pydantic's name of a wrapping validator
     field = ".".join(str(p) for p in location)
+    field = field if len(field) <= 120 else field[:119] + "…"  # an unknown key may be a user's megabyte
     problem = first["type"]
     context = first.get("ctx") or {}
     if isinstance(context.get("error"), ContractError):
@@ -84,11 +87,11 @@ def one_line(error: ValidationError, kind: str | None = None) -> ContractError:
         if message.startswith(prefix):
             message = message[len(prefix):]
     if problem == "literal_error":
-        message = f"{message}, got {first.get('input')!r}"
+        message = f"{message}, got {excerpt(first.get('input'))}"
     if problem == "union_tag_invalid":
         expected = context.get("expected_tags", "")
-        message = f"expected one of {expected}, got {context.get('tag', first.get('input'))!r}"
+        message = f"expected one of {expected}, got {excerpt(context.get('tag', first.get('input')))}"
         field = f"{field}.kind" if field else "workload.kind"
     if problem in ("model_type", "dict_type"):
-        message = f"expected a mapping of fields, got {first.get('input')!r}"
+        message = f"expected a mapping of fields, got {excerpt(first.get('input'))}"
     return ContractError(message, field=field)

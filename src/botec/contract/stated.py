@@ -15,10 +15,19 @@ from typing import Annotated, Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
-from botec.units import DIMENSIONS, UnitError, parse_quantity
+from botec.units import DIMENSIONS, UnitError, excerpt, parse_quantity
 
 __all__ = ["Stated", "STATED_SCHEMA", "STATED_SCHEMA_NAME", "quantity", "default", "default_range", "DISTRIBUTIONS",
            "STATED_PROVENANCES", "STATED_KEYS"]
+
+SMALLEST_MAGNITUDE, LARGEST_MAGNITUDE = 1e-30, 1e30
+"""Every stated number other than 0 lies within these, in base units (B, FLOP, s, FLOP/s, tokens, USD, ...): the
+largest legitimate inputs (10^15 tokens, 10^5 accelerators, a 10^26-FLOP budget, exabytes of storage) and the
+smallest (a 10^-9 s latency) are far inside, and anything outside would overflow or vanish in the formulas
+(10^308 accelerators, 5e-324 parameters). A ratio (an efficiency, a headroom, a rate of loss) has no lower bound:
+a tiny fraction is a legitimate way to say "almost none", and the formulas stay finite with it."""
+MAX_WHOLE_NUMBER = 10**18
+"""A whole number (a count: accelerators, layers, batch sizes, sequence length) is below this: int64 holds it."""
 
 Distribution = Literal["triangular", "uniform", "normal", "lognormal"]
 StatedProvenance = Literal["assumed", "measured"]
@@ -92,6 +101,8 @@ def quantity(dimension: str, description: str, *, minimum: float | None = None,
     if maximum is not None:
         bounds.append(f"at most {maximum:g}")
     kind = "a whole number" if integer else "a number"
+    smallest = 0.0 if dimension == "ratio" else SMALLEST_MAGNITUDE
+    magnitudes = "at most 1e30" if dimension == "ratio" else "0 or between 1e-30 and 1e30"
     requirement = f"{kind} {' and '.join(bounds)}".strip()
 
     def check(number: float, raw: object, what: str) -> float:
@@ -100,7 +111,11 @@ def quantity(dimension: str, description: str, *, minimum: float | None = None,
                   or (minimum is not None and number < minimum)
                   or (maximum is not None and number > maximum))
         if broken:
-            raise ValueError(f"{what} must be {requirement}, got {raw!r}")
+            raise ValueError(f"{what} must be {requirement}, got {excerpt(raw)}")
+        if integer and abs(number) >= MAX_WHOLE_NUMBER:
+            raise ValueError(f"{what} must be a whole number below 10^18, got {excerpt(raw)}")
+        if number != 0 and not smallest <= abs(number) <= LARGEST_MAGNITUDE:
+            raise ValueError(f"{what} must be {magnitudes} in base units, got {excerpt(raw)}")
         return number
 
     def parse(raw: object, what: str = "value") -> float:
@@ -117,22 +132,24 @@ def quantity(dimension: str, description: str, *, minimum: float | None = None,
             return Stated(value=parse(raw))
         unknown = set(raw) - set(STATED_KEYS)
         if unknown:
-            raise ValueError(f"unknown key {sorted(unknown)[0]!r}; a ranged value has keys {', '.join(STATED_KEYS)}")
+            raise ValueError(f"unknown key {excerpt(sorted(unknown, key=str)[0])}; a ranged value has keys "
+                             f"{', '.join(STATED_KEYS)}")
         if "value" not in raw:
             raise ValueError("a ranged value needs 'value' (and optionally low, high, source)")
         value = parse(raw["value"])
         low = parse(raw["low"], "low") if raw.get("low") is not None else None
         high = parse(raw["high"], "high") if raw.get("high") is not None else None
         if low is not None and low > value:
-            raise ValueError(f"low ({raw['low']!r}) must not exceed value ({raw['value']!r})")
+            raise ValueError(f"low ({excerpt(raw['low'])}) must not exceed value ({excerpt(raw['value'])})")
         if high is not None and high < value:
-            raise ValueError(f"high ({raw['high']!r}) must not be below value ({raw['value']!r})")
+            raise ValueError(f"high ({excerpt(raw['high'])}) must not be below value ({excerpt(raw['value'])})")
         provenance = raw.get("provenance", "assumed")
         if provenance not in STATED_PROVENANCES:
-            raise ValueError(f"provenance must be {' or '.join(map(repr, STATED_PROVENANCES))}, got {provenance!r}")
+            raise ValueError(f"provenance must be {' or '.join(map(repr, STATED_PROVENANCES))}, got "
+                             f"{excerpt(provenance)}")
         distribution = raw.get("distribution", "triangular")
         if distribution not in DISTRIBUTIONS:
-            raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+            raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {excerpt(distribution)}")
         if distribution == "lognormal" and low is not None and low <= 0:
             raise ValueError("a lognormal range needs a positive low")
         source = raw.get("source")

@@ -43,9 +43,9 @@ def parse_constraint(text: str, graph: Graph, field: str = "--subject-to") -> Co
     name, operator, raw = match.groups()
     registry = graph.definitions()
     if name not in registry:
-        from botec.catalog import did_you_mean
+        from botec.catalog import did_you_mean_quantity
 
-        raise ContractError(f"unknown quantity {name!r}{did_you_mean(name, registry)}", field=field)
+        raise ContractError(f"unknown quantity {name!r}{did_you_mean_quantity(name, registry)}", field=field)
     try:
         value = parse_quantity(raw, dimension_of_unit(registry[name].unit))
     except UnitError as error:

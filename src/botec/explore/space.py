@@ -20,7 +20,10 @@ from botec.errors import ContractError
 from botec.inputs import Inputs
 from botec.layout import Recompute
 
-__all__ = ["Axis", "Space", "parse_axis", "evaluate_space"]
+__all__ = ["Axis", "Space", "parse_axis", "parse_axes", "evaluate_space"]
+
+# The most values one axis may have, whatever the cap: its array alone is 800 MB.
+MOST_AXIS_VALUES = 100_000_000
 
 # Words a user may write for the values of some fields.
 _WORDS = {"strategy.recompute": {r.label: float(r) for r in Recompute},
@@ -46,44 +49,88 @@ def _dimension(inputs: Inputs, path: str) -> str:
 def parse_axis(text: str, inputs: Inputs) -> Axis:
     """``path=1,2,4`` or ``path=1..8`` (integers, inclusive), ``path=128..8192/128`` (every 128th) or
     ``path=0.2:0.5:4`` (4 evenly spaced values)."""
-    from botec.units import UnitError, parse_quantity
+    return _AxisPlan.read(text, inputs).build()
 
-    path, sep, spec = text.partition("=")
-    path = path.strip()
-    if not sep or not spec.strip():
-        raise ContractError(f"expected FIELD=VALUES such as supply.count=4,8,16 or strategy.micro_batch_size=1..8, "
-                            f"got {text!r}", field="--set")
-    known = inputs.variable_fields()
-    if path not in known:
-        from botec.catalog import did_you_mean
 
-        raise ContractError(f"cannot sweep {path!r}{did_you_mean(path, known)} (sweepable: {', '.join(known)})",
-                            field="--set")
-    words = _WORDS.get(path, {})
-    spec = spec.strip()
-    try:
-        if ".." in spec:
-            bounds, _, step = spec.partition("/")
-            low, high = (int(float(part)) for part in bounds.split(".."))
-            stride = int(float(step)) if step else 1
-            if stride < 1:
-                raise ValueError("the step after / must be a whole number of at least 1")
-            values = np.arange(low, high + 1, stride, dtype=float)
-        elif spec.count(":") == 2:
-            low, high, count = spec.split(":")
-            values = np.linspace(float(low), float(high), int(count))
-        else:
+def parse_axes(texts: list[str], inputs: Inputs, cap: int | None = None, field: str = "--set",
+               cap_words: str = "the cap of {cap:,}", advice: str = "") -> list[Axis]:
+    """Every axis of a sweep, refusing a space of more than ``cap`` configurations BEFORE any values
+    are built: its size is the product of the axes' lengths, computed from their texts
+    (``1..100000000000`` is refused in microseconds, without allocating 800 GB)."""
+    plans = [_AxisPlan.read(text, inputs) for text in texts]
+    size = math.prod(plan.length for plan in plans)
+    if cap is not None and size > cap:
+        widest = max(plans, key=lambda plan: plan.length)
+        raise ContractError(f"the space has {size:,} configurations, more than {cap_words.format(cap=cap)} "
+                            f"({widest.path} alone has {widest.length:,} values){advice}", field=field)
+    return [plan.build() for plan in plans]
+
+
+@dataclass(frozen=True)
+class _AxisPlan:
+    """An axis read from its text, with its length known and its values not yet built."""
+
+    path: str
+    spec: str
+    kind: str  # "range" (low..high/step), "even" (low:high:count) or "list"
+    numbers: tuple
+    length: int
+
+    @classmethod
+    def read(cls, text: str, inputs: Inputs) -> "_AxisPlan":
+        from botec.units import UnitError, parse_quantity
+
+        path, sep, spec = text.partition("=")
+        path = path.strip()
+        if not sep or not spec.strip():
+            raise ContractError(f"expected FIELD=VALUES such as supply.count=4,8,16 or strategy.micro_batch_size=1..8, "
+                                f"got {text!r}", field="--set")
+        known = inputs.variable_fields()
+        if path not in known:
+            from botec.catalog import did_you_mean
+
+            raise ContractError(f"cannot sweep {path!r}{did_you_mean(path, known)} (sweepable: {', '.join(known)})",
+                                field="--set")
+        words = _WORDS.get(path, {})
+        spec = spec.strip()
+        try:
+            if ".." in spec:
+                bounds, _, step = spec.partition("/")
+                low, high = (int(float(part)) for part in bounds.split(".."))
+                stride = int(float(step)) if step else 1
+                if stride < 1:
+                    raise ValueError("the step after / must be a whole number of at least 1")
+                return cls(path, spec, "range", (low, high, stride), max(0, (high - low) // stride + 1))
+            if spec.count(":") == 2:
+                low, high, count = spec.split(":")
+                count = int(count)
+                if count < 0:
+                    raise ValueError(f"the count after the second : must be at least 1, got {count}")
+                return cls(path, spec, "even", (float(low), float(high), count), count)
             items = [item.strip() for item in spec.split(",") if item.strip()]
             dimension = _dimension(inputs, path)
-            values = np.array([words[item.lower()] if item.lower() in words else parse_quantity(item, dimension)
-                               for item in items], dtype=float)
-    except (ValueError, UnitError) as error:
-        raise ContractError(f"cannot read the values {spec!r}: {error}", field=path) from None
-    if values.size == 0:
-        raise ContractError(f"the range {spec!r} is empty", field=path)
-    if not np.all(np.isfinite(values)):
-        raise ContractError(f"the values {spec!r} are not all finite numbers", field=path)
-    return Axis(path, values)
+            values = tuple(words[item.lower()] if item.lower() in words else parse_quantity(item, dimension)
+                           for item in items)
+            return cls(path, spec, "list", values, len(values))
+        except (ValueError, OverflowError, UnitError) as error:
+            raise ContractError(f"cannot read the values {spec!r}: {error}", field=path) from None
+
+    def build(self) -> Axis:
+        if self.length == 0:
+            raise ContractError(f"the range {self.spec!r} is empty", field=self.path)
+        if self.length > MOST_AXIS_VALUES:  # even past a cap (--force): refused, not a MemoryError
+            raise ContractError(f"the axis has {self.length:,} values, more than the {MOST_AXIS_VALUES:,} one axis "
+                                "may have", field=self.path)
+        if self.kind == "range":
+            low, high, stride = self.numbers
+            values = np.arange(low, high + 1, stride, dtype=float)
+        elif self.kind == "even":
+            values = np.linspace(*self.numbers)
+        else:
+            values = np.array(self.numbers, dtype=float)
+        if not np.all(np.isfinite(values)):
+            raise ContractError(f"the values {self.spec!r} are not all finite numbers", field=self.path)
+        return Axis(self.path, values)
 
 
 @dataclass
@@ -122,10 +169,10 @@ def evaluate_space(space: Space, chunk: int = 1_000_000, wanted: list[str] | Non
     if wanted is not None:
         unknown = [name for name in wanted if name not in registry]
         if unknown:
-            from botec.catalog import did_you_mean
+            from botec.catalog import did_you_mean_quantity
 
-            raise ContractError(f"unknown quantity {unknown[0]!r}{did_you_mean(unknown[0], registry)}",
-                                field="--output")
+            raise ContractError(f"unknown quantity {unknown[0]!r}{did_you_mean_quantity(unknown[0], registry)}",
+                                field="--quantity")
     targets = list(wanted or registry)
     results: dict[str, list[np.ndarray]] = {}
     valid_parts: list[np.ndarray] = []

@@ -111,14 +111,26 @@ class Swing:
 
 
 def sensitivity(result: Estimate, output: str) -> list[Swing]:
-    """Each ranged number from its low to its high end, one at a time; largest swing first."""
+    """Each ranged number from its low to its high end, one at a time; largest swing first.
+
+    One vectorized evaluation of the graph: row ``2i`` holds the ``i``-th number at its low end and
+    row ``2i + 1`` at its high end, every other number at its value."""
     inputs = result.inputs
     registry = inputs.graph.definitions(inputs.choices)
-    swings = []
-    for field, given in inputs.ranged(_read(result)).items():
+    ranged = inputs.ranged(_read(result))
+    if not ranged:
+        return []
+    rows = 2 * len(ranged)
+    changes, ends = {}, []
+    for i, (field, given) in enumerate(ranged.items()):
         low, high = _ends(given)
-        values = [inputs.graph.evaluate(inputs.vary({field: x}).given, wanted=[output],
-                                        choices=inputs.choices)[output].value for x in (low, high)]
-        unit = registry[inputs.stated_fields[field][0]].unit
-        swings.append(Swing(field, low, high, unit, float(values[0]), float(values[1])))
+        values = np.full(rows, float(given.value))
+        values[2 * i], values[2 * i + 1] = low, high
+        changes[field] = values
+        ends.append((low, high))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        evaluated = inputs.graph.evaluate(inputs.vary(changes).given, wanted=[output], choices=inputs.choices)
+    values = np.broadcast_to(np.asarray(evaluated[output].value, dtype=float), (rows,))
+    swings = [Swing(field, low, high, registry[inputs.stated_fields[field][0]].unit, float(values[2 * i]),
+                    float(values[2 * i + 1])) for i, (field, (low, high)) in enumerate(zip(ranged, ends))]
     return sorted(swings, key=lambda s: s.swing, reverse=True)

@@ -96,6 +96,7 @@ class Definition:
     detail: bool = False  # an intermediate step: in explain, JSON and Markdown, not in the terminal summary
     zero_when: tuple[Condition, ...] = ()  # any of these holding makes the quantity 0 without its other inputs
     prose: bool = False  # the expression is words, not a checkable formula
+    symbols: tuple[tuple[str, str], ...] = ()  # a worded formula's symbols -> what they stand for, in order
 
     @property
     def is_input(self) -> bool:
@@ -173,7 +174,8 @@ class Formulas:
 
     def formula(self, *, unit: str, meaning: str, expression: str, source: str | None = None,
                 choice: tuple[str, str] | None = None, detail: bool = False, account: str | None = None,
-                zero_when: str | None = None, prose: bool = False, reads: tuple[str, ...] | None = None):
+                zero_when: str | None = None, prose: bool = False, reads: tuple[str, ...] | None = None,
+                symbols: dict[str, str] | None = None):
         """Define the quantity the decorated function is named after.
 
         ``choice=("step_time", "components")`` marks one of several methods for one quantity; a
@@ -182,6 +184,9 @@ class Formulas:
         ``prose=True`` says the expression is words (it cannot be checked against the function).
         ``reads``: the inputs of a function written ``def name(**values)`` (a model over many inputs, as
         the serving replica's): it is called with them as keywords, and its expression is words (prose).
+        ``symbols``: what each single-letter symbol of a worded expression stands for (a quantity's or
+        input's name, or a few words when it is no quantity of the graph), ``{"ρ": "...", "S": "..."}``;
+        ``botec explain`` prints them as a legend under the formula.
         """
 
         def define(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -195,7 +200,7 @@ class Formulas:
                 name=function.__name__, account=account or self.account, unit=unit, meaning=meaning,
                 expression=expression, inputs=inputs, function=called,
                 source=source, choice=choice, detail=detail, zero_when=_conditions(zero_when),
-                prose=prose or reads is not None))
+                prose=prose or reads is not None, symbols=tuple((symbols or {}).items())))
             return function
 
         return define

@@ -17,7 +17,7 @@ import re
 from botec.graph.engine import Quantity
 from botec.units import format_number
 
-__all__ = ["explain", "explain_line", "substitute", "taken_branch", "taken_branches"]
+__all__ = ["explain", "explain_line", "legend", "substitute", "taken_branch", "taken_branches", "worded"]
 
 _IDENTIFIER = re.compile(r"\b[a-z_][a-z0-9_]*\b")
 _GROUP = re.compile(r"\(([^()]*)\)")
@@ -27,8 +27,32 @@ _COUNT_UNITS_SHOWN_BARE = {"1", "", "tokens", "steps", "sequences", "parameters"
                            "checkpoints", "copies", "accelerator-hours", "requests", "replicas"}
 
 
+def _recompute_label(value) -> str:
+    from botec.layout import Recompute
+
+    return Recompute(int(value)).label
+
+
+# Inputs that encode a choice as a number: the word for each value (the labels the contract uses).
+_CHOICE_WORDS = {"recompute": _recompute_label}
+
+
+def worded(name: str, value) -> str | None:
+    """The word for a choice's encoded value (``recompute`` 2 -> ``full``); None for other quantities."""
+    word = _CHOICE_WORDS.get(name)
+    if word is None or not isinstance(value, (int, float)):
+        return None
+    try:
+        return word(value)
+    except ValueError:
+        return None
+
+
 def _substituted(quantity: Quantity, system: str) -> str:
     """The value as it appears inside a substituted formula: counts bare, others with their unit."""
+    word = worded(quantity.name, quantity.value)
+    if word is not None:
+        return word
     if quantity.unit in _COUNT_UNITS_SHOWN_BARE:
         value = quantity.value
         if abs(value) >= 1e7:
@@ -70,6 +94,12 @@ _COMPARE = {"≥": lambda a, b: a >= b, "≤": lambda a, b: a <= b, ">": lambda 
             "=": lambda a, b: a == b}
 
 
+def _substituted_bare(quantity: Quantity) -> str:
+    """A condition's value: a choice's word, else the bare number."""
+    word = worded(quantity.name, quantity.value)
+    return word if word is not None else format_number(quantity.value)
+
+
 def _balanced(text: str) -> bool:
     depth = 0
     for char in text:
@@ -103,7 +133,7 @@ def taken_branch(expression: str, quantities: dict[str, Quantity], conditions: l
     if conditions is not None:
         for token in (match["left"], match["right"]):
             if token in quantities:
-                note = f"{token} = {format_number(quantities[token].value)}"
+                note = f"{token} = {_substituted_bare(quantities[token])}"
                 if note not in conditions:
                     conditions.append(note)
     holds = _COMPARE[match["op"]](left, right) if match["op"] else bool(left)
@@ -140,29 +170,54 @@ def substitute(quantity: Quantity, quantities: dict[str, Quantity], system: str 
     return _GROUP.sub(_tidy_group, text)
 
 
+_NOT_PROSE = {"if", "else", "max", "min", "ln", "log", "exp", "sqrt", "and", "or", "gemm"}
+
+
+def _mostly_words(expression: str, quantities: dict[str, Quantity]) -> bool:
+    """A worded formula (``... step without a prefill chunk ...``) with four words or more to each name of a
+    quantity: writing values into its few names would only print the words twice."""
+    tokens = _IDENTIFIER.findall(expression)
+    names = sum(token in quantities for token in tokens)
+    words = sum(token not in quantities and len(token) > 1 and token not in _NOT_PROSE for token in tokens)
+    return words >= 4 * max(names, 1)
+
+
+def legend(quantity: Quantity) -> str | None:
+    """``where ρ = ..., S = ...``: what the symbols of a worded formula stand for (None without symbols)."""
+    if quantity.condition is not None or not quantity.inputs or not quantity.definition.symbols:
+        return None
+    return "where " + ", ".join(f"{symbol} = {meaning}" for symbol, meaning in quantity.definition.symbols)
+
+
 def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: str = "decimal") -> str:
     """One line: ``name = formula = substituted values = result`` (or the input and its origin).
 
     A conditional formula shows the branch its values take.
     """
     if quantity.condition is not None:  # zero by its zero_when condition: nothing else was read
-        return f"{quantity.name} = {quantity.formatted(system)}  [as {quantity.condition}]"
+        condition = quantity.condition
+        deciding = quantities.get(quantity.inputs[0]) if quantity.inputs else None
+        if deciding is not None and worded(deciding.name, deciding.value) is not None:  # recompute < 2 -> = none
+            condition = f"{deciding.name} = {worded(deciding.name, deciding.value)}"
+        return f"{quantity.name} = {quantity.formatted(system)}  [as {condition}]"
     conditions: list[str] = []
     expression = taken_branches(quantity.definition.expression or "", quantities, conditions)
     because = f"  [as {', '.join(conditions)}]" if conditions else ""
     if not quantity.inputs:  # given from outside the graph: say where it came from
+        word = worded(quantity.name, quantity.value)
         origin = quantity.provenance
         if quantity.field:
             origin += f", {quantity.field}"
-        if quantity.source:
+        if quantity.source and quantity.source != word:
             origin += f": {quantity.source}"
-        return f"{quantity.name} = {quantity.formatted(system)}  [{origin}]"
+        return f"{quantity.name} = {word if word is not None else quantity.formatted(system)}  [{origin}]"
     if expression in quantities:  # a plain alias: nothing to substitute
         return f"{quantity.name} = {expression} = {quantity.formatted(system)}{because}"
     if not _IDENTIFIER.search(expression):  # a constant branch
         return f"{quantity.name} = {quantity.formatted(system)}{because}"
     substituted = substitute(quantity, quantities, system, expression)
-    if substituted == expression:  # words with no value of their own to show: say it once
+    if substituted == expression or _mostly_words(expression, quantities):
+        # words with no value of their own to show, or whose values would only repeat the words: say it once
         return f"{quantity.name} = {expression} = {quantity.formatted(system)}{because}"
     return f"{quantity.name} = {expression} = {substituted} = {quantity.formatted(system)}{because}"
 
@@ -178,6 +233,9 @@ def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal")
         seen.add(current)
         quantity = quantities[current]
         lines.append((depth, explain_line(quantity, quantities, system)))
+        symbols = legend(quantity)
+        if symbols:  # under its formula, indented as a continuation of it
+            lines.append((depth, "    " + symbols))
         for input_name in quantity.inputs:
             walk(input_name, depth + 1)
 

@@ -578,18 +578,21 @@ def diagnose_log(result: Estimate, log: LogMeasurement, measured_step: float, ef
     return lines
 
 
-def calibrated_contract(contract_path: str | Path | None, calibration: Calibration, origin_text: str | None = None
-                        ) -> str:
-    """The contract's YAML with the back-solved assumptions written in (measured, with their source)."""
+def calibrated_contract(contract_path: str | Path | None, calibration: Calibration, origin_text: str | None = None,
+                        overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """The contract's YAML, with the ``--set`` overrides the calibration ran with, and the back-solved
+    assumptions written in (measured, with their source)."""
     import yaml
 
-    from botec.contract import read_contract_data
+    from botec.contract import apply_overrides, read_contract_data
     from botec.estimate import reference_contract_path
 
     if contract_path is None:
         data = yaml.safe_load(reference_contract_path().read_text(encoding="utf-8"))
     else:
         data = read_contract_data(contract_path)
+    if overrides:
+        data = apply_overrides(data, list(overrides))
     for path, (value, note) in calibration.assumptions.items():
         keys = path.split(".")
         target = data
@@ -772,7 +775,8 @@ def _arrivals(run) -> str:
     return f"gamma arrivals at {run.request_rate:g} requests/s, burstiness {run.burstiness:g}"
 
 
-def calibrate_serving(contract_path: str | Path, run, source: str) -> Calibration:
+def calibrate_serving(contract_path: str | Path, run, source: str, overrides: list[str] | tuple[str, ...] = ()
+                      ) -> Calibration:
     """Compare a serving contract with a vLLM or SGLang benchmark of one server, back-solve the step model's
     efficiencies and name the one that failed.
 
@@ -789,15 +793,18 @@ def calibrate_serving(contract_path: str | Path, run, source: str) -> Calibratio
       throughput, the latencies cannot be reproduced at that load: ``matmul_efficiency`` at which the capacity
       equals the measured throughput instead.
 
-    The failed assumption is the back-solved one farthest, as a ratio, from the contract's value.
+    The failed assumption is the back-solved one farthest, as a ratio, from the contract's value. ``overrides``:
+    ``--set FIELD=VALUE`` applied to the contract first.
     """
     import math
 
-    from botec.contract import parse_contract, read_contract_data
+    from botec.contract import apply_overrides, parse_contract, read_contract_data
     from botec.estimate import estimate
 
     contract_path = Path(contract_path)
     data = read_contract_data(contract_path)
+    if overrides:
+        data = apply_overrides(data, list(overrides))
     measured_data = measured_contract_data(data, run)
     contract = parse_contract(measured_data, origin=f"{contract_path} at the load measured in {Path(run.path).name}")
     result = estimate(contract, base_dir=contract_path.resolve().parent, compare=False)

@@ -532,10 +532,21 @@ def parse(text: str, path: str | Path = "log", format: Optional[str] = None, war
     return _summarize(parsed, origin, warmup, outlier_factor)
 
 
+MAX_LOG_BYTES = 256 * 1024 * 1024  # a log or measurement file larger than this is refused before it is read whole
+
+
 def _read_text(path: str | Path) -> str:
     """The file's text; bytes that are not UTF-8 (a progress bar's, a truncated write) replaced."""
+    import os
+
+    too_large = f"the measurement file is larger than {MAX_LOG_BYTES:,} bytes; is it the right file?"
     try:
-        data = Path(path).read_bytes()
+        if os.stat(path).st_size > MAX_LOG_BYTES:
+            raise ContractError(too_large, origin=str(path))
+        with open(path, "rb") as file:   # at most the cap: /dev/zero or a FIFO has no size to check first
+            data = file.read(MAX_LOG_BYTES + 1)
+        if len(data) > MAX_LOG_BYTES:
+            raise ContractError(too_large, origin=str(path))
     except FileNotFoundError:
         raise ContractError("no such measurement file", origin=str(path)) from None
     except OSError as error:

@@ -10,14 +10,23 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from botec.errors import ContractError, read_text_file, write_text_atomically
+from botec.units import excerpt
 
 SCHEMA = "botec.measurement/1"
 PHASES = ("input_wait_seconds", "forward_backward_seconds", "sync_seconds", "optimizer_seconds", "step_seconds")
+MAX_MEASUREMENT_BYTES = 256 * 1024 * 1024  # a measurement file larger than this is refused before it is read whole
+
+# What a measured number may be: finite always (JSON's NaN and Infinity are refused); times, bytes and rates not
+# negative; a step, a rate, a FLOP count positive (each is divided by); a count positive and below 10^18.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(gt=0, lt=10**18)]
 
 
 class _Strict(BaseModel):
@@ -26,16 +35,16 @@ class _Strict(BaseModel):
 
 class MeasuredModel(_Strict):
     name: str
-    layers: int
-    hidden_size: int
-    attention_heads: int
-    kv_heads: int
-    ffn_size: int
-    vocab_size: int
-    parameters: int
-    trainable_parameters: Optional[int] = Field(None, description="parameters that got a gradient: the LoRA "
+    layers: Count
+    hidden_size: Count
+    attention_heads: Count
+    kv_heads: Count
+    ffn_size: Count
+    vocab_size: Count
+    parameters: Count
+    trainable_parameters: Optional[Count] = Field(None, description="parameters that got a gradient: the LoRA "
                                                                   "adapters' on a frozen base (absent: all)")
-    model_flops_per_token: float = Field(description="6·N(matmul) + attention, as the estimate counts it (the "
+    model_flops_per_token: Positive = Field(description="6·N(matmul) + attention, as the estimate counts it (the "
                                                      "workload's attention_flops convention); under LoRA 4·N + "
                                                      "6·N(adapters) + attention")
 
@@ -43,9 +52,9 @@ class MeasuredModel(_Strict):
 class MeasuredLora(_Strict):
     """The adapters the measured run trained on its frozen base (the contract's strategy.lora)."""
 
-    rank: int
+    rank: Count
     target_modules: list[str]
-    alpha: Optional[float] = None
+    alpha: Optional[Finite] = None
     base_weights: str = Field(description="the contract's base precision (strategy.lora.base_weights)")
     measured_base_weights: str = Field(description="how the run held the frozen base: BF16 in place of a quantized "
                                                    "base (NF4, FP4, INT8 need bitsandbytes' kernels)")
@@ -54,14 +63,14 @@ class MeasuredLora(_Strict):
 
 class MeasuredWorkload(_Strict):
     model: MeasuredModel
-    micro_batch_size: int
-    sequence_length: int
-    data_parallel_degree: int
-    tokens_per_step: int
+    micro_batch_size: Count
+    sequence_length: Count
+    data_parallel_degree: Count
+    tokens_per_step: Count
     precision: str
     optimizer: str
     proxy_of: Optional[str] = Field(None, description="the contract's model, when a scaled-down proxy was measured")
-    gradient_bytes: Optional[float] = Field(None, description="bytes of the gradients all-reduced per step (one "
+    gradient_bytes: Optional[NonNegative] = Field(None, description="bytes of the gradients all-reduced per step (one "
                                                               "flat buffer)")
     attention_flops: str = Field("full", description="the attention-FLOPs convention the FLOPs were counted with")
     proxy_scale: Optional[dict] = None
@@ -71,45 +80,55 @@ class MeasuredWorkload(_Strict):
 class Environment(_Strict):
     device: Literal["cpu", "cuda"]
     device_name: str
-    world_size: int
+    world_size: Count
     backend: Optional[str]
     torch_version: str
-    threads: int
-    peak_flops_per_s: Optional[float] = Field(None, description="the device's rated peak, when known")
+    threads: Count
+    peak_flops_per_s: Optional[Positive] = Field(None, description="the device's rated peak, when known")
 
 
 class Sample(_Strict):
-    step: int
-    input_wait_seconds: float
-    forward_backward_seconds: float
-    sync_seconds: float
-    optimizer_seconds: float
-    step_seconds: float
+    step: Annotated[int, Field(ge=0, lt=10**18)]
+    input_wait_seconds: NonNegative
+    forward_backward_seconds: NonNegative
+    sync_seconds: NonNegative
+    optimizer_seconds: NonNegative
+    step_seconds: Positive
 
 
 class Memory(_Strict):
     method: str
-    parameters_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    temporary_bytes: float
-    peak_bytes: float
-    activation_bytes_per_element: float
-    saved_tensor_factor: float
+    parameters_bytes: NonNegative
+    gradients_bytes: NonNegative
+    optimizer_bytes: NonNegative
+    activations_bytes: Finite
+    temporary_bytes: Finite
+    peak_bytes: NonNegative
+    activation_bytes_per_element: Finite
+    saved_tensor_factor: Finite
 
 
 class Checkpoint(_Strict):
-    seconds: float
-    bytes: float
+    seconds: NonNegative
+    bytes: NonNegative
 
 
 class Summary(_Strict):
-    median: dict[str, float]
-    p90: dict[str, float]
-    tokens_per_s: float
-    achieved_flops_per_s: float
-    mfu: Optional[float]
+    median: dict[str, NonNegative]
+    p90: dict[str, NonNegative]
+    tokens_per_s: Positive
+    achieved_flops_per_s: Positive
+    mfu: Optional[NonNegative]
+
+    @field_validator("median", "p90")
+    @classmethod
+    def _every_phase(cls, times: dict[str, float]) -> dict[str, float]:
+        missing = [phase for phase in PHASES if phase not in times]
+        if missing:
+            raise ValueError(f"lacks {', '.join(missing)}")
+        if not times["step_seconds"] > 0:
+            raise ValueError(f"step_seconds must be positive, got {times['step_seconds']!r}")
+        return times
 
 
 class Measurement(_Strict):
@@ -159,15 +178,17 @@ def write(measurement: Measurement, path: Path) -> None:
 def read(path: str | Path) -> Measurement:
     """Load and validate a measurement file, or raise a one-line :class:`ContractError`."""
     origin = str(path)
-    text = read_text_file(path, "measurement file")
+    text = read_text_file(path, "measurement file", max_bytes=MAX_MEASUREMENT_BYTES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"not a measurement: corrupt or truncated JSON at line {error.lineno}, column "
                             f"{error.colno} ({error.msg})", origin=origin) from None
+    except ValueError:  # an integer of more than 4,300 digits, which Python refuses to read
+        raise ContractError("not a measurement: a number of more than 4,300 digits", origin=origin) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ContractError(f"not a measurement: expected schema {SCHEMA!r}, found {found!r}", origin=origin)
+        raise ContractError(f"not a measurement: expected schema {SCHEMA!r}, found {excerpt(found)}", origin=origin)
     try:
         return Measurement.model_validate(data)
     except ValidationError as error:

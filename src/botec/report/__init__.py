@@ -148,7 +148,19 @@ def _range(quantity: Quantity, system: str) -> str:
         return ""
     low = format_quantity(quantity.low, quantity.unit, system) if quantity.low is not None else "…"
     high = format_quantity(quantity.high, quantity.unit, system) if quantity.high is not None else "…"
-    return f"{low} – {high}"
+    unit = _shared_unit(low, high)
+    return f"{low[:-len(unit)]} – {high}" if unit else f"{low} – {high}"
+
+
+def _shared_unit(low: str, high: str) -> str:
+    """The unit words both ends of a range end with (" failures/accelerator-hour"), to write them once: the text
+    from the first space followed by a letter (a number's "× 10⁻⁵" stays with it)."""
+    import re
+
+    ends = [re.search(r" (?=[^\W\d_]).*$", text) for text in (low, high)]
+    if all(ends) and ends[0].group() == ends[1].group():
+        return ends[0].group()
+    return ""
 
 
 def assumption_rows(result: Estimate, system: str = "decimal") -> list[AssumptionRow]:

@@ -1,4 +1,6 @@
-"""The pictures of an estimate, as plotly figures (``pip install botec[report]``).
+"""The pictures of an estimate, as plotly figure specs: plain dicts of plotly's JSON schema
+(``{"data": [...], "layout": {...}}``), built without importing plotly, so the web app serves them
+cheaply and plotly.js draws them as they are; ``botec report`` hands them to plotly to write HTML.
 
 Each figure is computed through the quantity graph: the sweeps (run time against accelerator
 count, TPOT against batch, concurrency against context length) re-evaluate the estimate's own
@@ -7,10 +9,40 @@ inputs with one of them changed; every bar is a named quantity; nothing here re-
 
 from __future__ import annotations
 
+import math
+import re
+from typing import Any, Optional
+
 from botec.estimate import Estimate
 from botec.graph import Given
 
 GB = 1e9
+Spec = dict[str, Any]   # {"data": [trace, ...], "layout": {...}}: what plotly.js's newPlot takes
+
+# plotly's "plotly_white" template, the part these figures use (plotly.js knows no template by name)
+TEMPLATE: dict = {
+    "layout": {
+        "colorway": ["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880",
+                     "#FF97FF", "#FECB52"],
+        "font": {"color": "#2a3f5f"}, "paper_bgcolor": "white", "plot_bgcolor": "white", "hovermode": "closest",
+        "hoverlabel": {"align": "left"}, "title": {"x": 0.05},
+        "xaxis": {"gridcolor": "#EBF0F8", "linecolor": "#EBF0F8", "ticks": "", "title": {"standoff": 15},
+                  "zerolinecolor": "#EBF0F8", "automargin": True, "zerolinewidth": 2},
+        "yaxis": {"gridcolor": "#EBF0F8", "linecolor": "#EBF0F8", "ticks": "", "title": {"standoff": 15},
+                  "zerolinecolor": "#EBF0F8", "automargin": True, "zerolinewidth": 2},
+        "annotationdefaults": {"arrowcolor": "#2a3f5f", "arrowhead": 0, "arrowwidth": 1},
+        "shapedefaults": {"line": {"color": "#2a3f5f"}},
+    },
+    "data": {"bar": [{"marker": {"line": {"color": "white", "width": 0.5}}}]},
+}
+TWO_Y_AXES = {"xaxis": {"anchor": "y", "domain": [0.0, 0.94]}, "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
+              "yaxis2": {"anchor": "x", "overlaying": "y", "side": "right"}}   # plotly's make_subplots(secondary_y)
+
+
+def _finite(value: float) -> Optional[float]:
+    """A plain float for the spec, or None (a gap plotly.js draws as such) where not finite."""
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def _number(value: float) -> str:
@@ -18,28 +50,56 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
-def _layout(fig, title: str, y_title: str, x_title: str | None = None):
+def _spec(data: list[dict], layout: dict, title: str, y_title: str, x_title: str | None = None) -> Spec:
     """Titles with units; every linear axis of a quantity starts at zero (a log axis says so in its title)."""
-    fig.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=60, r=20, t=50, b=50),
-                      legend=dict(orientation="h", y=-0.2))
+    layout = {"title": {"text": title}, "template": TEMPLATE, "height": 360,
+              "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.2}, **layout}
+    layout["xaxis"], layout["yaxis"] = dict(layout.get("xaxis", {})), dict(layout.get("yaxis", {}))
     if y_title:
-        fig.update_layout(yaxis_title=y_title)
+        layout["yaxis"]["title"] = {"text": y_title}
     if x_title:
-        fig.update_layout(xaxis_title=x_title)
-    fig.for_each_xaxis(lambda axis: axis.update(rangemode="tozero") if axis.type in (None, "linear") else None)
-    fig.for_each_yaxis(lambda axis: axis.update(rangemode="tozero") if axis.type in (None, "linear") else None)
-    return fig
+        layout["xaxis"]["title"] = {"text": x_title}
+    for name in [k for k in layout if re.fullmatch(r"[xy]axis\d*", k)]:
+        layout[name] = dict(layout[name])
+        if layout[name].get("type", "linear") == "linear":
+            layout[name]["rangemode"] = "tozero"
+    return {"data": data, "layout": layout}
 
 
-def _mark_current(fig, x: float, label: str):
-    """A vertical line at this estimate's own configuration."""
-    fig.add_vline(x=x, line_dash="dot", line_color="black", annotation_text=label, annotation_position="top")
+def _mark_current(layout: dict, x: float, label: str) -> None:
+    """A vertical line at this estimate's own configuration (plotly's ``add_vline``, annotation on top)."""
+    layout.setdefault("shapes", []).append({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "y domain",
+                                            "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "black"}})
+    layout.setdefault("annotations", []).append({"text": label, "showarrow": False, "xref": "x", "x": x,
+                                                 "xanchor": "center", "yref": "y domain", "y": 1,
+                                                 "yanchor": "bottom"})
 
 
-def memory_figure(result: Estimate):
+def _line_across(layout: dict, y: float, dash: str, color: str, label: str, below: bool = False) -> None:
+    """A horizontal line at ``y`` with its label at the right (plotly's ``add_hline``)."""
+    layout.setdefault("shapes", []).append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
+                                            "y0": y, "y1": y, "line": {"dash": dash, "color": color}})
+    layout.setdefault("annotations", []).append({"text": label, "showarrow": False, "xref": "x domain", "x": 1,
+                                                 "xanchor": "right", "yref": "y", "y": y,
+                                                 "yanchor": "top" if below else "bottom"})
+
+
+def _bars(parts: list[tuple[str, float]], unit: str, horizontal: bool, scale: float = 1.0) -> list[dict]:
+    """One stacked bar per part, its value written on it."""
+    traces = []
+    for name, value in parts:
+        shown = _finite(value / scale)
+        trace = {"type": "bar", "name": name, "text": [f"{value / scale:.3g} {unit}"], "textposition": "inside"}
+        if horizontal:
+            trace |= {"orientation": "h", "y": ["time"], "x": [shown], "hovertemplate": f"%{{x:.3g}} {unit}"}
+        else:
+            trace |= {"x": ["per accelerator"], "y": [shown], "hovertemplate": f"%{{y:.3g}} {unit}"}
+        traces.append(trace)
+    return traces
+
+
+def memory_figure(result: Estimate) -> Spec:
     """Per-device memory as a stacked bar against the device's capacity."""
-    import plotly.graph_objects as go
-
     q = result.quantities
     if result.kind == "serving":
         parts = [("weights", q["weight_memory_bytes"].value),
@@ -59,24 +119,18 @@ def memory_figure(result: Estimate):
                  ("allocator reserve", q["allocator_reserve_bytes"].value),
                  ("headroom", q["memory_headroom_bytes"].value)]
         limit, limit_name = None, None
-    fig = go.Figure()
-    for name, value in parts:
-        fig.add_trace(go.Bar(name=name, x=["per accelerator"], y=[value / GB], hovertemplate="%{y:.3g} GB",
-                             text=[f"{value / GB:.3g} GB"], textposition="inside"))
-    fig.update_layout(barmode="stack")
-    fig.add_hline(y=q["device_memory_bytes"].value / GB, line_dash="dash", line_color="crimson",
-                  annotation_text=f"device memory {q['device_memory_bytes'].value / GB:.3g} GB")
+    layout: dict = {"barmode": "stack"}
+    device = q["device_memory_bytes"].value / GB
+    _line_across(layout, _finite(device), "dash", "crimson", f"device memory {device:.3g} GB")
     if limit is not None:
-        fig.add_hline(y=limit / GB, line_dash="dot", line_color="gray", annotation_text=limit_name,
-                      annotation_position="bottom right")
-    return _layout(fig, "Memory per accelerator", "memory per accelerator (GB)")
+        _line_across(layout, _finite(limit / GB), "dot", "gray", limit_name, below=True)
+    return _spec(_bars(parts, "GB", horizontal=False, scale=GB), layout, "Memory per accelerator",
+                 "memory per accelerator (GB)")
 
 
-def step_figure(result: Estimate):
+def step_figure(result: Estimate) -> Spec:
     """Where a training step goes (compute, pipeline bubble, exposed communication), or a serving
     request (prefill, decode)."""
-    import plotly.graph_objects as go
-
     q = result.quantities
     if result.kind == "serving":
         parts = [("time to first token", q["time_to_first_token_seconds"].value),
@@ -92,19 +146,11 @@ def step_figure(result: Estimate):
         parts = [("compute at the single-accelerator MFU", compute),
                  ("scaling loss (1 − scaling efficiency)", max(q["step_seconds"].value - compute, 0.0))]
         title = "Step time"
-    fig = go.Figure()
-    for name, value in parts:
-        fig.add_trace(go.Bar(name=name, y=["time"], x=[value], orientation="h", hovertemplate="%{x:.3g} s",
-                             text=[f"{value:.3g} s"], textposition="inside"))
-    fig.update_layout(barmode="stack")
-    return _layout(fig, title, "", "time (s)")
+    return _spec(_bars(parts, "s", horizontal=True), {"barmode": "stack"}, title, "", "time (s)")
 
 
-def scaling_figure(result: Estimate):
+def scaling_figure(result: Estimate) -> Spec:
     """Run time and cost against the number of accelerators (training)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     import numpy as np
 
     from botec.explore.space import Axis, Space, evaluate_space
@@ -116,17 +162,16 @@ def scaling_figure(result: Estimate):
                                        wanted=wanted)
     shown = [i for i in range(len(counts)) if valid[i]]
     x = [counts[i] for i in shown]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=x, y=[columns["run_seconds"][i] / 3600 for i in shown], name="run time (h)",
-                             mode="lines+markers"), secondary_y=False)
+    data = [{"type": "scatter", "x": x, "y": [_finite(columns["run_seconds"][i] / 3600) for i in shown],
+             "name": "run time (h)", "mode": "lines+markers", "xaxis": "x", "yaxis": "y"}]
     if "training_cost_usd" in columns:
-        fig.add_trace(go.Scatter(x=x, y=[columns["training_cost_usd"][i] for i in shown], name="cost (USD)",
-                                 mode="lines+markers"), secondary_y=True)
-    fig.update_xaxes(type="log", title_text="accelerators (log scale)")
-    fig.update_yaxes(title_text="run time (hours)", secondary_y=False)
-    fig.update_yaxes(title_text="cost (USD)", secondary_y=True)
-    _mark_current(fig, count, f"this plan: {count:,} accelerators")
-    return _layout(fig, "Run time and cost against accelerator count", "run time (hours)")
+        data.append({"type": "scatter", "x": x, "y": [_finite(columns["training_cost_usd"][i]) for i in shown],
+                     "name": "cost (USD)", "mode": "lines+markers", "xaxis": "x", "yaxis": "y2"})
+    layout = {**TWO_Y_AXES, "xaxis": {**TWO_Y_AXES["xaxis"], "type": "log"},
+              "yaxis2": {**TWO_Y_AXES["yaxis2"], "title": {"text": "cost (USD)"}}}
+    _mark_current(layout, count, f"this plan: {count:,} accelerators")
+    return _spec(data, layout, "Run time and cost against accelerator count", "run time (hours)",
+                 "accelerators (log scale)")
 
 
 def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: list[str]) -> dict[str, list[float]]:
@@ -142,60 +187,53 @@ def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: li
     return series
 
 
-def load_figure(result: Estimate):
+def load_figure(result: Estimate) -> Spec:
     """Serving: TTFT and TPOT, mean and at the targets' percentile, against the load on one replica."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     capacity = result.value("offline_requests_per_s_per_replica")
     loads = [capacity * f for f in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)]
     outputs = ["time_to_first_token_seconds", "time_to_first_token_percentile_seconds",
                "time_per_output_token_seconds", "time_per_output_token_percentile_seconds"]
     series = _serving_sweep(result, "requests_per_s_on_a_replica", loads, outputs)
     percentile = f"P{round(result.value('latency_percentile') * 100)}"
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for name, label, secondary in (("time_to_first_token_seconds", "TTFT mean", False),
-                                   ("time_to_first_token_percentile_seconds", f"TTFT {percentile}", False),
-                                   ("time_per_output_token_seconds", "TPOT mean", True),
-                                   ("time_per_output_token_percentile_seconds", f"TPOT {percentile}", True)):
-        fig.add_trace(go.Scatter(x=loads, y=[t * 1e3 for t in series[name]], name=f"{label} (ms)",
-                                 mode="lines+markers"), secondary_y=secondary)
-    fig.update_xaxes(title_text="requests/s on one replica (saturation: {:.3g} requests/s)".format(capacity))
-    fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
-    fig.update_yaxes(title_text="TPOT (ms per token)", secondary_y=True)
+    data = [{"type": "scatter", "x": [_finite(x) for x in loads], "y": [_finite(t * 1e3) for t in series[name]],
+             "name": f"{label} (ms)", "mode": "lines+markers", "xaxis": "x", "yaxis": "y2" if secondary else "y"}
+            for name, label, secondary in (("time_to_first_token_seconds", "TTFT mean", False),
+                                           ("time_to_first_token_percentile_seconds", f"TTFT {percentile}", False),
+                                           ("time_per_output_token_seconds", "TPOT mean", True),
+                                           ("time_per_output_token_percentile_seconds", f"TPOT {percentile}", True))]
+    layout = {**TWO_Y_AXES, "yaxis2": {**TWO_Y_AXES["yaxis2"], "title": {"text": "TPOT (ms per token)"}}}
     q = result.quantities
-    _mark_current(fig, result.value("requests_per_s_on_a_replica"),
+    _mark_current(layout, _finite(result.value("requests_per_s_on_a_replica")),
                   f"this plan: {result.value('requests_per_s_on_a_replica'):.3g} requests/s")
     for name, label, axis in (("time_to_first_token_target_seconds", "TTFT target", "y"),
                               ("time_per_output_token_target_seconds", "TPOT target", "y2")):
         if name in q and q[name].value is not None and q[name].value > 0:
-            fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref=axis, y0=q[name].value * 1e3,
-                          y1=q[name].value * 1e3, line=dict(dash="dash", color="crimson"), name=label)
-            fig.add_annotation(xref="paper", x=1 if axis == "y2" else 0, yref=axis, y=q[name].value * 1e3,
-                               text=f"{label} {q[name].value * 1e3:.3g} ms", showarrow=False, yshift=8,
-                               xanchor="right" if axis == "y2" else "left")
-    return _layout(fig, "Latency against load (one replica)", "TTFT (ms)")
+            target = _finite(q[name].value * 1e3)
+            layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": axis, "y0": target,
+                                     "y1": target, "line": {"dash": "dash", "color": "crimson"}, "name": label})
+            layout["annotations"].append({"xref": "paper", "x": 1 if axis == "y2" else 0, "yref": axis, "y": target,
+                                          "text": f"{label} {q[name].value * 1e3:.3g} ms", "showarrow": False,
+                                          "yshift": 8, "xanchor": "right" if axis == "y2" else "left"})
+    return _spec(data, layout, "Latency against load (one replica)", "TTFT (ms)",
+                 "requests/s on one replica (saturation: {:.3g} requests/s)".format(capacity))
 
 
-def context_figure(result: Estimate):
+def context_figure(result: Estimate) -> Spec:
     """Serving: the concurrency that fits against the context length."""
-    import plotly.graph_objects as go
-
     window = result.value("attention_window_tokens")
     contexts = [c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072) if c <= max(window, 512)]
     series = _serving_sweep(result, "mean_kv_tokens_per_request", contexts, ["max_concurrent_requests"])
-    fig = go.Figure(go.Scatter(x=contexts, y=series["max_concurrent_requests"], mode="lines+markers",
-                               name="concurrent requests"))
-    fig.update_xaxes(type="log", title_text="mean cached tokens per running request (tokens, log scale)")
+    data = [{"type": "scatter", "x": contexts, "y": [_finite(v) for v in series["max_concurrent_requests"]],
+             "mode": "lines+markers", "name": "concurrent requests"}]
+    layout: dict = {"xaxis": {"type": "log"}}
     mean = result.value("mean_kv_tokens_per_request")
-    _mark_current(fig, mean, f"this plan: {mean:,.0f} tokens")
-    return _layout(fig, "Concurrency that fits against context length", "concurrent requests (requests)")
+    _mark_current(layout, _finite(mean), f"this plan: {mean:,.0f} tokens")
+    return _spec(data, layout, "Concurrency that fits against context length", "concurrent requests (requests)",
+                 "mean cached tokens per running request (tokens, log scale)")
 
 
-def sensitivity_figure(result: Estimate, output: str):
+def sensitivity_figure(result: Estimate, output: str) -> Optional[Spec]:
     """A tornado: each ranged assumption from its low to its high end."""
-    import plotly.graph_objects as go
-
     from botec.explore.uncertainty import sensitivity
 
     swings = sensitivity(result, output)
@@ -204,28 +242,36 @@ def sensitivity_figure(result: Estimate, output: str):
     base = result.value(output)
     unit = result.quantities[output].unit
     scale, label = (3600.0, "hours") if unit == "s" and base > 7200 else (1.0, unit)
-    fig = go.Figure()
     names = [s.input for s in reversed(swings)]
+    data = []
     for name, end in (("at low", "output_at_low"), ("at high", "output_at_high")):
         changes = [(getattr(s, end) - base) / scale for s in reversed(swings)]
-        fig.add_trace(go.Bar(y=names, x=changes, orientation="h", name=name,
-                             text=[f"{c:+,.3g} {label}" for c in changes], textposition="auto"))
-    fig.update_layout(barmode="overlay")
-    return _layout(fig, f"Sensitivity of {output} (change from {_number(base / scale)} {label})", "",
-                   f"change in {output} ({label})")
+        data.append({"type": "bar", "y": names, "x": [_finite(c) for c in changes], "orientation": "h", "name": name,
+                     "text": [f"{c:+,.3g} {label}" for c in changes], "textposition": "auto"})
+    return _spec(data, {"barmode": "overlay"},
+                 f"Sensitivity of {output} (change from {_number(base / scale)} {label})", "",
+                 f"change in {output} ({label})")
 
 
-def figures(result: Estimate) -> list:
-    """Every figure that applies to the estimate, in reading order."""
-    found = [memory_figure(result), step_figure(result)]
+def tornado_figure(result: Estimate) -> Optional[Spec]:
+    """The sensitivity tornado of the estimate's headline output: run time (training); cost per million output
+    tokens, else TPOT (serving). The costliest figure (two estimates per ranged assumption; about 1 s for a
+    serving contract), so the web page asks for it after the rest."""
     if result.kind == "serving":
-        found += [load_figure(result), context_figure(result)]
         output = "cost_per_million_output_tokens_usd" if "cost_per_million_output_tokens_usd" in result.quantities \
             else "time_per_output_token_seconds"
     else:
-        found.append(scaling_figure(result))
         output = "run_seconds"
-    tornado = sensitivity_figure(result, output)
-    if tornado is not None:
-        found.append(tornado)
-    return found
+    return sensitivity_figure(result, output)
+
+
+def figures(result: Estimate, tornado: bool = True) -> list[Spec]:
+    """Every figure that applies to the estimate, in reading order, as plotly figure specs (plain dicts);
+    ``tornado=False`` leaves out the sensitivity tornado (:func:`tornado_figure`)."""
+    found = [memory_figure(result), step_figure(result)]
+    if result.kind == "serving":
+        found += [load_figure(result), context_figure(result)]
+    else:
+        found.append(scaling_figure(result))
+    sensitivity = tornado_figure(result) if tornado else None
+    return found + ([sensitivity] if sensitivity is not None else [])

@@ -21,13 +21,15 @@ _MARKS = {"ok": "✔", "warn": "!", "fail": "✘", "info": "·"}
 
 def figure_divs(result: Estimate, include_plotlyjs: bool = True) -> list[str]:
     """Each figure as an HTML <div>; the first carries plotly's JavaScript when ``include_plotlyjs``."""
+    import plotly.io
+
     from botec.report.figures import figures
 
     divs = []
-    for index, figure in enumerate(figures(result)):
-        divs.append(figure.to_html(full_html=False, include_plotlyjs=include_plotlyjs and index == 0,
-                                   config={"displaylogo": False, "responsive": True},
-                                   div_id=f"figure-{index}"))
+    for index, spec in enumerate(figures(result)):   # plotly checks each spec against its schema here
+        divs.append(plotly.io.to_html(spec, full_html=False, include_plotlyjs=include_plotlyjs and index == 0,
+                                      config={"displaylogo": False, "responsive": True},
+                                      div_id=f"figure-{index}"))
     return divs
 
 

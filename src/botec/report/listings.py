@@ -145,7 +145,10 @@ def catalog_markdown() -> str:
 def catalog_text(console) -> None:
     from botec.catalog import accelerators, catalog_revised, optimizer_presets
 
-    wide, medium = console.width >= 160, console.width >= 90
+    from botec.report.tables import PIPED_WIDTH
+
+    # a wide terminal shows every column; a pipe (PIPED_WIDTH) the medium set, its cells unfolded
+    wide, medium = 160 <= console.width < PIPED_WIDTH, console.width >= 90
     shown = _HEADER if wide else [c for c in _HEADER if c not in _WIDE_ONLY and (medium or c not in _MEDIUM_ONLY)]
     table = rich_table(f"Accelerators (dense peaks; decimal units; link (to other accelerators) and host (PCIe to the "
                        f"CPU) bandwidth per direction; catalog revised {catalog_revised()})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from botec.estimate import Estimate
 from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, headline, layout_line, methods, provenance,
                           state_table_rows)
-from botec.report.tables import rich_table
+from botec.report.tables import PIPED_WIDTH, rich_table
 from botec.units import format_number
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
@@ -60,7 +60,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
         table.add_row(cell, Text(row.value), Text(row.range))
     console.print(table)
 
-    wide = console.width >= _WIDE
+    wide = _WIDE <= console.width < PIPED_WIDTH  # a wide terminal shows the formulas; a pipe keeps its columns
     for account, rows in account_rows(result, system, details).items():
         table = rich_table(ACCOUNT_TITLES[account])
         table.add_column("quantity", overflow="fold")

@@ -291,7 +291,9 @@ def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_repli
                   expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target",
                   reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_to_first_token_target_seconds"),
-                  choice=("ttft_target", "stated"), detail=True)
+                  choice=("ttft_target", "stated"), detail=True,
+                  symbols={"λ": "requests/s on one replica", "q": "latency_percentile",
+                           "target": "time_to_first_token_target_seconds"})
 def ttft_limited_requests_per_s(**values):
     replica, q = _replica(values), values["latency_percentile"]
     target = values["time_to_first_token_target_seconds"]
@@ -311,7 +313,9 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
                   expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target",
                   reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_per_output_token_target_seconds"),
-                  choice=("tpot_target", "stated"), detail=True)
+                  choice=("tpot_target", "stated"), detail=True,
+                  symbols={"λ": "requests/s on one replica", "q": "latency_percentile",
+                           "target": "time_per_output_token_target_seconds"})
 def tpot_limited_requests_per_s(**values):
     replica, z = _replica(values), _z(values["latency_percentile"])
     target = values["time_per_output_token_target_seconds"]
@@ -358,7 +362,9 @@ def time_per_output_token_seconds(**values):
 @formulas.formula(unit="s", meaning="time per output token at the targets' percentile, at the fleet's load",
                   expression="mean TPOT + z_q × the spread of a request's steps with and without a chunk over its"
                              " output_tokens / tokens_per_step steps",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"))
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"),
+                  symbols={"mean TPOT": "the mean, as time_per_output_token_seconds",
+                           "z_q": "the standard normal quantile of latency_percentile"})
 def time_per_output_token_percentile_seconds(**values):
     replica = _replica(values)
     load = model.at_load(replica, values["requests_per_s_on_a_replica"])
@@ -370,7 +376,11 @@ def time_per_output_token_percentile_seconds(**values):
                   expression="ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S: the M/G/1 wait for the prefill "
                              "chunk, the step in progress, S the prompt's chunks through the stages (disaggregated: "
                              "the prefill instance's queue, its prefill and the KV transfer)",
-                  source="Pollaczek–Khinchine (Kleinrock 1975)", reads=REPLICA + ("requests_per_s_on_a_replica",))
+                  source="Pollaczek–Khinchine (Kleinrock 1975)", reads=REPLICA + ("requests_per_s_on_a_replica",),
+                  symbols={"ρ": "the prompt queue's utilization (requests_per_s_on_a_replica × S)",
+                           "S": "a prompt's prefill, its chunks through the pipeline_parallel stages",
+                           "c²": "prompt_length_variation", "B": "decode_batch_size",
+                           "t₀": "the decode step in progress (B requests, no chunk)"})
 def time_to_first_token_seconds(**values):
     return model.ttft_mean(_at(values, values["requests_per_s_on_a_replica"]))
 
@@ -378,7 +388,10 @@ def time_to_first_token_seconds(**values):
 @formulas.formula(unit="s", meaning="time to first token at the targets' percentile, at the fleet's load",
                   expression="(W̄ / ρ) × ln(ρ / (1 − q)) when ρ > 1 − q (the wait's exponential tail) + the step in "
                              "progress at its quantile + S",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"))
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"),
+                  symbols={"W̄": "the mean wait for the prefill chunk (as in time_to_first_token_seconds)",
+                           "ρ": "the prompt queue's utilization", "q": "latency_percentile",
+                           "S": "a prompt's prefill through the stages"})
 def time_to_first_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
     return model.ttft_quantile(load, values["latency_percentile"])
@@ -387,7 +400,8 @@ def time_to_first_token_percentile_seconds(**values):
 @formulas.formula(unit="fraction", meaning="share of a replica's time spent on prompts at the fleet's load",
                   expression="ρ × (step with a chunk − step without) / mean step (disaggregated: the prefill "
                              "instances' share of the accelerators, n / (1 + n))",
-                  reads=REPLICA + ("requests_per_s_on_a_replica",))
+                  reads=REPLICA + ("requests_per_s_on_a_replica",),
+                  symbols={"ρ": "the share of steps carrying a prefill chunk", "n": "prefill_instances"})
 def prefill_time_share(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
     instances = values["prefill_instances"]

@@ -223,7 +223,13 @@ def _adapter_seconds(tokens, input_width, output_width, matrices, rank, element_
                              "Σd_out) + 5 × b × T × Σd_out / (e_mem·BW) + (4n − 2) × t0",
                   source="PEFT LoRA forward: lora_B(lora_A(x)) × scaling added to the base output; at small r the "
                          "GEMMs are memory-bound (they read all of x for r outputs)",
-                  zero_when="frozen_base == 0", account="compute", prose=True, detail=True)
+                  zero_when="frozen_base == 0", account="compute", prose=True, detail=True,
+                  symbols={"T": "microbatch_tokens", "t": "tensor_parallel", "E": "experts", "EP": "expert_parallel",
+                           "t_e": "expert_tensor_parallel", "r": "adapter_rank", "b": "activation_bytes_per_element",
+                           "n": "the adapter matrices per layer",
+                           "Σd_in, Σd_out": "their summed input and output widths",
+                           "e_mem": "memory_bandwidth_efficiency",
+                           "BW": "memory_bandwidth_bytes_per_s", "t0": "kernel_overhead_seconds"})
 def adapter_forward_seconds(microbatch_tokens, expert_tokens, adapter_input_width, adapter_output_width,
                             adapter_matrices_per_layer, expert_adapter_input_width, expert_adapter_output_width,
                             expert_adapter_matrices, adapter_rank, experts, expert_parallel, moe_layers, layers,

@@ -136,7 +136,10 @@ def job_interruptions_per_hour(accelerators, failure_rate_per_accelerator_hour):
 @formulas.formula(unit="s", meaning="expected wall time of the run, checkpoint pauses, failures and restarts counted",
                   expression="T/τ × M·e^((R + L)/M)·(e^((τ + δ)/M) − 1), M = 3,600 s / job_interruptions_per_hour "
                              "(T·(τ + δ)/τ without failures)", prose=True,
-                  source="Daly 2006, FGCS 22(3): the complete model; with the write-behind L of asynchronous saves")
+                  source="Daly 2006, FGCS 22(3): the complete model; with the write-behind L of asynchronous saves",
+                  symbols={"T": "run_seconds", "τ": "checkpoint_interval_seconds",
+                           "δ": "checkpoint_pause_seconds_each", "R": "restart_seconds",
+                           "L": "checkpoint_write_behind_seconds"})
 def expected_wall_seconds(run_seconds, checkpoint_interval_seconds, checkpoint_pause_seconds_each, restart_seconds,
                           checkpoint_write_behind_seconds, job_interruptions_per_hour):
     """W = T/τ · e^{(R+L)Λ} · (τ+δ) · exprel((τ+δ)Λ), Λ per second: the same formula, finite at Λ = 0."""
@@ -164,7 +167,9 @@ def failure_lost_seconds(expected_wall_seconds, run_seconds, checkpoint_pause_se
 @formulas.formula(unit="s", meaning="expected wall time each failure costs: restart, write-behind and work redone",
                   expression="failure_lost_seconds / expected_interruptions (R + L + (τ + δ)/2 as failures "
                              "become rare)", prose=True,
-                  source="first order: a failure strikes on average half-way through a segment of τ + δ")
+                  source="first order: a failure strikes on average half-way through a segment of τ + δ",
+                  symbols={"R": "restart_seconds", "L": "checkpoint_write_behind_seconds",
+                           "τ": "checkpoint_interval_seconds", "δ": "checkpoint_pause_seconds_each"})
 def lost_seconds_per_interruption(failure_lost_seconds, expected_interruptions, restart_seconds,
                                   checkpoint_write_behind_seconds, checkpoint_interval_seconds,
                                   checkpoint_pause_seconds_each):

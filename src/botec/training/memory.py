@@ -263,7 +263,9 @@ def attention_score_activation_bytes(activation_bytes_per_element, attention_hea
                   source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP): s·b·h·(10 + 24/t + 5as/ht); "
                          "with SP 34/t; selective drops the scores; full keeps the layer's input 2sbh; Megatron's "
                          "--recompute-num-layers: the layers that do not recompute keep everything",
-                  prose=True)
+                  prose=True,
+                  symbols={"s": "local_sequence_length", "b": "micro_batch_size", "h": "hidden_size",
+                           "t": "tensor_parallel", "SP": "sequence_parallel"})
 def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, tensor_parallel,
                                sequence_parallel, recompute, activation_bytes_per_element,
                                layer_linear_activation_bytes, attention_score_activation_bytes,

@@ -134,7 +134,8 @@ def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all
                   expression="gradient_reduce_rounds × steps(gradient_all_reduce_ranks) × dp_link_latency_seconds"
                              " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True)
+                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True,
+                  symbols={"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
 def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
                                 dp_link_latency_seconds, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
     return (gradient_reduce_rounds * all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree)
@@ -155,7 +156,8 @@ def expert_gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, exper
                   expression="gradient_reduce_rounds × steps(expert_data_parallel_degree) × dp_link_latency_seconds"
                              " + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True, prose=True)
+                  zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True, prose=True,
+                  symbols={"n": "expert_data_parallel_degree", "tree": "collective_algorithm_tree"})
 def expert_gradient_all_reduce_seconds(gradient_reduce_rounds, expert_data_parallel_degree, collective_algorithm_tree,
                                        dp_link_latency_seconds, expert_gradient_all_reduce_bytes_sent_per_step,
                                        dp_link_bytes_per_s):
@@ -267,7 +269,8 @@ def tp_bytes_sent_per_step(tp_collectives_per_step, tensor_parallel, layer_activ
                   expression="tp_collectives_per_step × steps(tensor_parallel) × tp_link_latency_seconds"
                              " + tp_bytes_sent_per_step / tp_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="tensor_parallel == 1", prose=True)
+                  zero_when="tensor_parallel == 1", prose=True,
+                  symbols={"n": "tensor_parallel", "tree": "collective_algorithm_tree"})
 def tp_communication_seconds(tp_collectives_per_step, tensor_parallel, collective_algorithm_tree,
                              tp_link_latency_seconds, tp_bytes_sent_per_step, tp_link_bytes_per_s):
     return (tp_collectives_per_step * all_reduce_latency_steps(tensor_parallel, collective_algorithm_tree)

@@ -87,7 +87,13 @@ def microbatch_tokens(micro_batch_size, local_sequence_length):
 
 @formulas.formula(unit="s", meaning="forward time of one layer's attention projections (QKV and output GEMMs)",
                   expression="gemm(T, h, qkv weights / (h·t)) + gemm(T, a·d_v / t, h), each max(FLOPs / (e_mm·peak), "
-                             "bytes / (e_mem·BW)) + t0", prose=True, detail=True)
+                             "bytes / (e_mem·BW)) + t0", prose=True, detail=True,
+                  symbols={"T": "microbatch_tokens", "h": "hidden_size",
+                           "qkv weights": "attention_projection_parameters_per_layer",
+                           "a·d_v": "attention_output_parameters_per_layer / hidden_size", "t": "tensor_parallel",
+                           "e_mm": "matmul_efficiency", "peak": "peak_flops_per_s",
+                           "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s",
+                           "t0": "kernel_overhead_seconds"})
 def attention_projection_seconds(microbatch_tokens, hidden_size, attention_projection_parameters_per_layer,
                                  attention_output_parameters_per_layer, tensor_parallel, activation_bytes_per_element,
                                  peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
@@ -102,7 +108,9 @@ def attention_projection_seconds(microbatch_tokens, hidden_size, attention_proje
 
 @formulas.formula(unit="s", meaning="forward time of one dense layer's MLP (up and down GEMMs)",
                   expression="gemm(T, h, up weights / (h·t)) + gemm(T, down weights / (h·t), h)", prose=True,
-                  detail=True, zero_when="mlp_up_parameters_per_layer == 0")
+                  detail=True, zero_when="mlp_up_parameters_per_layer == 0",
+                  symbols={"T": "microbatch_tokens", "h": "hidden_size", "up weights": "mlp_up_parameters_per_layer",
+                           "down weights": "mlp_down_parameters_per_layer", "t": "tensor_parallel"})
 def dense_mlp_seconds(microbatch_tokens, hidden_size, mlp_up_parameters_per_layer, mlp_down_parameters_per_layer,
                       tensor_parallel, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
                       memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds):
@@ -126,7 +134,10 @@ def expert_tokens(microbatch_tokens, experts_per_token, expert_parallel, expert_
 @formulas.formula(unit="s", meaning="forward time of one MoE layer's MLP: router, local routed experts, shared experts",
                   expression="gemm(T, h, E) + (E / EP) × (gemm(expert_tokens, h, up / (h·t_e)) + gemm(expert_tokens, "
                              "down / (h·t_e), h)) + S × (gemm(T, h, up / (h·t)) + gemm(T, down / (h·t), h))",
-                  prose=True, detail=True, zero_when="moe_layers == 0")
+                  prose=True, detail=True, zero_when="moe_layers == 0",
+                  symbols={"T": "microbatch_tokens", "h": "hidden_size", "E": "experts", "EP": "expert_parallel",
+                           "up": "expert_up_parameters", "down": "expert_down_parameters",
+                           "t_e": "expert_tensor_parallel", "S": "shared_experts", "t": "tensor_parallel"})
 def expert_mlp_seconds(microbatch_tokens, expert_tokens, hidden_size, experts, expert_parallel, shared_experts,
                        expert_up_parameters, expert_down_parameters, expert_tensor_parallel, tensor_parallel,
                        activation_bytes_per_element, peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
@@ -179,7 +190,10 @@ def _eager_attention_parts(microbatch_tokens, micro_batch_size, sequence_length,
 @formulas.formula(unit="s", meaning="forward time of one layer's attention core (scores, softmax, weighted values)",
                   expression="fused: attention_core_flops / (e_attn × attention peak) + t0; eager: two batched GEMMs "
                              "on the roofline + softmax and dropout over the s × s scores at e_mem × BW",
-                  prose=True, detail=True)
+                  prose=True, detail=True,
+                  symbols={"e_attn": "attention_efficiency", "attention peak": "attention_peak_flops_per_s",
+                           "t0": "kernel_overhead_seconds", "s": "sequence_length",
+                           "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s"})
 def attention_core_seconds(attention_core_flops, fused_attention, attention_efficiency, attention_peak_flops_per_s,
                            microbatch_tokens, micro_batch_size, sequence_length, attention_heads, tensor_parallel,
                            qk_head_dim, v_head_dim, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
@@ -195,7 +209,9 @@ def attention_core_seconds(attention_core_flops, fused_attention, attention_effi
 @formulas.formula(unit="s", meaning="backward time of one layer's attention core",
                   expression="fused: 2.5 × attention_core_flops / (e_attn × attention peak) + t0 (the scores "
                              "recomputed); eager: twice the forward's GEMMs and memory-bound ops",
-                  source="FlashAttention-2 backward: 5 matmuls to the forward's 2 (Dao 2023)", prose=True, detail=True)
+                  source="FlashAttention-2 backward: 5 matmuls to the forward's 2 (Dao 2023)", prose=True, detail=True,
+                  symbols={"e_attn": "attention_efficiency", "attention peak": "attention_peak_flops_per_s",
+                           "t0": "kernel_overhead_seconds"})
 def attention_core_backward_seconds(attention_core_flops, fused_attention, attention_efficiency,
                                     attention_peak_flops_per_s, attention_core_seconds, kernel_overhead_seconds):
     fused = (FUSED_ATTENTION_BACKWARD_WORK * attention_core_flops / (attention_efficiency * attention_peak_flops_per_s)
@@ -208,7 +224,11 @@ def attention_core_backward_seconds(attention_core_flops, fused_attention, atten
                   expression="b × (T_n × 10 × h + T × activation_function_elements / t + T × 4 × k_e × h × moe_layers "
                              "/ layers) / (e_mem × BW) + 5 × t0, T_n = T / t with sequence parallelism (else T)",
                   source="two norms (read h, write h) and two residual adds (read 2h, write h) per token", prose=True,
-                  detail=True)
+                  detail=True,
+                  symbols={"b": "activation_bytes_per_element", "T": "microbatch_tokens", "h": "hidden_size",
+                           "t": "tensor_parallel", "k_e": "experts_per_token",
+                           "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s",
+                           "t0": "kernel_overhead_seconds"})
 def elementwise_seconds(microbatch_tokens, hidden_size, sequence_parallel, tensor_parallel,
                         activation_function_elements, experts_per_token, moe_layers, layers,
                         activation_bytes_per_element, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
@@ -266,7 +286,10 @@ def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_sec
                              "BW) + t0) + mtp_layers × (layer_forward_seconds + layer_backward_seconds)",
                   source="vocabulary-parallel LM head and cross entropy (Megatron); DeepSeek-V3's MTP module is a "
                          "full layer plus the shared head; a frozen (LoRA) head needs no weight gradient",
-                  prose=True, detail=True)
+                  prose=True, detail=True,
+                  symbols={"T": "microbatch_tokens", "h": "hidden_size", "V": "vocab_size", "t": "tensor_parallel",
+                           "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s",
+                           "t0": "kernel_overhead_seconds"})
 def output_layer_seconds(microbatch_tokens, hidden_size, vocab_size, tensor_parallel, mtp_layers,
                          layer_forward_seconds, layer_backward_seconds, activation_bytes_per_element,
                          peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,

@@ -5,9 +5,15 @@ update; download the contract, the estimate and the report. The page keeps one s
 text: a form edit is written into the text (``/api/contract``, comments kept) and the form is rebuilt
 from it, so every download reproduces what is on screen; the URL's fragment holds the text (a
 permalink). The JSON API (``/api/estimate``, ``/api/contract``, ``/api/explain``, ``/api/report``,
-``/api/sweep``, ``/api/catalog``, ``/api/examples``) is documented at ``/openapi.json``.
+``/api/sweep``, ``/api/catalog``, ``/api/examples``, ``/api/sensitivity``) is documented at ``/openapi.json``.
 
-Safety: the request body is capped (``MAX_BODY_BYTES``); contracts are parsed with YAML's safe
+Speed: the page asks ``/api/estimate`` for ``detail: "page"`` (only what it draws) without the tornado, then
+``/api/sensitivity`` for the tornado; figures are plain plotly JSON specs (no plotly on the server path);
+answers are written by pydantic's serializer without a response model (:func:`_json_response`).
+
+Safety: only loopback Host headers (and ``--host``/``--allowed-host``) are served and a foreign
+``Origin`` is refused (:class:`Guard`, against DNS rebinding); the request body is capped
+(``MAX_BODY_BYTES``) before it is parsed; contracts are parsed with YAML's safe
 loader and validated; nothing in a request names a file to read (``workload.model.config`` is
 refused); a sweep may ask for at most ``MAX_SWEEP`` configurations; every failure is a 4xx with a
 message naming the field. Handlers are plain functions over immutable data, so concurrent
@@ -32,6 +38,8 @@ from botec.errors import ContractError, UserError
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_SWEEP = 200_000
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+ALLOWED_HOSTS_ENV = "BOTEC_ALLOWED_HOSTS"   # comma-separated extra Host names (``botec serve --allowed-host``)
 CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"   # a source checkout's examples/
 
 
@@ -57,6 +65,13 @@ class EstimateRequest(BaseModel):
     overrides: dict[str, Any] = Field(default_factory=dict, description="FIELD: value, like --set")
     units: str = Field("decimal", pattern="^(decimal|binary)$")
     figures: bool = Field(False, description="also return the report's figures (plotly JSON)")
+    tornado: bool = Field(True, description="with figures: also the sensitivity tornado, the costliest figure "
+                                            "(about 1 s for a serving contract; the page gets it from "
+                                            "/api/sensitivity after the rest)")
+    detail: str = Field("full", pattern="^(full|page)$",
+                        description="/api/estimate: 'full' (every quantity with its record and formatted value, the "
+                                    "form's fields) or 'page' (only what the page draws: headline, findings, tables, "
+                                    "figures; a tenth of the bytes)")
 
 
 class ExplainRequest(EstimateRequest):
@@ -68,16 +83,30 @@ class SweepRequest(EstimateRequest):
     outputs: list[str] = Field(default_factory=lambda: ["run_seconds", "planned_device_bytes"], max_length=12)
 
 
+def _json_response(payload: dict) -> Response:
+    """``payload`` as compact JSON, written by pydantic's Rust serializer without a response model to validate
+    against (0.5 ms for a full estimate; the stdlib's json takes 1.7 ms); a non-finite number, which JSON lacks,
+    is null, as FastAPI writes it. A string pydantic cannot write as UTF-8 (a lone surrogate) goes through the
+    stdlib's ASCII-escaping encoder instead."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    try:
+        body = to_json(payload, inf_nan_mode="null")
+    except PydanticSerializationError:
+        body = json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str).encode()
+    return Response(body, media_type="application/json")
+
+
 def _error(status: int, message: str, field: Optional[str] = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"field": field, "message": message}})
 
 
 def _parse_text(text: str) -> dict:
     """The raw mapping of a contract's text (YAML or JSON), or a ContractError naming the line."""
-    from botec.catalog import load_yaml_text
+    from botec.catalog import load_contract_yaml
 
     try:
-        data = load_yaml_text(text)
+        data = load_contract_yaml(text)   # the loader contract files go through (no aliases, depth bounded)
     except Exception as error:  # yaml.YAMLError and its C-loader cousins
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -160,13 +189,13 @@ def _schema_fields(kind: str) -> tuple[dict, ...]:
 
 def _scalar(value: Any) -> tuple[str, Any]:
     """A form's value as YAML text, and the value a contract reads from it (as ``--set`` does)."""
-    import yaml
+    from botec.catalog import load_yaml_text
 
     if not isinstance(value, str):
         return json.dumps(value), value
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
+        parsed = load_yaml_text(value)
+    except Exception:  # yaml.YAMLError and its C-loader cousins
         parsed = value
     if isinstance(parsed, (dict, list)) or "\n" in value:
         return json.dumps(value), value
@@ -279,23 +308,136 @@ def _edit(text: str, edits: dict[str, Any]) -> str:
     return text
 
 
-def create_app() -> FastAPI:
+def _host_and_port(text: str) -> tuple[str, Optional[int]]:
+    """``name[:port]`` (IPv6 in brackets) as a lower-case name and a port (None where none or malformed)."""
+    text = text.strip().lower()
+    name, colon, port = text.rpartition(":") if not text.endswith("]") else (text, "", "")
+    if not colon:
+        return text, None
+    return name, int(port) if port.isdigit() and len(port) <= 5 else -1
+
+
+def _allowed_hosts(extra: Optional[list[str]] = None) -> frozenset[str]:
+    """The Host names the app answers: loopback, and ``extra`` or else ``$BOTEC_ALLOWED_HOSTS``
+    (``name`` or ``name:port``; a bare IPv6 address is bracketed)."""
+    import os
+
+    names = extra if extra is not None else os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")
+    found = set(LOOPBACK_HOSTS)
+    for name in (n.strip().lower() for n in names):
+        if name:
+            found.add(f"[{name}]" if name.count(":") > 1 and not name.startswith("[") else name)
+    return frozenset(found)
+
+
+class Guard:
+    """The ASGI middleware every HTTP request passes first (cheap: no request object is built).
+
+    - DNS rebinding: the ``Host`` header must name an allowed host (loopback, ``--host``,
+      ``--allowed-host``) on the port the server listens on, else 400;
+    - cross-origin requests: an ``Origin`` header that is not such a host is refused (403);
+    - the body is capped at ``MAX_BODY_BYTES`` before anything parses it: a larger Content-Length,
+      or a streamed body that grows past the cap, is a 413;
+    - an exception is a one-line 500 JSON error, never a traceback.
+    """
+
+    def __init__(self, app, allowed_hosts: Optional[list[str]] = None):
+        self.app = app
+        self.extra_hosts = allowed_hosts
+        self.allowed_hosts: frozenset[str] = frozenset()
+
+    def _allowed(self, host: str, served_port: Optional[int], default_port: int) -> bool:
+        if not self.allowed_hosts:   # read when serving starts, so `botec serve` can set the environment first
+            self.allowed_hosts = _allowed_hosts(self.extra_hosts)
+        return self._allowed_host(host, served_port, default_port)
+
+    def _allowed_host(self, host: str, served_port: Optional[int], default_port: int) -> bool:
+        name, port = _host_and_port(host)
+        if f"{name}:{port if port is not None else default_port}" in self.allowed_hosts:
+            return True
+        return name in self.allowed_hosts and (port if port is not None else default_port) == \
+            (served_port if served_port is not None else default_port)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {}
+        for key, value in scope["headers"]:
+            headers.setdefault(key, value)
+        served_port = (scope.get("server") or (None, None))[1]
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not self._allowed(host, served_port, 80):
+            return await _send_error(send, 400, f"Host {host[:100]!r} is not served here (allowed: "
+                                     f"{', '.join(sorted(self.allowed_hosts))}; add one with --allowed-host)")
+        origin = headers.get(b"origin")
+        if origin is not None:
+            scheme, _, rest = origin.decode("latin-1").partition("://")
+            if scheme != "http" or not rest or "/" in rest or not self._allowed(rest, served_port, 80):
+                return await _send_error(send, 403, f"cross-origin request from {origin.decode('latin-1')[:100]!r} "
+                                         "refused")
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return await _send_error(send, 413, f"the request body is larger than {MAX_BODY_BYTES // 1024} KiB")
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            chunks, size = [], 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                if size > MAX_BODY_BYTES:
+                    return await _send_error(send, 413, f"the request body is larger than "
+                                             f"{MAX_BODY_BYTES // 1024} KiB")
+                if not message.get("more_body", False):
+                    break
+            replayed = False
+
+            async def receive_body():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return await receive()
+
+            receive = receive_body
+        started = False
+
+        async def send_tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except Exception as error:  # never a 500 with a traceback: say what failed
+            if not started:
+                await _send_error(send, 500, f"internal error: {error.__class__.__name__}")
+
+
+async def _send_error(send, status: int, message: str, field: Optional[str] = None) -> None:
+    body = json.dumps({"error": {"field": field, "message": message}}, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _download_headers(name: str, suffix: str) -> dict[str, str]:
+    """A Content-Disposition for ``name`` + ``suffix`` that any name survives: an ASCII fallback (quotes,
+    backslashes, control characters and non-ASCII replaced) and the exact name per RFC 5987."""
+    from urllib.parse import quote
+
+    name = "".join(c for c in name if c.isprintable()) or "botec-report"
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    return {"Content-Disposition": f"attachment; filename=\"{fallback}{suffix}\"; "
+                                   f"filename*=UTF-8''{quote(name + suffix, safe='')}"}
+
+
+def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
+    """The web app; ``allowed_hosts`` adds Host names to loopback (default: ``$BOTEC_ALLOWED_HOSTS``)."""
     app = FastAPI(title="botec", version=__version__,
                   description="Capacity planning for AI workloads: the quantity graph over HTTP.")
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _error(413, f"the request body is larger than {MAX_BODY_BYTES // 1024} KiB")
-        if length is None and request.method in ("POST", "PUT"):
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
-                return _error(413, f"the request body is larger than {MAX_BODY_BYTES // 1024} KiB")
-        try:
-            return await call_next(request)
-        except Exception as error:  # never a 500 with a traceback: say what failed
-            return _error(500, f"internal error: {error.__class__.__name__}")
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
@@ -320,6 +462,11 @@ def create_app() -> FastAPI:
 
         return Response(get_plotlyjs(), media_type="application/javascript",
                         headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/api/health")
+    def health() -> dict:
+        """A trivial answer (the load benchmark's baseline for the web stack alone)."""
+        return {"status": "ok", "version": __version__}
 
     @app.get("/api/examples")
     def examples() -> dict:
@@ -359,7 +506,8 @@ def create_app() -> FastAPI:
 
     @app.post("/api/estimate")
     def estimate_endpoint(request: EstimateRequest) -> dict:
-        """Every quantity, the findings and the figures of a contract."""
+        """Every quantity, the findings and the figures of a contract. ``detail: "page"`` answers only what the
+        page draws (kind, fits, findings, headline, tables, figures); ``figures: true`` adds the figures."""
         from botec.estimate import estimate
         from botec.report import headline
         from botec.report.html import tables_html
@@ -367,18 +515,32 @@ def create_app() -> FastAPI:
 
         data, contract = _load(request)
         result = estimate(contract)
-        payload = to_dict(result)
         system = request.units
-        payload["formatted"] = {name: q.formatted(system) for name, q in result.quantities.items()}
-        payload["fields"] = _fields(data)
+        if request.detail == "page":
+            payload = {"kind": result.kind, "fits": result.fits,
+                       "findings": [finding.as_dict() for finding in result.findings]}
+        else:
+            payload = to_dict(result)
+            payload["formatted"] = {name: q.formatted(system) for name, q in result.quantities.items()}
+            payload["fields"] = _fields(data)
         payload["headline"] = headline(result)
         payload["figures"] = []
         if request.figures:
             from botec.report.figures import figures
 
-            payload["figures"] = [json.loads(figure.to_json()) for figure in figures(result)]
+            payload["figures"] = figures(result, tornado=request.tornado)   # plain dicts, plotly's JSON schema
         payload["tables"] = tables_html(result, system)
-        return payload
+        return _json_response(payload)
+
+    @app.post("/api/sensitivity")
+    def sensitivity_endpoint(request: EstimateRequest) -> dict:
+        """The sensitivity tornado of the contract's headline output, as a plotly figure spec (``figure``; null
+        where no assumption is ranged): the one figure ``/api/estimate`` with ``tornado: false`` leaves out."""
+        from botec.estimate import estimate
+        from botec.report.figures import tornado_figure
+
+        _, contract = _load(request)
+        return _json_response({"figure": tornado_figure(estimate(contract))})
 
     @app.post("/api/explain")
     def explain_endpoint(request: ExplainRequest) -> dict:
@@ -402,32 +564,28 @@ def create_app() -> FastAPI:
 
         _, contract = _load(request)
         result = estimate(contract)
-        name = (contract.name or "botec-report").replace('"', "")
+        name = contract.name or "botec-report"
         if format == "markdown":
             from botec.report.markdown import render
 
             return PlainTextResponse(render(result, request.units), media_type="text/markdown",
-                                     headers={"Content-Disposition": f'attachment; filename="{name}.md"'})
+                                     headers=_download_headers(name, ".md"))
         from botec.report.html import render
 
-        return HTMLResponse(render(result, request.units),
-                            headers={"Content-Disposition": f'attachment; filename="{name}.html"'})
+        return HTMLResponse(render(result, request.units), headers=_download_headers(name, ".html"))
 
     @app.post("/api/sweep")
     def sweep_endpoint(request: SweepRequest) -> dict:
         """A vectorized sweep (at most MAX_SWEEP configurations)."""
-        from botec.explore.space import Space, evaluate_space, parse_axis
+        from botec.explore.space import Space, evaluate_space, parse_axes
         from botec.inputs import build_inputs
 
         _, contract = _load(request)
         if contract.workload.kind != "training":
             raise ContractError("sweeps run over training contracts", field="workload.kind")
         inputs = build_inputs(contract)
-        axes = [parse_axis(axis, inputs) for axis in request.axes]
+        axes = parse_axes(request.axes, inputs, MAX_SWEEP, field="axes", cap_words="this server's cap of {cap:,}")
         space = Space(inputs, axes)
-        if space.size > MAX_SWEEP:
-            raise ContractError(f"the sweep has {space.size:,} configurations, more than this server's cap of "
-                                f"{MAX_SWEEP:,}", field="axes")
         columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(request.outputs +
                                                                                  ["memory_spare_bytes"])))
         import numpy as np
