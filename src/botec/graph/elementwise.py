@@ -10,11 +10,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ceil", "floor", "log2", "exp", "exprel", "minimum", "maximum", "where", "is_scalar", "all_true"]
+__all__ = ["ceil", "floor", "log", "log2", "exp", "exprel", "minimum", "maximum", "where", "is_scalar", "all_true"]
+
+
+_SCALARS = (int, float)
 
 
 def is_scalar(*values: Any) -> bool:
-    return all(isinstance(v, (int, float)) for v in values)
+    for value in values:  # a loop, not all(generator): formulas call this hundreds of thousands of times
+        if not isinstance(value, _SCALARS):
+            return False
+    return True
 
 
 def ceil(x):
@@ -33,6 +39,15 @@ def floor(x):
     import numpy as np
 
     return np.floor(x)
+
+
+def log(x):
+    """ln x, elementwise."""
+    if is_scalar(x):
+        return math.log(x)
+    import numpy as np
+
+    return np.log(x)
 
 
 def log2(x):
@@ -66,8 +81,8 @@ def exprel(x):
 
 def minimum(a, b):
     """min(a, b), elementwise."""
-    if is_scalar(a, b):
-        return min(a, b)
+    if isinstance(a, _SCALARS) and isinstance(b, _SCALARS):
+        return b if b < a else a  # min(a, b), without the builtin's call overhead
     import numpy as np
 
     return np.minimum(a, b)
@@ -75,8 +90,8 @@ def minimum(a, b):
 
 def maximum(a, b):
     """max(a, b), elementwise."""
-    if is_scalar(a, b):
-        return max(a, b)
+    if isinstance(a, _SCALARS) and isinstance(b, _SCALARS):
+        return b if b > a else a  # max(a, b), without the builtin's call overhead
     import numpy as np
 
     return np.maximum(a, b)

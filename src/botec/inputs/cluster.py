@@ -141,13 +141,12 @@ def _needs_link(layout: Layout, group: str):
 def ranks_per_node(layout: Layout, group: str):
     """Ranks of one of the group's collectives inside one node: ⌊accelerators per node / stride⌋, between 1 and
     the group's ranks (the stride: how far apart its ranks sit in Megatron's order TP, CP, DP, PP)."""
-    import numpy as np
+    from botec.graph import floor, maximum, minimum
 
     ranks = layout.degree(group)
     stride = layout.span(group) / ranks
-    inside = np.floor(np.asarray(layout.accelerators_per_node, dtype=float) / stride)
-    value = np.clip(inside, 1, ranks)
-    return float(value) if np.ndim(value) == 0 else value
+    inside = floor(layout.accelerators_per_node / stride)  # floats for one estimate (no numpy), arrays for a sweep
+    return minimum(maximum(inside, 1.0), ranks)
 
 
 def _across_nodes(group: str, layout: Layout, tiers: Tiers):

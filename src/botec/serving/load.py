@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from botec.graph.elementwise import ceil, floor, maximum, minimum, where
+from botec.graph.elementwise import ceil, exp, floor, log, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
 __all__ = ["Replica", "Load", "at_load", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
@@ -179,7 +179,7 @@ def at_load(replica: Replica, rate) -> Load:
     room = replica.room(batch / stages)
     alone = replica.stage_step(batch / stages, minimum(room, replica.prefill_tokens_per_request))
     prefill_seconds = ceil(replica.prefill_tokens_per_request / room) * stages * alone
-    stepping = colocated * (1 - _exp(-batch))
+    stepping = colocated * (1 - exp(-batch))
     in_progress = replica.stage_step(batch / stages, 0.0)
     chunks = ceil(replica.prefill_tokens_per_request / room)
     prompt_busy = minimum(rate * chunks * alone, 1.0)   # the prompts' share of the time (M/G/1: ρ = λ·E[S])
@@ -210,22 +210,10 @@ def ttft_quantile(load: Load, q):
     wait's exponential tail, the step in progress (uniform over its length, found with probability s: its
     quantile (q − (1 − s))/s of the step, 0 when q ≤ 1 − s), and the prefill."""
     busy = maximum(load.queue_busy_share, 1e-12)
-    tail = where(busy > 1 - q, load.wait_mean / busy * _log(busy / maximum(1 - q, 1e-12)), 0.0)
+    tail = where(busy > 1 - q, load.wait_mean / busy * log(busy / maximum(1 - q, 1e-12)), 0.0)
     stepping = maximum(load.stepping_share, 1e-12)
     residual = maximum(q - (1 - stepping), 0.0) / stepping * load.step_in_progress
     return tail + residual + load.prefill_seconds
-
-
-def _log(x):
-    import numpy as np
-
-    return np.log(x) if not isinstance(x, (int, float)) else math.log(x)
-
-
-def _exp(x):
-    import numpy as np
-
-    return np.exp(x) if not isinstance(x, (int, float)) else math.exp(x)
 
 
 def saturation(replica: Replica):
