@@ -119,3 +119,19 @@ def test_recipes_command(cli):
 def test_recipes_refuse_a_serving_contract(cli):
     code, out, err = cli("recipes", str(EXAMPLES / "serve-lesson-7b.yaml"))
     assert code == 2 and "workload.kind" in err and "Traceback" not in err
+
+
+def test_offloading_past_the_host_memory_does_not_fit(cli):
+    """Full fine-tuning with CPU offload of an 8B model keeps 16 B per parameter on the host (≈ 128 GB): with 16 GB
+    of host memory the device fits and the host does not. The estimate refuses naming supply.host_memory (it used
+    to exit 0, and the finding's formatting raised NameError), and the recipe says why."""
+    code, out, err = cli("estimate", str(OFFLOAD), "--set", "supply.host_memory=64 GB")
+    assert code == 2 and "supply.host_memory: offloading needs 121 GB of host memory per node, more than its 64 GB" \
+        in err
+    code, out, err = cli("estimate", str(OFFLOAD), "--set", "supply.host_memory=64 GB", "--allow-misfit",
+                         "--units", "binary")
+    assert code == 0 and "host memory does not fit" in out and "GiB short" in out
+    results = {r.recipe: r for r in compare_recipes(inputs_of(QLORA, ["supply.host_memory=16 GB"]))}
+    offload = results["full-offload"]
+    assert not offload.fits and offload.value("memory_spare_bytes") >= 0
+    assert offload.why_not.startswith("host memory:") and "more than its 16 GB" in offload.why_not

@@ -80,7 +80,9 @@ class Estimate:
         if self.kind == "serving":
             q = self.quantities
             return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
-        return self.quantities["memory_spare_bytes"].value >= 0
+        q = self.quantities
+        host_fits = "host_memory_spare_bytes" not in q or q["host_memory_spare_bytes"].value >= 0
+        return q["memory_spare_bytes"].value >= 0 and host_fits  # offloading's host memory must fit too
 
     def explain(self, name: str, system: str = "decimal") -> str:
         """How ``name`` is derived, with the values substituted, down to the assumptions (as ``botec explain``)."""
@@ -191,6 +193,12 @@ def check_fit(result: Estimate, system: str = "decimal") -> None:
                  else "workload.latency.time_to_first_token")
         raise ContractError(f"{unreachable_target(q, system)} on this replica: raise tensor_parallel, quantize, choose a faster "
                             "accelerator or relax the target (--allow-misfit reports it anyway, unpriced)", field=field)
+    if result.kind == "training" and q["memory_spare_bytes"].value >= 0:
+        # the device fits; offloading's host memory does not
+        raise ContractError(
+            f"offloading needs {q['host_bytes_per_node'].formatted(system)} of host memory per node, more than its "
+            f"{q['host_memory_bytes'].formatted(system)}: more host memory, more nodes, or offload less "
+            "(--allow-misfit reports it anyway)", field="supply.host_memory")
     if result.kind == "serving":
         raise ContractError(
             f"weights take {q['weight_memory_bytes'].formatted(system)} per accelerator and the KV cache of one "

@@ -109,9 +109,13 @@ def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeRe
         if tried is None:
             results.append(RecipeResult(recipe, None, None, last_error))
         elif not tried[1].fits:
-            needed = tried[1].quantities["planned_device_bytes"]
-            results.append(RecipeResult(recipe, tried[0], tried[1],
-                                        f"does not fit even with full recomputation ({needed.formatted()} planned)"))
+            q = tried[1].quantities
+            if q["memory_spare_bytes"].value >= 0:  # the device fits; offloading's host memory does not
+                why = (f"host memory: {q['host_bytes_per_node'].formatted()} per node needed, more than its "
+                       f"{q['host_memory_bytes'].formatted()}")
+            else:
+                why = f"does not fit even with full recomputation ({q['planned_device_bytes'].formatted()} planned)"
+            results.append(RecipeResult(recipe, tried[0], tried[1], why))
         else:
             results.append(RecipeResult(recipe, tried[0], tried[1]))
 

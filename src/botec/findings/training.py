@@ -77,7 +77,7 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
             f"{format_quantity(adapters, 'B', system)}",
             ("trainable_parameters", "parameters", "frozen_weight_memory_bytes", "state_bytes")))
 
-    found += _savers(q, f, components)
+    found += _savers(q, f, components, system)
     found += _network(inputs, q, components, f)
 
     found += _checkpoints(q, f)
@@ -204,7 +204,7 @@ def _saver_parts(q: dict[str, Quantity], f) -> str:
     return f" (with {', '.join(parts)})" if parts else ""
 
 
-def _savers(q: dict[str, Quantity], f, components: bool) -> list[Finding]:
+def _savers(q: dict[str, Quantity], f, components: bool, system: str) -> list[Finding]:
     """Offloading's host memory and host-link time, and what a paged optimizer pages out."""
     found: list[Finding] = []
     if q["host_bytes_per_accelerator"].value > 0 and "host_memory_spare_bytes" in q:
