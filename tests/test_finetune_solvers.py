@@ -135,3 +135,26 @@ def test_offloading_past_the_host_memory_does_not_fit(cli):
     offload = results["full-offload"]
     assert not offload.fits and offload.value("memory_spare_bytes") >= 0
     assert offload.why_not.startswith("host memory:") and "more than its 16 GB" in offload.why_not
+
+
+def test_sweeps_and_solvers_count_the_host_memory_too():
+    """With CPU offload, the host holds 16 B per parameter per node's share: on 8 × A10G the Llama-2-7B offload
+    example needs 121 GB of host memory per node. A sweep of the host memory marks the rows below that infeasible
+    (they counted only the device's memory), and the solver's smallest host memory that fits is the first above."""
+    import numpy as np
+
+    from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axis
+
+    inputs = inputs_of(OFFLOAD)
+    assert fit_quantities(inputs) == ["memory_spare_bytes", "host_memory_spare_bytes"]
+    needed = estimate_file(OFFLOAD).value("host_bytes_per_node")
+    axis = parse_axis("supply.host_memory=64 GB,128 GB,256 GB", inputs)
+    columns, valid, _ = evaluate_space(Space(inputs, [axis]), wanted=fit_quantities(inputs))
+    assert (columns["memory_spare_bytes"] >= 0).all()  # the device fits at every host memory
+    assert fits_mask(columns, valid).tolist() == [bool(v >= needed) for v in (64e9, 128e9, 256e9)] == \
+        [False, True, True]
+    solution = optimize(inputs, "supply.host_memory", "min", ["fits"], over="supply.host_memory=64 GB,128 GB,256 GB")
+    assert solution.value == 128e9
+    # without a host memory stated (no offloading), the fit reads the device alone, as before
+    assert fit_quantities(inputs_of(QLORA)) == ["memory_spare_bytes"]
+    assert np.isfinite(needed)

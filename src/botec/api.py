@@ -124,7 +124,7 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
         import numpy as np
     except ImportError:
         raise ImportError("botec.sweep evaluates the formulas on arrays: pip install 'botec[array]' (numpy)") from None
-    from botec.explore.space import Space, evaluate_space, parse_axes
+    from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
     from botec.inputs import build_inputs
 
     if not axes:
@@ -139,12 +139,12 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
         parsed = parse_axes([_axis_text(path, values) for path, values in axes.items()], inputs, cap, field="axes",
                             cap_words="cap={cap:,}")
         space = Space(inputs, parsed)
-        columns, valid, _ = evaluate_space(space, wanted=list(dict.fromkeys(outputs + ["memory_spare_bytes"])))
+        columns, valid, _ = evaluate_space(space, wanted=list(dict.fromkeys(outputs + fit_quantities(inputs))))
     except ContractError as error:  # the CLI's option names, in the API's words
         field = {"--set": "axes", "--quantity": "outputs"}.get(error.field, error.field)
         raise ContractError(error.detail, field=field, origin=error.origin) from None
     table = {axis.path: columns[axis.path] for axis in parsed} | {name: columns[name] for name in outputs}
-    table |= {"valid": valid, "feasible": valid & (np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)}
+    table |= {"valid": valid, "feasible": fits_mask(columns, valid)}
     try:
         import pandas
     except ImportError:

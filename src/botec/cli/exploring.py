@@ -49,7 +49,7 @@ def sweep(
     Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`
     """
     numpy_needed()
-    from botec.explore.space import Space, evaluate_space, parse_axes
+    from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
     from botec.report import explore as view
     from botec.report.tables import console
 
@@ -64,11 +64,11 @@ def sweep(
     from botec.report.progress import space_progress
 
     with space_progress() as progress:
-        columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(outputs + ["memory_spare_bytes"])),
+        columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(outputs + fit_quantities(inputs))),
                                                 progress=progress)
     if counts.get("interrupted"):
         typer.echo(f"interrupted: showing the first {len(valid):,} of {space.size:,} configurations", err=True)
-    fits = valid & (columns["memory_spare_bytes"] >= 0)
+    fits = fits_mask(columns, valid)
     header = [a.path for a in parsed] + outputs + ["feasible"]
     rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
     if csv_path is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
-from botec.explore.space import Axis, Space, evaluate_space
+from botec.explore.space import Axis, Space, evaluate_space, fit_quantities, fits_mask
 from botec.inputs import Inputs
 from botec.layout import SEARCH_BOUNDS, Recompute, candidates
 
@@ -54,13 +54,13 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
         raise ContractError("the layout search ranks training layouts", field="workload.kind")
     started = time.perf_counter()
     space = Space(inputs, axes or default_axes(inputs))
-    wanted = [objective, "memory_spare_bytes", "planned_device_bytes", "step_seconds", "run_seconds",
+    wanted = [objective, *fit_quantities(inputs), "planned_device_bytes", "step_seconds", "run_seconds",
               "end_to_end_mfu", "accelerator_hours"]
     wanted = list(dict.fromkeys(wanted))
     columns, valid, counts = evaluate_space(space, wanted=wanted, progress=progress)
     if not valid.size:
         return SearchResult(counts["candidates"], 0, 0, time.perf_counter() - started, [])
-    fits = valid & (columns["memory_spare_bytes"] >= 0) & np.isfinite(columns[objective])
+    fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
     order = np.argsort(np.where(fits, columns[objective], np.inf), kind="stable")[:top]
     best = []
     for row in order:

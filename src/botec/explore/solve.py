@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
-from botec.explore.space import Space, evaluate_space, parse_axis
+from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axis
 from botec.graph import Given, Graph
 from botec.inputs import Inputs
 from botec.units import UnitError, dimension_of_unit, format_quantity, parse_quantity
@@ -73,11 +73,11 @@ def optimize(inputs: Inputs, variable: str, direction: str, constraints: list[st
         raise ContractError(f"--over must range over {variable}, not {axis.path}", field="--over")
     parsed = [parse_constraint(c, inputs.graph) for c in constraints]
     checks = [c for c in parsed if c is not None]
-    wanted = list(dict.fromkeys([c.quantity for c in checks] + ["memory_spare_bytes"]))
+    wanted = list(dict.fromkeys([c.quantity for c in checks] + fit_quantities(inputs)))
     columns, valid, counts = evaluate_space(Space(inputs, [axis]), wanted=wanted)
     ok = valid.copy()
     if require_fit or any(c is None for c in parsed):
-        ok &= columns["memory_spare_bytes"] >= 0
+        ok = fits_mask(columns, ok)
     for constraint in checks:
         ok &= constraint.holds(columns)
     values = columns[variable]
@@ -105,7 +105,7 @@ def _closest(inputs: Inputs, columns, valid, checks: list[Constraint], counts: d
     if not valid.any():
         unplaced = "; ".join(counts.get("unplaced", {})) or "no value tried gives a valid layout"
         return unplaced
-    fits = valid & (columns["memory_spare_bytes"] >= 0)
+    fits = fits_mask(columns, valid)
     if not fits.any():
         return "nothing fits in memory at any value tried"
     for constraint in checks:

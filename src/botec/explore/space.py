@@ -20,7 +20,7 @@ from botec.errors import ContractError
 from botec.inputs import Inputs
 from botec.layout import Recompute
 
-__all__ = ["Axis", "Space", "parse_axis", "parse_axes", "evaluate_space"]
+__all__ = ["Axis", "Space", "parse_axis", "parse_axes", "evaluate_space", "fit_quantities", "fits_mask"]
 
 # The most values one axis may have, whatever the cap: its array alone is 800 MB.
 MOST_AXIS_VALUES = 100_000_000
@@ -222,3 +222,23 @@ def _evaluate_rows(inputs: Inputs, columns: dict[str, np.ndarray], targets: list
                 raise ContractError(inputs.why_absent(name, quantities, kept), field="--output")
     return valid, quantities
 
+
+
+HOST_SPARE = "host_memory_spare_bytes"
+
+
+def fit_quantities(inputs: Inputs) -> list[str]:
+    """What a plan's fit reads: the device's spare memory, and the host's where the contract states its host
+    memory (offloading and asynchronous checkpoints keep state there)."""
+    if inputs.kind != "training":
+        return ["memory_spare_bytes"]
+    resolved = inputs.graph.evaluate(dict(inputs.given), wanted=[HOST_SPARE], choices=inputs.choices)
+    return ["memory_spare_bytes"] + ([HOST_SPARE] if HOST_SPARE in resolved else [])
+
+
+def fits_mask(columns: dict[str, np.ndarray], valid: np.ndarray) -> np.ndarray:
+    """Valid rows whose plan fits: the device's memory, and the host's where it is a column (NaN never fits)."""
+    fits = valid & (np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
+    if HOST_SPARE in columns:
+        fits &= np.nan_to_num(columns[HOST_SPARE], nan=-1.0) >= 0
+    return fits

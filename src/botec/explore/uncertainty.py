@@ -90,10 +90,21 @@ def monte_carlo(result: Estimate, samples: int = 10_000, seed: int = 0, deadline
             return None
         return float(np.mean(holds(np.broadcast_to(np.asarray(quantities[name].value, dtype=float), (samples,)))))
 
-    fits = share("memory_spare_bytes", lambda v: v >= 0) if result.kind == "training" else \
+    fits = _fit_share(quantities, samples) if result.kind == "training" else \
         share("max_concurrent_requests", lambda v: v >= 1)
     deadline = share("run_seconds", lambda v: v <= deadline_seconds) if deadline_seconds is not None else None
     return MonteCarlo(samples, seed, percentiles, fits, deadline, varied)
+
+
+def _fit_share(quantities: dict, samples: int) -> float | None:
+    """The share of samples whose plan fits: the device's memory, and the host's where the contract states it."""
+    from botec.explore.space import fits_mask
+
+    if "memory_spare_bytes" not in quantities:
+        return None
+    columns = {name: np.broadcast_to(np.asarray(quantities[name].value, dtype=float), (samples,))
+               for name in ("memory_spare_bytes", "host_memory_spare_bytes") if name in quantities}
+    return float(np.mean(fits_mask(columns, np.ones(samples, dtype=bool))))
 
 
 @dataclass

@@ -577,7 +577,7 @@ def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
     @app.post("/api/sweep")
     def sweep_endpoint(request: SweepRequest) -> dict:
         """A vectorized sweep (at most MAX_SWEEP configurations)."""
-        from botec.explore.space import Space, evaluate_space, parse_axes
+        from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
         from botec.inputs import build_inputs
 
         _, contract = _load(request)
@@ -587,10 +587,10 @@ def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
         axes = parse_axes(request.axes, inputs, MAX_SWEEP, field="axes", cap_words="this server's cap of {cap:,}")
         space = Space(inputs, axes)
         columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(request.outputs +
-                                                                                 ["memory_spare_bytes"])))
+                                                                                 fit_quantities(inputs))))
         import numpy as np
 
-        fits = valid & (columns["memory_spare_bytes"] >= 0)
+        fits = fits_mask(columns, valid)
         names = [a.path for a in axes] + request.outputs
         rows = [[None if not np.isfinite(columns[n][i]) else float(columns[n][i]) for n in names] + [bool(fits[i])]
                 for i in range(space.size)]
