@@ -46,3 +46,33 @@ def write(tmp_path: Path, text: str, name: str = "contract.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# The tiny CPU contract the measuring tests run (and whose measurement `tests/data/measurement-tiny-cpu.json`
+# holds): two layers of width 128 on "this CPU"; COUNT is the number of processes.
+TINY_CPU_CONTRACT = """
+name: tiny-cpu
+workload:
+  model: {layers: 2, hidden_size: 128, attention_heads: 4, kv_heads: 2, ffn_size: 344, vocab_size: 1024}
+  tokens: 10M
+  sequence_length: 128
+supply:
+  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
+  count: COUNT
+  network: {bandwidth: 1 GB/s}
+  storage: {write_bandwidth: 500 MB/s}
+strategy:
+  micro_batch_size: 4
+  optimizer: adam-fp32
+  checkpoint: {interval: 10 min}
+assumptions:
+  step_time_model: efficiency
+  activation_model: saved_tensor_factor
+  single_accelerator_mfu: 0.3
+  scaling_efficiency: 0.9
+"""
+
+
+def tiny_cpu_contract(count: int = 1) -> str:
+    """The tiny CPU contract's text for ``count`` accelerators (processes)."""
+    return TINY_CPU_CONTRACT.replace("COUNT", str(count))

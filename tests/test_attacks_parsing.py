@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES, LESSON, REPO, run_cli, write
+from conftest import EXAMPLES, LESSON, REPO, run_cli, tiny_cpu_contract, write
 
 LESSON_TEXT = LESSON.read_text()
 TOKENS_LINE = "  tokens: 1B                   # D: tokens processed across the run"
@@ -257,27 +257,7 @@ def test_web_attacks_are_422_naming_the_field(client, body, field, message):
 
 # --- 3. measurement files are validated on load -----------------------------------------------------------------
 
-TINY = """
-name: tiny-cpu
-workload:
-  model: {layers: 2, hidden_size: 128, attention_heads: 4, kv_heads: 2, ffn_size: 344, vocab_size: 1024}
-  tokens: 10M
-  sequence_length: 128
-supply:
-  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
-  count: 1
-  network: {bandwidth: 1 GB/s}
-  storage: {write_bandwidth: 500 MB/s}
-strategy:
-  micro_batch_size: 4
-  optimizer: adam-fp32
-  checkpoint: {interval: 10 min}
-assumptions:
-  step_time_model: efficiency
-  activation_model: saved_tensor_factor
-  single_accelerator_mfu: 0.3
-  scaling_efficiency: 0.9
-"""
+TINY = tiny_cpu_contract()
 MEASURED = json.loads((REPO / "tests/data/measurement-tiny-cpu.json").read_text())   # `botec measure TINY --steps 3`
 
 

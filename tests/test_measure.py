@@ -18,27 +18,7 @@ from botec.architecture import Architecture, breakdown  # noqa: E402
 from botec.errors import ContractError  # noqa: E402
 from botec.measure import measurement as files  # noqa: E402
 
-TINY = """
-name: tiny-cpu
-workload:
-  model: {layers: 2, hidden_size: 128, attention_heads: 4, kv_heads: 2, ffn_size: 344, vocab_size: 1024}
-  tokens: 10M
-  sequence_length: 128
-supply:
-  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
-  count: COUNT
-  network: {bandwidth: 1 GB/s}
-  storage: {write_bandwidth: 500 MB/s}
-strategy:
-  micro_batch_size: 4
-  optimizer: adam-fp32
-  checkpoint: {interval: 10 min}
-assumptions:
-  step_time_model: efficiency
-  activation_model: saved_tensor_factor
-  single_accelerator_mfu: 0.3
-  scaling_efficiency: 0.9
-"""
+from conftest import TINY_CPU_CONTRACT as TINY  # noqa: E402
 
 
 def tiny_contract(tmp_path: Path, count: int = 1) -> Path:
