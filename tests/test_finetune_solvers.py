@@ -158,3 +158,12 @@ def test_sweeps_and_solvers_count_the_host_memory_too():
     # without a host memory stated (no offloading), the fit reads the device alone, as before
     assert fit_quantities(inputs_of(QLORA)) == ["memory_spare_bytes"]
     assert np.isfinite(needed)
+
+
+def test_a_full_fine_tune_that_cannot_fit_points_to_the_recipes(cli):
+    """Full fine-tuning of an 8B model on one 24 GB card does not fit at any ZeRO stage or recomputation (128 GB of state);
+    the error says
+    what would (adapters, offloading) and which command compares them."""
+    code, out, err = cli("estimate", str(QLORA), "--set", "strategy.lora=null")
+    assert code == 2 and "no ZeRO stage or recomputation makes it fit" in err
+    assert "`botec recipes CONTRACT` compares LoRA, QLoRA and CPU offload" in err
