@@ -34,27 +34,36 @@ def client():
 
 
 def test_estimate_api_reproduces_the_lesson(client):
-    response = client.post("/api/estimate", json={"contract": LESSON_TEXT, "figures": True})
+    """``detail: "full"`` is what ``botec estimate -f json`` writes (every quantity's record), with the formatted
+    values; the default, ``values``, is each quantity's value and unit by name, a fraction of the bytes."""
+    response = client.post("/api/estimate", json={"contract": LESSON_TEXT, "figures": True, "detail": "full"})
     assert response.status_code == 200
     payload = response.json()
     assert payload["formatted"]["planned_device_bytes"] == "25.2 GB"
     quantities = {q["name"]: q["value"] for q in payload["quantities"]}
     assert quantities["steps"] == 61_036
-    assert len(payload["figures"]) == 4 and payload["fields"]
+    assert len(payload["figures"]) == 4 and payload["contract"]["workload"]["tokens"]["value"] == 1e9
+    values = client.post("/api/estimate", json={"contract": LESSON_TEXT})
+    compact = values.json()
+    assert sorted(compact) == ["figures", "findings", "fits", "headline", "kind", "quantities", "units"]
+    assert compact["quantities"] == quantities and compact["quantities"]["steps"] == 61_036
+    assert compact["units"]["planned_device_bytes"] == "B" and compact["figures"] == []
+    assert compact["headline"] == payload["headline"] and compact["findings"] == payload["findings"]
+    assert len(values.content) < len(response.content) / 4
 
 
 def test_the_page_asks_for_only_what_it_draws(client):
     """``detail: "page"``: the headline, findings, tables and figures the page draws, the same as in the full
     answer, in a fraction of its bytes; an unknown detail is a 422 naming the field."""
     body = {"contract": LESSON_TEXT, "figures": True}
-    full = client.post("/api/estimate", json=body)
+    full = client.post("/api/estimate", json=body | {"detail": "full"})
     page = client.post("/api/estimate", json=body | {"detail": "page"})
     assert page.status_code == 200 and page.headers["content-type"] == "application/json"
     compact = page.json()
     assert sorted(compact) == ["figures", "findings", "fits", "headline", "kind", "tables"]
-    assert all(compact[key] == full.json()[key] for key in compact)
+    assert all(compact[key] == full.json()[key] for key in compact if key != "tables")   # the tables: the page's
     assert [f["layout"]["title"]["text"] for f in compact["figures"]][0] == "Memory per accelerator"
-    assert len(page.content) < len(full.content) / 2
+    assert len(page.content) < len(full.content) / 1.5
     assert "25.2 GB" in compact["tables"]
     wrong = client.post("/api/estimate", json=body | {"detail": "everything"})
     assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "detail"
@@ -87,7 +96,8 @@ def test_json_answers_stay_json_for_any_value():
 def test_overrides_change_the_estimate(client):
     payload = client.post("/api/estimate", json={"contract": LESSON_TEXT,
                                                   "overrides": {"strategy.micro_batch_size": 8}}).json()
-    assert payload["formatted"]["planned_device_bytes"] == "33.2 GB"      # (16 + 8 × 1.07 + 2) × 1.25
+    # (16 + 8 × 1.07 + 2) GB × 1.25
+    assert payload["quantities"]["planned_device_bytes"] == pytest.approx(33.2e9, rel=2e-3)
     memory = [f for f in payload["findings"] if f["account"] == "memory"][0]
     assert memory["level"] == "fail"
 
@@ -290,7 +300,7 @@ def test_200_concurrent_estimates_on_loopback(server):
 
     results = asyncio.run(all_of_them())
     assert all(r.status_code == 200 for r, _ in results)
-    assert all(r.json()["formatted"]["planned_device_bytes"] == "25.2 GB" for r, _ in results)
+    assert all(r.json()["quantities"]["planned_device_bytes"] == pytest.approx(25.2e9, rel=2e-3) for r, _ in results)
     latencies = sorted(t for _, t in results)
     print(f"\n200 concurrent /api/estimate: p50 {statistics.median(latencies):.2f} s, "
           f"p99 {latencies[int(0.99 * len(latencies)) - 1]:.2f} s")

@@ -34,7 +34,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from botec.graph.elementwise import all_true, is_scalar, where
 from botec.units import format_quantity
@@ -121,9 +121,11 @@ class Given:
                      self.field, self.low, self.high, self.distribution)
 
 
-@dataclass(frozen=True)
-class Quantity:
-    """A resolved quantity: value in base units plus everything needed to explain it."""
+class Quantity(NamedTuple):
+    """A resolved quantity: value in base units plus everything needed to explain it.
+
+    An immutable record; a named tuple rather than a frozen dataclass because an estimate makes some 300 of them,
+    and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) took half of the evaluation."""
 
     definition: Definition
     value: Any
@@ -218,6 +220,8 @@ class Graph:
             for definition in part.definitions:
                 self._add(definition)
         self._resolved: dict[frozenset, dict[str, Definition]] = {}
+        self._plans: dict[tuple, tuple[tuple, tuple[str, ...]]] = {}
+        self._rankings: dict[int, tuple[dict, tuple[str, ...]]] = {}  # id of a cached registry -> its names, ranked
 
     def _add(self, definition: Definition) -> None:
         if definition.choice is not None:
@@ -273,6 +277,82 @@ class Graph:
         if unknown:
             raise KeyError(f"values given for quantities the {self.name} graph does not declare: "
                            f"{', '.join(sorted(unknown))}")
+        if wanted is not None:
+            return self._evaluate_wanted(registry, given, wanted)
+        steps, ranked = self._plan(choices, registry, given)
+        resolved: dict[str, Quantity] = {}
+        for name, definition, is_given in steps:
+            if is_given:
+                g = given[name]
+                resolved[name] = Quantity(definition, g.value, g.provenance, g.source, g.field, g.low, g.high)
+                continue
+            zero_rows = None
+            if definition.zero_when:
+                held, zero_rows = _held_among(definition.zero_when, resolved)
+                if held is not None:
+                    resolved[name] = Quantity(definition, 0.0, "derived", definition.source,
+                                              inputs=(held.name,), condition=held.text)
+                    continue
+            try:
+                arguments = [resolved[i].value for i in definition.inputs]
+            except KeyError:  # an input that is absent, or that could not be resolved
+                continue
+            resolved[name] = Quantity(definition, _apply(definition.function, arguments, zero_rows), "derived",
+                                      definition.source, inputs=definition.inputs)
+        return {name: resolved[name] for name in ranked if name in resolved}
+
+    def _plan(self, choices: dict[str, str] | None, registry: dict[str, Definition],
+              given: dict[str, Given]) -> tuple[tuple, tuple[str, ...]]:
+        """How to evaluate ``given``: (the steps, each ``(name, definition, whether it is given)``, in an order that
+        puts every quantity after what it reads, its inputs and its ``zero_when`` conditions (a given quantity reads
+        nothing; an input that is not given is no step); the names in the results' order, the accounts' and then
+        the definitions').
+
+        Computed once per set of choices and of given names (a contract's inputs are the same names from one
+        estimate to the next) and cached, so that evaluating is one pass. A cycle no given value breaks is a
+        ``ValueError``."""
+        key = (frozenset((choices or {}).items()), frozenset(given))
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        steps: list[tuple[str, Definition, bool]] = []
+        done: set[str] = set()
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if name in done:
+                return
+            if name in path:
+                raise ValueError(f"circular definition: {' -> '.join(path + (name,))}")
+            definition = registry[name]
+            if name not in given:
+                for condition in definition.zero_when:
+                    visit(condition.name, path + (name,))
+                for input_name in definition.inputs:
+                    visit(input_name, path + (name,))
+            done.add(name)
+            if name in given or definition.function is not None:
+                steps.append((name, definition, name in given))
+
+        for name in registry:
+            visit(name, ())
+        if len(self._plans) >= 64:  # a long-running server meets few sets of given names; keep the cache bounded
+            self._plans.clear()
+        self._plans[key] = plan = (tuple(steps), self._ranked(registry))
+        return plan
+
+    def _ranked(self, registry: dict[str, Definition]) -> tuple[str, ...]:
+        """The names of ``registry`` in the results' order: the accounts', then the definitions' (cached)."""
+        ranked = self._rankings.get(id(registry))
+        if ranked is None or ranked[0] is not registry:
+            rank = {name: (ACCOUNTS.index(d.account), i) for i, (name, d) in enumerate(registry.items())}
+            ranked = (registry, tuple(sorted(rank, key=rank.__getitem__)))
+            self._rankings[id(registry)] = ranked
+        return ranked[1]
+
+    def _evaluate_wanted(self, registry: dict[str, Definition], given: dict[str, Given],
+                         wanted: Iterable[str]) -> dict[str, "Quantity"]:
+        """:meth:`evaluate` of ``wanted`` only: what they read, resolved on demand (a condition that holds spares
+        the formula's other inputs, which are then never computed)."""
         resolved: dict[str, Quantity] = {}
         unresolvable: set[str] = set()
 
@@ -301,19 +381,13 @@ class Graph:
             if not all(resolve(i, path + (name,)) for i in definition.inputs):
                 unresolvable.add(name)
                 return False
-            try:
-                value = definition.function(*(resolved[i].value for i in definition.inputs))
-            except (ZeroDivisionError, OverflowError):  # floats past their range (absurd sizes): not a number,
-                value = math.nan                         # which the estimate refuses naming the quantity
-            if zero_rows is not None:  # an array where the condition holds in some rows only: zero there
-                value = where(zero_rows, 0.0, value)
+            value = _apply(definition.function, [resolved[i].value for i in definition.inputs], zero_rows)
             resolved[name] = Quantity(definition, value, "derived", definition.source, inputs=definition.inputs)
             return True
 
-        for name in wanted if wanted is not None else registry:
+        for name in wanted:
             resolve(name)
-        order = {name: (ACCOUNTS.index(d.account), i) for i, (name, d) in enumerate(registry.items())}
-        return {name: resolved[name] for name in sorted(resolved, key=order.__getitem__)}
+        return {name: resolved[name] for name in self._ranked(registry) if name in resolved}
 
     def blocking_inputs(self, given: dict[str, Given], resolved: dict[str, "Quantity"], name: str,
                         choices: dict[str, str] | None = None) -> list[str]:
@@ -353,6 +427,33 @@ class Graph:
             stack.extend(registry[current].inputs)
             stack.extend(condition.name for condition in registry[current].zero_when)
         return False
+
+
+def _apply(function: Callable[..., Any], arguments: list, zero_rows: Any) -> Any:
+    """A formula's value from its arguments; zero in the rows of an array where a ``zero_when`` condition holds."""
+    try:
+        value = function(*arguments)
+    except (ZeroDivisionError, OverflowError):  # floats past their range (absurd sizes): not a number,
+        value = math.nan                         # which the estimate refuses naming the quantity
+    if zero_rows is not None:  # an array where the condition holds in some rows only: zero there
+        value = where(zero_rows, 0.0, value)
+    return value
+
+
+def _held_among(conditions: tuple[Condition, ...], resolved: dict):
+    """:func:`_held` over conditions already resolved (or absent) in ``resolved``."""
+    rows = None
+    for condition in conditions:
+        quantity = resolved.get(condition.name)
+        if quantity is None:
+            continue
+        value = quantity.value
+        holds = condition.holds(value)
+        if all_true(holds):
+            return condition, None
+        if not is_scalar(value):
+            rows = holds if rows is None else rows | holds
+    return None, rows
 
 
 def _held(conditions: tuple[Condition, ...], resolve, resolved: dict, path: tuple):

@@ -3,6 +3,7 @@ the contract's assumptions, each account with its formulas, the findings and the
 
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
 
 from botec.estimate import Estimate
@@ -38,19 +39,27 @@ def findings_html(result: Estimate, system: str = "decimal") -> str:
                      f"{escape(f.message)}</p>" for f in result.findings_in(system))
 
 
+@lru_cache(maxsize=4096)
+def _escaped_definition(text: str) -> str:
+    """A definition's name, meaning or formula, HTML-escaped once (the same few hundred texts in every table; a
+    user's text, a value or a source note, is escaped each time and never kept)."""
+    return escape(text)
+
+
 def tables_html(result: Estimate, system: str = "decimal") -> str:
     parts = ["<h2>Inputs and assumptions</h2><table><tr><th>quantity</th><th>value</th><th>range</th>"
              "<th>provenance</th><th>source</th></tr>"]
     for row in assumption_rows(result, system):
-        parts.append(f"<tr><td><code>{escape(row.name)}</code></td><td class=value>{escape(row.value)}</td>"
-                     f"<td>{escape(row.range)}</td><td>{escape(row.provenance)}</td><td>{escape(row.source)}</td></tr>")
+        parts.append(f"<tr><td><code>{_escaped_definition(row.name)}</code></td><td class=value>"
+                     f"{escape(row.value)}</td><td>{escape(row.range)}</td><td>{escape(row.provenance)}</td><td>{escape(row.source)}</td></tr>")
     parts.append("</table>")
     for account, rows in account_rows(result, system).items():
         parts.append(f"<h2>{escape(ACCOUNT_TITLES[account])}</h2><table><tr><th>quantity</th><th>value</th>"
                      "<th>meaning</th><th>formula</th></tr>")
         for row in rows:
-            parts.append(f"<tr><td><code>{escape(row.name)}</code></td><td class=value>{escape(row.value)}</td>"
-                         f"<td>{escape(row.meaning)}</td><td><code>{escape(row.formula)}</code></td></tr>")
+            parts.append(f"<tr><td><code>{_escaped_definition(row.name)}</code></td><td class=value>"
+                         f"{escape(row.value)}</td><td>{_escaped_definition(row.meaning)}</td><td><code>"
+                         f"{_escaped_definition(row.formula)}</code></td></tr>")
         parts.append("</table>")
     return "\n".join(parts)
 

@@ -23,10 +23,11 @@ requests share nothing mutable.
 from __future__ import annotations
 
 import json
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -68,10 +69,11 @@ class EstimateRequest(BaseModel):
     tornado: bool = Field(True, description="with figures: also the sensitivity tornado, the costliest figure "
                                             "(about 1 s for a serving contract; the page gets it from "
                                             "/api/sensitivity after the rest)")
-    detail: str = Field("full", pattern="^(full|page)$",
-                        description="/api/estimate: 'full' (every quantity with its record and formatted value, the "
-                                    "form's fields) or 'page' (only what the page draws: headline, findings, tables, "
-                                    "figures; a tenth of the bytes)")
+    detail: str = Field("values", pattern="^(values|full|page)$",
+                        description="/api/estimate: 'values' (every quantity's value in base units and its unit, by "
+                                    "name, with the headline and findings), 'full' (what `botec estimate -f json` "
+                                    "writes: every quantity with its record, and its formatted value) or 'page' "
+                                    "(only what the page draws: headline, findings, tables, figures)")
 
 
 class ExplainRequest(EstimateRequest):
@@ -125,7 +127,7 @@ def _load(request: EstimateRequest):
     data = _parse_text(request.contract)
     overrides = [f"{path}={json.dumps(value) if not isinstance(value, str) else value}"
                  for path, value in request.overrides.items()]
-    data = apply_overrides(data, overrides)
+    data = apply_overrides(data, overrides) if overrides else data
     model = (data.get("workload") or {}).get("model") if isinstance(data.get("workload"), dict) else None
     if isinstance(model, dict) and model.get("config") is not None:
         raise ContractError("the web app reads no files: give the model as a catalog name or an architecture",
@@ -433,9 +435,79 @@ def _download_headers(name: str, suffix: str) -> dict[str, str]:
                                    f"filename*=UTF-8''{quote(name + suffix, safe='')}"}
 
 
+def _estimate_answer(request: EstimateRequest, contract) -> Response:
+    """The answer of ``/api/estimate`` (see :func:`create_app`)."""
+    from botec.estimate import estimate
+    from botec.report import headline
+
+    result = estimate(contract)
+    system = request.units
+    if request.detail == "full":
+        from botec.report.json_report import to_dict
+
+        payload = to_dict(result)
+        payload["formatted"] = {name: q.formatted(system) for name, q in result.quantities.items()}
+    else:
+        payload = {"kind": result.kind, "fits": result.fits,
+                   "findings": [finding.as_dict() for finding in result.findings]}
+    payload["headline"] = headline(result)
+    if request.detail == "values":
+        payload["quantities"] = {name: q.value for name, q in result.quantities.items()}
+        payload["units"] = {name: q.unit for name, q in result.quantities.items()}
+    payload["figures"] = []
+    if request.figures:
+        from botec.report.figures import figures
+
+        payload["figures"] = figures(result, tornado=request.tornado)   # plain dicts, plotly's JSON schema
+    if request.detail == "page":
+        from botec.report.html import tables_html
+
+        payload["tables"] = tables_html(result, system)
+    return _json_response(payload)
+
+
+def _sensitivity_answer(contract) -> Response:
+    from botec.estimate import estimate
+    from botec.report.figures import tornado_figure
+
+    return _json_response({"figure": tornado_figure(estimate(contract))})
+
+
+async def _off_the_loop_if_serving(contract, answer: Callable[..., Response], *args) -> Response:
+    """``answer(*args)``, in the thread pool for a serving contract. A training estimate takes 1-2 ms of CPU, less
+    than handing it to a thread and back costs, so it runs on the event loop; a serving estimate (the load model,
+    each candidate accelerator) takes tens to hundreds of ms, which would stall every other connection."""
+    if contract.kind == "serving":
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(answer, *args)
+    return answer(*args)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    """At start-up, import what the handlers use (the first request is not the one that pays for it), then freeze
+    what is alive into the garbage collector's permanent generation: the catalog, the graphs and the framework's
+    objects are never garbage, and a full collection that no longer walks them is several times cheaper (a
+    request allocates enough to trigger collections)."""
+    import gc
+
+    import botec.estimate
+    import botec.report.figures
+    import botec.report.html
+    import botec.report.json_report  # noqa: F401
+    from botec.catalog import accelerators, node_presets
+    from botec.architecture import model_catalog
+
+    accelerators(), node_presets(), model_catalog()
+    gc.collect()
+    gc.freeze()
+    yield
+
+
 def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
     """The web app; ``allowed_hosts`` adds Host names to loopback (default: ``$BOTEC_ALLOWED_HOSTS``)."""
-    app = FastAPI(title="botec", version=__version__,
+    app = FastAPI(title="botec", version=__version__, lifespan=_lifespan,
                   description="Capacity planning for AI workloads: the quantity graph over HTTP.")
     app.add_middleware(Guard, allowed_hosts=allowed_hosts)
 
@@ -474,7 +546,7 @@ def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
         return _examples()
 
     @app.post("/api/contract")
-    def contract_endpoint(request: EstimateRequest) -> dict:
+    async def contract_endpoint(request: EstimateRequest) -> dict:
         """The contract text with the form's edits (``overrides``) written into it, and its form fields:
         the page keeps one state, the text, and the form is a view of it."""
         text = _edit(request.contract, request.overrides)
@@ -505,42 +577,20 @@ def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
                            for k, a in model_catalog().items()]}
 
     @app.post("/api/estimate")
-    def estimate_endpoint(request: EstimateRequest) -> dict:
-        """Every quantity, the findings and the figures of a contract. ``detail: "page"`` answers only what the
-        page draws (kind, fits, findings, headline, tables, figures); ``figures: true`` adds the figures."""
-        from botec.estimate import estimate
-        from botec.report import headline
-        from botec.report.html import tables_html
-        from botec.report.json_report import to_dict
-
-        data, contract = _load(request)
-        result = estimate(contract)
-        system = request.units
-        if request.detail == "page":
-            payload = {"kind": result.kind, "fits": result.fits,
-                       "findings": [finding.as_dict() for finding in result.findings]}
-        else:
-            payload = to_dict(result)
-            payload["formatted"] = {name: q.formatted(system) for name, q in result.quantities.items()}
-            payload["fields"] = _fields(data)
-        payload["headline"] = headline(result)
-        payload["figures"] = []
-        if request.figures:
-            from botec.report.figures import figures
-
-            payload["figures"] = figures(result, tornado=request.tornado)   # plain dicts, plotly's JSON schema
-        payload["tables"] = tables_html(result, system)
-        return _json_response(payload)
+    async def estimate_endpoint(request: EstimateRequest) -> dict:
+        """The estimate of a contract. ``detail``: ``values`` (the default: kind, fits, headline, findings, every
+        quantity's value in base units and its unit, by name), ``full`` (what ``botec estimate -f json`` writes,
+        with every quantity's record, and its formatted value) or ``page`` (what the page draws: kind, fits,
+        findings, headline, tables); ``figures: true`` adds the figures."""
+        _, contract = _load(request)
+        return await _off_the_loop_if_serving(contract, _estimate_answer, request, contract)
 
     @app.post("/api/sensitivity")
-    def sensitivity_endpoint(request: EstimateRequest) -> dict:
+    async def sensitivity_endpoint(request: EstimateRequest) -> dict:
         """The sensitivity tornado of the contract's headline output, as a plotly figure spec (``figure``; null
         where no assumption is ranged): the one figure ``/api/estimate`` with ``tornado: false`` leaves out."""
-        from botec.estimate import estimate
-        from botec.report.figures import tornado_figure
-
         _, contract = _load(request)
-        return _json_response({"figure": tornado_figure(estimate(contract))})
+        return await _off_the_loop_if_serving(contract, _sensitivity_answer, contract)
 
     @app.post("/api/explain")
     def explain_endpoint(request: ExplainRequest) -> dict:
