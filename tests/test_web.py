@@ -64,7 +64,16 @@ def test_the_page_asks_for_only_what_it_draws(client):
     assert all(compact[key] == full.json()[key] for key in compact if key != "tables")   # the tables: the page's
     assert [f["layout"]["title"]["text"] for f in compact["figures"]][0] == "Memory per accelerator"
     assert len(page.content) < len(full.content) / 1.5
-    assert "25.2 GB" in compact["tables"]
+    tables = compact["tables"]   # rows of text, the page builds the tables: the HTML report's rows
+    memory = {a["title"]: a["rows"] for a in tables["accounts"]}["Accelerator memory (per accelerator)"]
+    assert ["planned_device_bytes", "25.2 GB"] in [row[:2] for row in memory]
+    assert ["device_memory_bytes", "32 GB"] in [row[:2] for row in tables["inputs"]]
+    from botec.contract import load_contract
+    from botec.estimate import estimate
+    from botec.report.html import tables_html
+
+    report = tables_html(estimate(load_contract(LESSON)))
+    assert all(f"<code>{row[0]}</code>" in report for a in tables["accounts"] for row in a["rows"])
     wrong = client.post("/api/estimate", json=body | {"detail": "everything"})
     assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "detail"
 
@@ -331,6 +340,9 @@ def test_the_page_in_a_real_browser(server, tmp_path):
         expect(page.locator("#findings")).to_contain_text("fits: 25.2 GB of 32 GB planned")
         expect(page.locator("#figure-0 .main-svg").first).to_be_visible()
         expect(page.locator("#figure-3 .gtitle")).to_contain_text("Sensitivity of run_seconds")  # asked for after
+        planned = page.locator("#tables tr", has=page.get_by_text("planned_device_bytes", exact=True))
+        expect(planned.locator("td.value")).to_have_text("25.2 GB")      # the tables, drawn from rows of text
+        expect(page.locator("#tables h2").first).to_have_text("Inputs and assumptions")
         page.screenshot(path=str(ARTIFACTS / "1-lesson.png"), full_page=True)
 
         batch = page.locator('input[data-path="strategy.micro_batch_size"]')

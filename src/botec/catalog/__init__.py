@@ -108,6 +108,9 @@ def load_yaml_text(text: str, unique_keys: bool = False):
     return yaml.load(text, Loader=loader)
 
 
+_YAML_STR = "tag:yaml.org,2002:str"
+
+
 @lru_cache(maxsize=None)
 def _unique_key_loader(base):
     import yaml
@@ -116,7 +119,9 @@ def _unique_key_loader(base):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
+                # a plain string key is its text (what the constructor would make of it, without constructing
+                # every key twice); any other key is constructed to compare
+                key = key_node.value if key_node.tag == _YAML_STR else self.construct_object(key_node, deep=deep)
                 if key != "<<" and key in seen:
                     raise yaml.constructor.ConstructorError(None, None, f"{key!r} is stated twice in one mapping",
                                                             key_node.start_mark)

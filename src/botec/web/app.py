@@ -460,9 +460,9 @@ def _estimate_answer(request: EstimateRequest, contract) -> Response:
 
         payload["figures"] = figures(result, tornado=request.tornado)   # plain dicts, plotly's JSON schema
     if request.detail == "page":
-        from botec.report.html import tables_html
+        from botec.report.html import tables_data
 
-        payload["tables"] = tables_html(result, system)
+        payload["tables"] = tables_data(result, system)   # rows of text: the page builds the tables
     return _json_response(payload)
 
 
