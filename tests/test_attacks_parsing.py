@@ -231,6 +231,21 @@ def client():
     return TestClient(app, base_url="http://127.0.0.1")
 
 
+def test_a_json_body_nested_past_the_parser_is_a_422_in_the_api_shape(client):
+    """Before: FastAPI's own 400 ``{"detail": "There was an error parsing the body"}`` for 50,000 nested lists (the
+    JSON parser's recursion limit), unlike every other refusal; an unknown path is in the same shape too."""
+    body = '{"contract": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    response = client.post("/api/estimate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json() == {"error": {"field": None,
+                                         "message": "malformed JSON body: it cannot be parsed (nested too deeply?)"}}
+    missing = client.get("/api/nothing")
+    assert missing.status_code == 404 and missing.json() == {"error": {"field": None, "message": "Not Found"}}
+    wrong = client.get("/api/estimate")
+    assert wrong.status_code == 405 and wrong.json()["error"]["message"] == "Method Not Allowed"
+    assert "POST" in wrong.headers["allow"]
+
+
 @pytest.mark.parametrize("body, field, message", [
     ({"contract": LESSON_TEXT.replace(TOKENS_LINE, f"  tokens: {laughs()}")}, "contract",
      "anchors and aliases (&name, *name) are not allowed in a contract"),

@@ -37,6 +37,10 @@ def main() -> None:
     """Console entry point: user errors become one line and exit code 2; nothing becomes a traceback."""
     from botec.cli.quick import Interrupted, echo, run
 
+    # pydantic looks for plugins by scanning every installed distribution's entry points when it builds its
+    # first validator (20 ms of every command's start-up); botec's validation has no use for one. A user who
+    # sets the variable keeps their choice.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = run(sys.argv)  # `botec estimate` without typer; None: a command line it leaves to the typer app
         if code is None:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from botec import __version__
@@ -523,6 +524,18 @@ def create_app(allowed_hosts: Optional[list[str]] = None) -> FastAPI:
     @app.exception_handler(UserError)
     async def user_error(request: Request, error: UserError):
         return _error(422, getattr(error, "detail", str(error)), getattr(error, "field", None))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        """Every other refusal in the API's one shape, ``{"error": {"field", "message"}}``: an unknown path (404),
+        a wrong method (405), and a body the JSON parser gives up on (FastAPI's 400 "There was an error parsing
+        the body": a document nested past the parser's recursion limit), which is a malformed body like any other
+        (422)."""
+        if error.status_code == 400 and error.detail == "There was an error parsing the body":
+            return _error(422, "malformed JSON body: it cannot be parsed (nested too deeply?)")
+        response = _error(error.status_code, str(error.detail))
+        response.headers.update(error.headers or {})
+        return response
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> str:
