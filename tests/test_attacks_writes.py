@@ -308,6 +308,24 @@ def test_web_sweep_over_the_cap_is_refused_before_any_array(no_work):
     assert no_work.sizes == []
 
 
+def test_solve_over_too_many_values_is_refused_before_any_array(cli, no_work, monkeypatch):
+    """Before: ``solve --over supply.count=1..100000000`` passed the one-axis limit and went on to build columns of
+    100 million values for every quantity it reads (0.4 GB per million: past the machine's memory)."""
+    import botec.explore.solve as solve
+
+    monkeypatch.setattr(solve, "evaluate_space", no_work_evaluated)
+    line = one_line_error(*cli("solve", str(LESSON), "--minimize", "supply.count",
+                               "--over", "supply.count=1..100000000"))
+    assert line == ("botec: error: --over: the space has 100,000,000 configurations, more than the 10,000,000 a "
+                    "solve tries (supply.count alone has 100,000,000 values); narrow the range or give it a step, "
+                    "a..b/step")
+    assert no_work.sizes == []
+
+
+def no_work_evaluated(*args, **kwargs):
+    raise AssertionError("the solve was evaluated although it is over its cap")
+
+
 def test_sweeps_under_the_cap_still_build_their_axes(cli):
     code, out, err = cli("sweep", str(LESSON), "--set", "strategy.micro_batch_size=2..8/3", "-f", "json")
     assert code == 0, err

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
-from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axis
+from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
 from botec.graph import Given, Graph
 from botec.inputs import Inputs
 from botec.units import UnitError, dimension_of_unit, format_quantity, parse_quantity
@@ -18,6 +18,11 @@ __all__ = ["Constraint", "parse_constraint", "Solution", "optimize", "back_solve
 
 _CONSTRAINT = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==)\s*(.+?)\s*$")
 SEQUENCE_STEP = 128  # the default grid of the longest-sequence solver
+MOST_SOLVE_VALUES = 10_000_000
+"""The most values ``solve --over`` tries, refused from the range's text before any array is built: a solve keeps
+a column per quantity it reads, about 0.4 GB per million values (1..1,000,000 for supply.count on the Llama 2-70B
+example: 1.1 s, 415 MB), so 10 million is some 4 GB, and the 100 million one axis may otherwise have would
+exhaust the memory. As ``sweep``'s default ``--cap``."""
 _OPERATORS = {"<=": np.less_equal, ">=": np.greater_equal, "<": np.less, ">": np.greater, "==": np.equal}
 
 
@@ -68,7 +73,9 @@ def optimize(inputs: Inputs, variable: str, direction: str, constraints: list[st
     if inputs.kind != "training":
         raise ContractError("--minimize/--maximize search training layouts; for serving, `botec search` finds the "
                             "cheapest accelerator and TP degree", field="workload.kind")
-    axis = parse_axis(over or f"{variable}={_default_range(inputs, variable)}", inputs)
+    axis, = parse_axes([over or f"{variable}={_default_range(inputs, variable)}"], inputs, cap=MOST_SOLVE_VALUES,
+                       field="--over", cap_words="the {cap:,} a solve tries",
+                       advice="; narrow the range or give it a step, a..b/step")
     if axis.path != variable:
         raise ContractError(f"--over must range over {variable}, not {axis.path}", field="--over")
     parsed = [parse_constraint(c, inputs.graph) for c in constraints]
