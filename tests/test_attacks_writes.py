@@ -74,6 +74,26 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path, cli):
     assert leftovers(tmp_path) == []
 
 
+def test_the_file_and_then_its_folder_are_flushed_after_the_rename(tmp_path, monkeypatch):
+    """The rename is durable only once the folder is synced (POSIX): before, only the file's data was flushed."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(descriptor):
+        events.append(("fsync", "folder" if stat.S_ISDIR(os.fstat(descriptor).st_mode) else "file"))
+        real_fsync(descriptor)
+
+    def replace(source, target):
+        events.append(("replace", Path(target).name))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_text_atomically(tmp_path / "report.md", "# plan\n")
+    assert events == [("fsync", "file"), ("replace", "report.md"), ("fsync", "folder")]
+    assert (tmp_path / "report.md").read_text() == "# plan\n"
+
+
 def test_a_dangling_symlink_creates_its_target(tmp_path):
     link = tmp_path / "link.md"
     link.symlink_to("made.md")

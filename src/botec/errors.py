@@ -52,7 +52,8 @@ def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
     """Write ``text`` to ``path`` (what ``-o/--output`` names), whole or not at all, respecting what is there.
 
     - a regular file, or a new path: written to a uniquely named temporary file in the same folder,
-      flushed to disk, then renamed over the path, so a reader sees the old or the new text and
+      flushed to disk, then renamed over the path (and the folder flushed, so that the rename is durable too),
+      so a reader sees the old or the new text and
       writers running at once never trip over each other; an existing file keeps its permission bits;
     - a symlink: written through to its target (the link stays a link);
     - a device, a FIFO, a socket, ``/dev/stdout`` and the like: written directly, never replaced
@@ -122,6 +123,25 @@ def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
                 os.unlink(temporary)
             except OSError:
                 pass
+    _sync_folder(target.parent)
+
+
+def _sync_folder(folder) -> None:
+    """Flush a folder's entries to disk, so that a rename into it survives a power loss (POSIX makes the rename
+    durable only once its directory is synced; the file's own fsync does not cover it). Best effort: a file
+    system or platform that cannot open or sync a directory (Windows, some network mounts) is left as it is."""
+    import os
+
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _descriptor_alias(path: str) -> int | None:
