@@ -7,9 +7,12 @@ from it, so every download reproduces what is on screen; the URL's fragment hold
 permalink). The JSON API (``/api/estimate``, ``/api/contract``, ``/api/explain``, ``/api/report``,
 ``/api/sweep``, ``/api/catalog``, ``/api/examples``, ``/api/sensitivity``) is documented at ``/openapi.json``.
 
-Speed: the page asks ``/api/estimate`` for ``detail: "page"`` (only what it draws) without the tornado, then
+Speed: ``/api/estimate`` answers values by name unless asked for ``detail: "full"`` (the JSON report); the
+page asks for ``detail: "page"`` (only what it draws, the tables as rows of text) without the tornado, then
 ``/api/sensitivity`` for the tornado; figures are plain plotly JSON specs (no plotly on the server path);
-answers are written by pydantic's serializer without a response model (:func:`_json_response`).
+answers are written by pydantic's serializer without a response model (:func:`_json_response`); a training
+request runs on the event loop, a serving one in the thread pool (:func:`_off_the_loop_if_serving`); the heap
+is frozen after start-up (:func:`_lifespan`).
 
 Safety: only loopback Host headers (and ``--host``/``--allowed-host``) are served and a foreign
 ``Origin`` is refused (:class:`Guard`, against DNS rebinding); the request body is capped
