@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -74,6 +76,18 @@ def test_the_page_asks_for_only_what_it_draws(client):
 
     report = tables_html(estimate(load_contract(LESSON)))
     assert all(f"<code>{row[0]}</code>" in report for a in tables["accounts"] for row in a["rows"])
+    # the rows `botec estimate` shows; every step with details, as `botec estimate --details`
+    names = [row[0] for row in tables["inputs"]] + [row[0] for a in tables["accounts"] for row in a["rows"]]
+    every = client.post("/api/estimate", json=body | {"detail": "page", "details": True}).json()["tables"]
+    every_name = [row[0] for row in every["inputs"]] + [row[0] for a in every["accounts"] for row in a["rows"]]
+    assert set(names) < set(every_name) and len(every_name) == 293 and len(names) == 114
+    assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
+    assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
+    terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,
+                              text=True, env=dict(os.environ, COLUMNS="200")).stdout
+    import re
+
+    assert {name for name in re.findall(r"^ ([a-z_0-9]+) ", terminal, re.M) if name in every_name} == set(names)
     wrong = client.post("/api/estimate", json=body | {"detail": "everything"})
     assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "detail"
 
@@ -343,6 +357,10 @@ def test_the_page_in_a_real_browser(server, tmp_path):
         planned = page.locator("#tables tr", has=page.get_by_text("planned_device_bytes", exact=True))
         expect(planned.locator("td.value")).to_have_text("25.2 GB")      # the tables, drawn from rows of text
         expect(page.locator("#tables h2").first).to_have_text("Inputs and assumptions")
+        layout_row = page.locator("#tables tr", has=page.get_by_text("tensor_parallel", exact=True))
+        expect(layout_row).to_have_count(0)          # the rows `botec estimate` shows: the layout line says TP
+        page.check("#details")                       # every step, as --details
+        expect(layout_row).to_have_count(1)
         page.screenshot(path=str(ARTIFACTS / "1-lesson.png"), full_page=True)
 
         batch = page.locator('input[data-path="strategy.micro_batch_size"]')

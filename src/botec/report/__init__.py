@@ -16,7 +16,7 @@ from botec.graph import Quantity
 from botec.layout import Recompute
 from botec.units import format_number, format_quantity
 
-__all__ = ["ACCOUNT_TITLES", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows", "state_table_rows",
+__all__ = ["ACCOUNT_TITLES", "LAYOUT_INPUTS", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows", "state_table_rows",
            "methods", "headline", "layout_line", "provenance"]
 
 ACCOUNT_TITLES = {
@@ -161,11 +161,26 @@ def _shared_unit(low: str, high: str) -> str:
     return ""
 
 
-def assumption_rows(result: Estimate, system: str = "decimal") -> list[AssumptionRow]:
-    """Every input of the estimate (stated, catalog or measured), in account order."""
+# Inputs the layout line already says: a summary leaves them out (``details`` shows them).
+LAYOUT_INPUTS = frozenset({
+    "tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel", "expert_parallel",
+    "sequence_parallel", "recompute", "zero_stage", "sharding_degree", "collective_algorithm_tree",
+    "accelerators_per_node", "attention_flops_factor", "moe_layers", "experts_per_token", "qk_head_dim", "v_head_dim",
+    "kv_heads", "attention_heads", "active_parameters", "matmul_parameters", "expert_parameters",
+    "attention_flops_per_token", "data_parallel_degree", "replica_groups", "expert_tensor_parallel",
+    "expert_data_parallel_degree", "pipeline_stage_layers", "pipeline_activation_layers", "kv_tensor_split",
+    *(f"{group}_link_{what}" for group in ("tp", "cp", "ep", "dp", "shard", "pp")
+      for what in ("bytes_per_s", "latency_seconds"))})
+
+
+def assumption_rows(result: Estimate, system: str = "decimal", details: bool = True) -> list[AssumptionRow]:
+    """Every input of the estimate (stated, catalog or measured), in account order (``details=False``, the
+    summary: without the inputs the layout line says and the shapes the model's name says)."""
     rows = []
     for quantity in result.quantities.values():
         if quantity.provenance == "derived" and quantity.definition.function is not None:
+            continue
+        if not details and (quantity.definition.name in LAYOUT_INPUTS or quantity.definition.detail):
             continue
         source = "; ".join(part for part in (quantity.field, quantity.source) if part)
         rows.append(AssumptionRow(quantity.definition.name, format_quantity(quantity.value, quantity.definition.unit,
@@ -175,14 +190,15 @@ def assumption_rows(result: Estimate, system: str = "decimal") -> list[Assumptio
 
 
 def account_rows(result: Estimate, system: str = "decimal", details: bool = True) -> dict[str, list[QuantityRow]]:
-    """The derived quantities of each account, in the order they are defined (``details=False``: without
-    the intermediate steps, which `botec explain` still shows)."""
+    """The derived quantities of each account, in the order they are defined (``details=False``, the summary:
+    without the intermediate steps, which `botec explain` still shows, and the zero-valued quantities, a
+    collective this layout does not use or a bubble it does not have)."""
     accounts: dict[str, list[QuantityRow]] = {account: [] for account in ACCOUNT_TITLES}
     for quantity in result.quantities.values():
         definition = quantity.definition
         if quantity.provenance != "derived" or definition.account not in accounts or definition.function is None:
             continue
-        if definition.detail and not details:
+        if not details and (definition.detail or quantity.value == 0):
             continue
         accounts[definition.account].append(
             QuantityRow(definition.name, format_quantity(quantity.value, definition.unit, system), definition.meaning,

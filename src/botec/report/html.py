@@ -64,15 +64,16 @@ def tables_html(result: Estimate, system: str = "decimal") -> str:
     return "\n".join(parts)
 
 
-def tables_data(result: Estimate, system: str = "decimal") -> dict:
-    """The rows of :func:`tables_html` as data, for a page that draws them itself (``botec serve``): ``{inputs:
+def tables_data(result: Estimate, system: str = "decimal", details: bool = True) -> dict:
+    """The rows of the report's tables as data, for a page that draws them itself (``botec serve``): ``{inputs:
     [[name, value, range, provenance, source], ...], accounts: [{title, rows: [[name, value, meaning, formula],
-    ...]}, ...]}``, every cell plain text. Building the same tables as escaped HTML costs twice as much CPU."""
+    ...]}, ...]}``, every cell plain text (building the same tables as escaped HTML costs twice as much CPU);
+    ``details=False``: the summary rows the terminal report shows."""
     return {"inputs": [[row.name, row.value, row.range, row.provenance, row.source]
-                       for row in assumption_rows(result, system)],
+                       for row in assumption_rows(result, system, details)],
             "accounts": [{"title": ACCOUNT_TITLES[account],
                           "rows": [[row.name, row.value, row.meaning, row.formula] for row in rows]}
-                         for account, rows in account_rows(result, system).items()]}
+                         for account, rows in account_rows(result, system, details).items()]}
 
 
 def render(result: Estimate, system: str = "decimal") -> str:

@@ -15,17 +15,6 @@ from botec.units import format_number
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
 _WIDE = 140
-# Inputs the layout line already says (shown with --details).
-_LAYOUT = {"tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel", "expert_parallel",
-           "sequence_parallel", "recompute", "zero_stage", "sharding_degree", "collective_algorithm_tree",
-           "accelerators_per_node", "attention_flops_factor", "moe_layers", "experts_per_token", "qk_head_dim",
-           "v_head_dim", "kv_heads", "attention_heads", "active_parameters", "matmul_parameters", "expert_parameters",
-           "attention_flops_per_token", "data_parallel_degree", "replica_groups", "expert_tensor_parallel",
-           "expert_data_parallel_degree", "pipeline_stage_layers", "pipeline_activation_layers", "kv_tensor_split",
-           *(f"{group}_link_{what}" for group in ("tp", "cp", "ep", "dp", "shard", "pp")
-             for what in ("bytes_per_s", "latency_seconds"))}
-
-
 def render(result: Estimate, console, system: str = "decimal", details: bool = False) -> None:
     """Print the report on a rich ``console`` (intermediate quantities only with ``details``)."""
     from rich.text import Text
@@ -53,9 +42,7 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
     table.add_column("quantity (provenance · contract field; source)", overflow="fold", ratio=1)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("range", no_wrap=True)
-    for row in assumption_rows(result, system):
-        if (row.name in _LAYOUT or result.quantities[row.name].definition.detail) and not details:
-            continue
+    for row in assumption_rows(result, system, details):
         cell = Text.assemble(row.name, ("\n  " + f"{row.provenance} · {row.source}", "dim"))
         table.add_row(cell, Text(row.value), Text(row.range))
     console.print(table)
@@ -69,8 +56,6 @@ def render(result: Estimate, console, system: str = "decimal", details: bool = F
         if wide:
             table.add_column("formula", style="dim", overflow="fold")
         for row in rows:
-            if not details and result.quantities[row.name].value == 0:
-                continue  # a collective this layout does not use, a bubble it does not have
             cells = [Text(row.name), Text(row.value), Text(row.meaning)] + ([Text(row.formula)] if wide else [])
             table.add_row(*cells)
         console.print(table)

@@ -78,6 +78,9 @@ class EstimateRequest(BaseModel):
                                     "name, with the headline and findings), 'full' (what `botec estimate -f json` "
                                     "writes: every quantity with its record, and its formatted value) or 'page' "
                                     "(only what the page draws: headline, findings, tables, figures)")
+    details: bool = Field(False, description="detail page: the tables with every step, as `botec estimate --details` "
+                                             "(the intermediate and zero-valued quantities, the inputs the layout "
+                                             "line says); without it, the rows `botec estimate` shows")
 
 
 class ExplainRequest(EstimateRequest):
@@ -466,7 +469,7 @@ def _estimate_answer(request: EstimateRequest, contract) -> Response:
     if request.detail == "page":
         from botec.report.html import tables_data
 
-        payload["tables"] = tables_data(result, system)   # rows of text: the page builds the tables
+        payload["tables"] = tables_data(result, system, request.details)   # rows of text: the page builds them
     return _json_response(payload)
 
 
