@@ -188,7 +188,7 @@ def evaluate_space(space: Space, chunk: int = 1_000_000, wanted: list[str] | Non
             for name in targets:
                 value = np.full(valid.shape, np.nan)
                 if name in quantities:
-                    value[valid] = np.broadcast_to(np.asarray(quantities[name].value, dtype=float), (int(valid.sum()),))
+                    value[valid] = quantities[name].value   # an array over the valid rows, or one number for all
                 results.setdefault(name, []).append(value)
             if progress is not None:
                 progress(stop, space.size)

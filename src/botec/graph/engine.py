@@ -103,9 +103,9 @@ class Definition:
         return self.function is None
 
 
-@dataclass(frozen=True)
-class Given:
-    """A value handed to the graph from outside: the contract, the catalog or a measurement."""
+class Given(NamedTuple):
+    """A value handed to the graph from outside: the contract, the catalog or a measurement (an immutable record,
+    a named tuple for the same reason as :class:`Quantity`)."""
 
     value: Any
     provenance: str = "assumed"

@@ -257,7 +257,7 @@ class Layout:
         with np.errstate(divide="ignore", invalid="ignore"):
             valid = np.ones(rows, bool)
             for rule in self.rules:
-                valid &= np.broadcast_to(np.asarray(rule.holds(self), bool), (rows,))
+                valid &= rule.holds(self)   # a rule on scalar fields holds or not for every row: broadcast
         return valid
 
     def split_text(self) -> str:
