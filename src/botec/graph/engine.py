@@ -34,6 +34,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Iterable, NamedTuple
 
 from botec.graph.elementwise import all_true, is_scalar, where
@@ -58,7 +59,7 @@ class Condition:
     def holds(self, value: Any):
         return self._OPERATORS[self.operator](value, self.value)
 
-    @property
+    @cached_property   # read by every estimate in which the condition holds
     def text(self) -> str:
         shown = {"==": "=", "<=": "≤", ">=": "≥"}.get(self.operator, self.operator)
         return f"{self.name} {shown} {self.value:g}"
