@@ -289,7 +289,7 @@ class Graph:
                 continue
             zero_rows = None
             if definition.zero_when:
-                held, zero_rows = _held_among(definition.zero_when, resolved)
+                held, zero_rows = _held(definition.zero_when, resolved)
                 if held is not None:
                     resolved[name] = Quantity(definition, 0.0, "derived", definition.source,
                                               inputs=(held.name,), condition=held.text)
@@ -374,7 +374,7 @@ class Graph:
                 return False
             zero_rows = None
             if definition.zero_when:
-                held, zero_rows = _held(definition.zero_when, resolve, resolved, path + (name,))
+                held, zero_rows = _held(definition.zero_when, resolved, resolve, path + (name,))
                 if held is not None:
                     resolved[name] = Quantity(definition, 0.0, "derived", definition.source,
                                               inputs=(held.name,), condition=held.text)
@@ -441,29 +441,19 @@ def _apply(function: Callable[..., Any], arguments: list, zero_rows: Any) -> Any
     return value
 
 
-def _held_among(conditions: tuple[Condition, ...], resolved: dict):
-    """:func:`_held` over conditions already resolved (or absent) in ``resolved``."""
+def _held(conditions: tuple[Condition, ...], resolved: dict, resolve=None, path: tuple = ()):
+    """(the first condition that holds everywhere, or None; the rows of an array where any holds, or None).
+
+    ``resolve``: how to resolve a condition's quantity first (on demand); without it, a condition not in
+    ``resolved`` is absent (a one-pass evaluation has resolved what it could already)."""
     rows = None
     for condition in conditions:
+        if resolve is not None and not resolve(condition.name, path):
+            continue
         quantity = resolved.get(condition.name)
         if quantity is None:
             continue
         value = quantity.value
-        holds = condition.holds(value)
-        if all_true(holds):
-            return condition, None
-        if not is_scalar(value):
-            rows = holds if rows is None else rows | holds
-    return None, rows
-
-
-def _held(conditions: tuple[Condition, ...], resolve, resolved: dict, path: tuple):
-    """(the first condition that holds everywhere, or None; the rows of an array where any holds, or None)."""
-    rows = None
-    for condition in conditions:
-        if not resolve(condition.name, path):
-            continue
-        value = resolved[condition.name].value
         holds = condition.holds(value)
         if all_true(holds):
             return condition, None
