@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Callable
 
 from botec.errors import ContractError
@@ -114,7 +115,7 @@ class Layout:
 
     # ------------------------------------------------------------------ derived sizes
 
-    @property
+    @cached_property   # a layout never changes, and the rules, the links and the inputs each ask again
     def data_parallel(self):
         """DP = N / (TP × PP × CP) (Megatron: world = TP × CP × DP × PP); serving replicas have DP 1."""
         if self.kind == "serving":
@@ -130,7 +131,7 @@ class Layout:
             return self.gradient_accumulation_steps
         return 1.0
 
-    @property
+    @cached_property
     def sharding_degree(self):
         """Ranks one ZeRO/FSDP shard group spans: stated; hybrid shard: the DP ranks of one node; else all DP."""
         if self.sharding_group is not None:
