@@ -97,9 +97,11 @@ def report(
         emit(render_markdown(result, units.value), output)
         return
     try:
+        import numpy  # noqa: F401   (the run-time-against-accelerators figure is a sweep)
         import plotly  # noqa: F401
     except ImportError:
-        raise UserError("the HTML report draws with plotly: pip install 'botec[report]'") from None
+        raise UserError("the HTML report draws with plotly and sweeps with numpy: pip install 'botec[report]'") \
+            from None
     from botec.report.html import render as render_html
 
     emit(render_html(result, units.value), output)

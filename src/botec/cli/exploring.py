@@ -223,6 +223,7 @@ def sensitivity(
 
     Example: `botec sensitivity examples/lesson-finetune-1b.yaml -q planned_device_bytes`
     """
+    numpy_needed()
     from botec.explore.uncertainty import sensitivity as run_sensitivity
     from botec.report import explore as view
 

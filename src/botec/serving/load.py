@@ -45,13 +45,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from botec.graph.elementwise import ceil, exp, floor, log, maximum, minimum, where
+from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
 __all__ = ["Replica", "Load", "at_load", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
            "largest_rate_within"]
 
 ITERATIONS = 60
+CONVERGED = 1e-13   # relative change of the step below which the fixed point has converged (to float precision)
 BISECTIONS = 40
 
 
@@ -160,16 +161,20 @@ def _seen(replica: Replica, batch):
     return minimum(batch + 1.0, maximum(replica.saturation_batch_size, 1.0))
 
 
-def at_load(replica: Replica, rate) -> Load:
-    """The steady state of a replica at ``rate`` requests/s (capped at its saturation batch)."""
+def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
+    """The steady state of a replica at ``rate`` requests/s (capped at its saturation batch). ``near``: the steady
+    state at a nearby rate, where the fixed-point iteration starts (a bisection's last step): the same fixed
+    point, reached in fewer iterations than from an idle replica's step."""
     stages, emitted = replica.pipeline_parallel, replica.tokens_per_step
     colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
-    stage_seconds = replica.stage_step(1.0 / stages, 0.0)
+    stage_seconds = replica.stage_step(1.0 / stages, 0.0) if near is None else near.round_seconds / stages
     batch = 0.0
-    for _ in range(ITERATIONS):
+    for _ in range(ITERATIONS):   # the fixed point B = λ·O/E·τ(B); stop once the step no longer moves
         batch = minimum(rate * replica.output_tokens / emitted * stages * stage_seconds, replica.saturation_batch_size)
-        stage_seconds = _mean_stage_step(replica, _seen(replica, batch) / stages,
-                                         colocated * rate * stage_seconds)[0]
+        previous, stage_seconds = stage_seconds, _mean_stage_step(replica, _seen(replica, batch) / stages,
+                                                                  colocated * rate * stage_seconds)[0]
+        if all_true(abs(stage_seconds - previous) <= CONVERGED * abs(stage_seconds)):
+            break
     stage_seconds, busy, without, with_chunk = _mean_stage_step(replica, _seen(replica, batch) / stages,
                                                                 colocated * rate * stage_seconds)
     round_seconds = stages * stage_seconds
@@ -233,11 +238,13 @@ def largest_rate_within(replica: Replica, capacity, cap, meets):
     """The largest rate in [0, cap · capacity] at which ``meets(load)`` holds (monotone in the rate), by bisection;
     0 when even an idle replica fails."""
     low, high = capacity * 0.0, capacity * cap
-    ok_high = meets(at_load(replica, high))
+    load = at_load(replica, high)
+    ok_high = meets(load)
     ok_idle = meets(at_load(replica, capacity * 1e-9))
     for _ in range(BISECTIONS):
         middle = (low + high) / 2
-        ok = meets(at_load(replica, middle))
+        load = at_load(replica, middle, near=load)
+        ok = meets(load)
         low, high = where(ok, middle, low), where(ok, high, middle)
     return where(ok_high, capacity * cap, where(ok_idle, low, 0.0))
 
