@@ -222,8 +222,11 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
             intra = getattr(tiers.intra, what).value if tiers.intra else fill
             inter = getattr(tiers.inter, what).value if tiers.inter else fill
             if what == "bytes_per_s" and tiers.inter is not None:
+                # pooled across nodes only where the group has collectives to run, as for one estimate (a group
+                # of one rank keeps its tier's figure: an all-to-all of one rank pools to 0 B/s, and 0 B / 0 B/s
+                # made every sweep row's collective floor NaN)
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    inter = _across_nodes(group, layout, tiers)[0]
+                    inter = np.where(needs, _across_nodes(group, layout, tiers)[0], inter)
             given[name] = Given(np.where(inside, intra, inter), "assumed", f"each row's tier for {carried}", None)
     return given, placement, missing, rows_missing
 
