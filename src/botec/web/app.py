@@ -71,7 +71,7 @@ class EstimateRequest(BaseModel):
     units: str = Field("decimal", pattern="^(decimal|binary)$")
     figures: bool = Field(False, description="also return the report's figures (plotly JSON)")
     tornado: bool = Field(True, description="with figures: also the sensitivity tornado, the costliest figure "
-                                            "(about 1 s for a serving contract; the page gets it from "
+                                            "(about 0.5 s for a serving contract; the page gets it from "
                                             "/api/sensitivity after the rest)")
     detail: str = Field("values", pattern="^(values|full|page)$",
                         description="/api/estimate: 'values' (every quantity's value in base units and its unit, by "
