@@ -46,7 +46,7 @@ OUTPUT_HELP = "Write the result to this file instead of stdout (`-`: stdout)."
 
 
 # Printing, writing a file and loading an estimate need no typer (``botec estimate``'s quick path uses them too).
-from botec.cli.quick import emit, is_stdout, load_estimate, print_notes  # noqa: E402,F401
+from botec.cli.quick import emit, emit_drawn, is_stdout, load_estimate, print_notes  # noqa: E402,F401
 
 
 def load_inputs(contract: Optional[Path], overrides: List[str] = ()):

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit, is_stdout,
+from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit, emit_drawn,
                               load_estimate, load_inputs, numpy_needed, units_of)
 
 QUANTITY_HELP = "A quantity to tabulate, e.g. `-q run_seconds` (repeatable)."
@@ -51,7 +51,6 @@ def sweep(
     numpy_needed()
     from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
     from botec.report import explore as view
-    from botec.report.tables import console
 
     inputs = load_inputs(contract)
     _not_a_quantity(output, inputs.graph)
@@ -82,14 +81,8 @@ def sweep(
     table = view.sweep_text(header, rows, units_of(inputs), format.value, units.value)
     if format is TableFormat.markdown:
         emit(table, output)
-    elif is_stdout(output):
-        console().print(table)
     else:
-        import io
-
-        buffer = io.StringIO()
-        console(buffer).print(table)
-        emit(buffer.getvalue(), output)
+        emit_drawn(lambda console: console.print(table), output)
     for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN):
         typer.echo(line, err=True)
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Interrupted", "echo", "emit", "estimate_args", "estimate_report", "is_stdout", "load_estimate", "print_notes", "run"]
+__all__ = ["Interrupted", "echo", "emit", "emit_drawn", "estimate_args", "estimate_report", "is_stdout", "load_estimate", "print_notes", "run"]
 
 FORMATS = ("text", "json", "markdown")
 UNIT_SYSTEMS = ("decimal", "binary")
@@ -70,6 +70,19 @@ def emit(text: str, output: Optional[Path] = None, option: str = "-o/--output") 
     echo(f"wrote {output}", err=True)
 
 
+def emit_drawn(draw, output: Optional[Path] = None) -> None:
+    """``draw(console)`` on a rich console (:func:`botec.report.tables.console`): the terminal's, or one writing into
+    a buffer that :func:`emit` writes whole to ``output``."""
+    import io
+
+    from botec.report.tables import console
+
+    buffer = None if is_stdout(output) else io.StringIO()
+    draw(console(buffer))
+    if buffer is not None:
+        emit(buffer.getvalue(), output)
+
+
 def print_notes(contract) -> None:
     for note in contract.notes:
         echo(f"botec: note: {note}", err=True)
@@ -102,15 +115,9 @@ def estimate_report(contract: Optional[Path], format: str = "text", system: str 
 
         emit(render(result, system), output)
     else:
-        import io
-
-        from botec.report.tables import console
         from botec.report.terminal import render
 
-        buffer = None if is_stdout(output) else io.StringIO()
-        render(result, console(buffer), system, details)
-        if buffer is not None:
-            emit(buffer.getvalue(), output)
+        emit_drawn(lambda console: render(result, console, system, details), output)
 
 
 def estimate_args(argv: list[str]) -> Optional[dict]:

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import SET_HELP, Format, app, emit, load_estimate, numpy_needed
+from botec.cli.common import SET_HELP, Format, app, emit, emit_drawn, load_estimate, numpy_needed
 from botec.errors import UserError
 
 PROGRESS_FROM_REQUESTS = 20_000
@@ -77,10 +77,4 @@ def simulate(
     elif format is Format.markdown:
         emit(simulation_markdown(sim), output)
     else:
-        import io
-
-        from botec.report.tables import console
-
-        buffer = io.StringIO()
-        simulation_text(sim, console(buffer))
-        emit(buffer.getvalue().rstrip("\n"), output)
+        emit_drawn(lambda console: simulation_text(sim, console), output)

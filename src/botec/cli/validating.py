@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import Format, app, emit
+from botec.cli.common import Format, app, emit, emit_drawn
 from botec.errors import UserError
 
 
@@ -50,12 +50,6 @@ def validate(
     elif format is Format.markdown:
         emit(validation_markdown(results), output)
     else:
-        import io
-
-        from botec.report.tables import console
-
-        buffer = io.StringIO()
-        validation_text(results, console(buffer))
-        emit(buffer.getvalue().rstrip("\n"), output)
+        emit_drawn(lambda console: validation_text(results, console), output)
     if strict and not all(met for r in results for met in r.checks.values()):
         raise typer.Exit(code=1)

@@ -250,14 +250,22 @@ def calibrate(result: Estimate, measurement: Measurement | LogMeasurement, sourc
                                                               "time")
         if "collective_floor_seconds" in q:
             comparisons.append(Comparison("collective_floor_seconds", "s", q["collective_floor_seconds"].value, sync))
-    checkpoint = measurement.checkpoint
-    if checkpoint is not None and checkpoint.seconds > 0:
-        comparisons.append(Comparison("checkpoint_bytes", "B", q["checkpoint_bytes"].value, checkpoint.bytes))
-        if "storage_write_bytes_per_s" in q:
-            bandwidth, _ = solve_for(inputs, "checkpoint_write_seconds", checkpoint.seconds, "storage_write_bytes_per_s",
-                                     {"checkpoint_bytes": checkpoint.bytes})
-            assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
+    _checkpoint(result, measurement, note, comparisons, assumptions)
     return Calibration(comparisons, assumptions, diagnose(result, measurement), notes, missing=missing)
+
+
+def _checkpoint(result: Estimate, measurement: Measurement, note: str, comparisons: list, assumptions: dict) -> None:
+    """A measured checkpoint save (a device-independent figure): its bytes against the estimate's, and the storage
+    write bandwidth that makes the estimate's write time the measured one."""
+    checkpoint = measurement.checkpoint
+    if checkpoint is None or checkpoint.seconds <= 0:
+        return
+    q = result.quantities
+    comparisons.append(Comparison("checkpoint_bytes", "B", q["checkpoint_bytes"].value, checkpoint.bytes))
+    if "storage_write_bytes_per_s" in q:
+        bandwidth, _ = solve_for(result.inputs, "checkpoint_write_seconds", checkpoint.seconds,
+                                 "storage_write_bytes_per_s", {"checkpoint_bytes": checkpoint.bytes})
+        assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
 
 
 def _device_independent(result: Estimate, measurement: Measurement, source: str, mismatch: str | None,
@@ -267,7 +275,7 @@ def _device_independent(result: Estimate, measurement: Measurement, source: str,
 
     The saved-tensor factor holds for the measured shape only: a scaled-down proxy (another workload) keeps
     attention's s × s terms while its hidden state shrinks, so its factor is not written."""
-    q, inputs, note = result.quantities, result.inputs, f"measured: {source}"
+    note = f"measured: {source}"
     device = f"{measurement.environment.device_name} ({measurement.environment.device})"
     comparisons: list[Comparison] = []
     assumptions: dict[str, tuple[float, str]] = {}
@@ -288,13 +296,7 @@ def _device_independent(result: Estimate, measurement: Measurement, source: str,
         else:
             notes.append(f"saved_tensor_factor {memory.saved_tensor_factor:.3g} measured; not written: the contract "
                          f"models activations with {result.choices.get('activations')}")
-    checkpoint = measurement.checkpoint
-    if checkpoint is not None and checkpoint.seconds > 0:
-        comparisons.append(Comparison("checkpoint_bytes", "B", q["checkpoint_bytes"].value, checkpoint.bytes))
-        if "storage_write_bytes_per_s" in q:
-            bandwidth, _ = solve_for(inputs, "checkpoint_write_seconds", checkpoint.seconds, "storage_write_bytes_per_s",
-                                     {"checkpoint_bytes": checkpoint.bytes})
-            assumptions["supply.storage.write_bandwidth"] = (bandwidth, f"{note}: checkpoint bytes / save time")
+    _checkpoint(result, measurement, note, comparisons, assumptions)
     median = measurement.summary.median
     wait, step = median["input_wait_seconds"], median["step_seconds"]
     diagnosis = [f"device-independent figures only: {mismatch or 'as asked'}",

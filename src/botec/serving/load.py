@@ -42,7 +42,6 @@ instance (X seconds). TTFT = W + S + X. Capacity = min(n·b/(P·t_b), the decode
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
