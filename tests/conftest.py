@@ -76,3 +76,18 @@ assumptions:
 def tiny_cpu_contract(count: int = 1) -> str:
     """The tiny CPU contract's text for ``count`` accelerators (processes)."""
     return TINY_CPU_CONTRACT.replace("COUNT", str(count))
+
+
+def key_paths(node, prefix=()):
+    """Every key path of a contract's mapping, sections included (a fuzz may delete or rename a whole section)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from key_paths(value, prefix + (key,))
+
+
+def parent_of(document, path):
+    """The mapping that holds the last key of ``path``."""
+    for key in path[:-1]:
+        document = document[key]
+    return document

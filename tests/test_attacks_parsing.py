@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES, LESSON, REPO, run_cli, tiny_cpu_contract, write
+from conftest import EXAMPLES, LESSON, REPO, key_paths, parent_of, run_cli, tiny_cpu_contract, write
 
 LESSON_TEXT = LESSON.read_text()
 TOKENS_LINE = "  tokens: 1B                   # D: tokens processed across the run"
@@ -330,15 +330,9 @@ def test_a_measurement_file_of_endless_zeros_is_refused(tmp_path, capsys):
 
 # --- 4. keys deleted and renamed anywhere in every example -----------------------------------------------------
 
-def _key_paths(node, prefix=()):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield prefix + (key,)
-            yield from _key_paths(value, prefix + (key,))
-
-
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-KEY_NAMES = sorted({path[-1] for file in EXAMPLE_FILES for path in _key_paths(yaml.safe_load(file.read_text()))},
+KEY_NAMES = sorted({path[-1] for file in EXAMPLE_FILES
+                    for path in key_paths(yaml.safe_load(file.read_text()))},
                    key=str)   # every key any example uses: a rename may turn one field into another
 
 
@@ -358,13 +352,11 @@ def test_deleted_and_renamed_keys_are_an_estimate_or_a_one_line_error(path, data
 
     mutated = copy.deepcopy(yaml.safe_load(path.read_text()))
     for change in changes:
-        paths = list(_key_paths(mutated))
+        paths = list(key_paths(mutated))
         if not paths:
             break
         where = data.draw(st.sampled_from(paths))
-        target = mutated
-        for key in where[:-1]:
-            target = target[key]
+        target = parent_of(mutated, where)
         value = target.pop(where[-1])
         if change != "delete":
             target[change[1]] = value

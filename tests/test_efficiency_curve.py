@@ -13,23 +13,10 @@ from botec.errors import ContractError, UserError
 from botec.measure import gemm_curve
 from botec.measure.gemm_curve import GemmShape, layer_gemms, model_gemms, tensor_parallel_degrees
 
-TINY = """
-name: tiny-curve
-workload:
-  model: {layers: 2, hidden_size: 128, attention_heads: 4, kv_heads: 2, ffn_size: 344, vocab_size: 1024}
-  tokens: 10M
-  sequence_length: 128
-supply:
-  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
-  count: 1
-  network: {bandwidth: 1 GB/s}
-  storage: {write_bandwidth: 500 MB/s}
-strategy:
-  micro_batch_size: 2
-  optimizer: adam-fp32
-assumptions:
-  single_accelerator_mfu: 0.3
-"""
+from conftest import tiny_cpu_contract
+
+# the measuring tests' tiny CPU contract, two sequences per micro-batch (T = 256 tokens a GEMM)
+TINY = tiny_cpu_contract().replace("micro_batch_size: 4", "micro_batch_size: 2")
 
 
 def shapes_of(arch, tokens, tp):

@@ -8,7 +8,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES, LESSON, run_cli
+from conftest import EXAMPLES, LESSON, key_paths, parent_of, run_cli
 
 CONTRACTS = [LESSON, EXAMPLES / "llama3.1-70b-pretrain.yaml", EXAMPLES / "serve-llama3.1-8b-h100.yaml"]
 
@@ -53,14 +53,6 @@ def test_any_value_anywhere_is_an_estimate_or_a_one_line_error(capsys, tmp_path_
         assert "NaN" not in out and "Infinity" not in out
 
 
-def _sections(node, prefix=()):
-    """Every key path of a contract, sections included (deleting a whole section is a mutation too)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield prefix + (key,)
-            yield from _sections(value, prefix + (key,))
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(CONTRACTS + [EXAMPLES / "llama2-70b-pretrain.yaml", EXAMPLES / "mixtral-8x7b-finetune.yaml"]),
@@ -73,13 +65,11 @@ def test_deleted_and_combined_changes_are_an_estimate_or_a_one_line_error(capsys
     document = yaml.safe_load(contract.read_text())
     mutated = copy.deepcopy(document)
     for change in changes:
-        paths = list(_sections(mutated))
+        paths = list(key_paths(mutated))
         if not paths:
             break
         path = data.draw(st.sampled_from(paths))
-        target = mutated
-        for key in path[:-1]:
-            target = target[key]
+        target = parent_of(mutated, path)
         if change is None:
             del target[path[-1]]
         else:
