@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from botec.contract import load_contract, parse_contract
 from botec.errors import ContractError

@@ -15,7 +15,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from botec.architecture import Architecture, breakdown  # noqa: E402
-from botec.errors import ContractError  # noqa: E402
 from botec.measure import measurement as files  # noqa: E402
 
 from conftest import TINY_CPU_CONTRACT as TINY  # noqa: E402
@@ -30,8 +29,6 @@ def tiny_contract(tmp_path: Path, count: int = 1) -> Path:
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     """One single-process measurement of the tiny model, shared by the tests below."""
-    from conftest import run_cli  # noqa: F401
-
     folder = tmp_path_factory.mktemp("measure")
     contract = tiny_contract(folder)
     output = folder / "run.json"

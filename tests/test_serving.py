@@ -182,7 +182,6 @@ def test_under_load_a_share_of_steps_carries_a_whole_prompt():
     without = step(seen, seen * 1152)
     with_prompt = step(seen, seen * 1152, 1024, 1024 * 512, seen + 1)
     mean = without / (1 - rate * (with_prompt - without))
-    share = rate * mean
     assert result.value("time_per_output_token_seconds") == pytest.approx(mean, rel=1e-6)
     assert batch == pytest.approx(rate * 256 * mean, rel=1e-6)                     # Little's law
     # an arriving prompt finds the time-average batch B (Poisson arrivals see time averages); prompts keep the
