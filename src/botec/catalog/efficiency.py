@@ -6,10 +6,19 @@ typical value, a range and its basis (measured, fit, assumed) and source:
 - ``matmul_efficiency``  e_mm: share of the dense peak a large GEMM sustains;
 - ``kernel_overhead``    t0: fixed seconds per kernel (launch, last partial wave);
 - ``memory_bandwidth_efficiency`` e_mem: share of the memory bandwidth a memory-bound op sustains;
-- ``attention_efficiency`` e_attn: share of the 16-bit peak a fused (flash) attention kernel sustains;
+- ``attention_efficiency`` e_attn: share of the 16-bit peak the fused attention forward of a serving
+  engine sustains (prefill);
 
-and, optionally, ``low_precision_matmul``: per format (fp8, fp4), the share of the 16-bit e_mm a GEMM
-in that format sustains of its own peak (:func:`matmul_efficiency_in`).
+``training_attention_efficiency``: per kernel a training stack runs (``flash2``: PyTorch SDPA's
+FlashAttention-2; ``cudnn``: Transformer Engine's cuDNN fused attention), the share of the 16-bit peak its
+forward plus backward sustains (:func:`attention_efficiency_for`); and, optionally,
+``low_precision_matmul``: per format (fp8, fp4), the share of the 16-bit e_mm a GEMM in that format
+sustains of its own peak (:func:`matmul_efficiency_in`).
+
+A figure derived from an operator table names it (``measurement``: a file of ``measurements/``, read by
+:func:`operator_measurements`). Named calibration sets (``calibrations/*.yaml``, :func:`efficiency_sets`)
+hold figures fitted to end-to-end runs; a contract opts into one with ``assumptions.efficiency_set``
+(:func:`family_efficiency`), and each set names the validation cases it was fitted to.
 
 Together they are a size-dependent efficiency curve: a GEMM of F FLOPs sustains
 e(F) = e_mm × F / (F + e_mm × peak × t0) of the peak (:func:`matmul_efficiency_at`).
@@ -22,8 +31,9 @@ from functools import lru_cache
 
 from botec.units import parse_quantity
 
-__all__ = ["EfficiencyFigure", "FamilyEfficiency", "FIGURES", "family_efficiency", "families", "matmul_efficiency_at",
-           "matmul_efficiency_in"]
+__all__ = ["EfficiencyFigure", "FamilyEfficiency", "EfficiencySet", "OperatorMeasurement", "FIGURES",
+           "TRAINING_ATTENTION_KERNELS", "attention_efficiency_for", "efficiency_sets", "family_efficiency", "families",
+           "matmul_efficiency_at", "matmul_efficiency_in", "operator_measurements"]
 
 # name -> the graph input it becomes, its unit dimension for parsing
 FIGURES = {
@@ -33,6 +43,8 @@ FIGURES = {
     "attention_efficiency": "ratio",
 }
 BASES = ("measured", "fit", "assumed")
+# The fused attention kernels a training stack runs (catalog/stacks.yaml names one per stack).
+TRAINING_ATTENTION_KERNELS = ("flash2", "cudnn")
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class EfficiencyFigure:
     high: float
     basis: str       # measured | fit | assumed
     source: str
+    measurement: str | None = None   # the operator table (measurements/<name>.yaml) the figure is derived from
 
 
 @dataclass(frozen=True)
@@ -49,9 +62,46 @@ class FamilyEfficiency:
     family: str
     figures: dict[str, EfficiencyFigure]
     low_precision_matmul: dict[str, EfficiencyFigure] = field(default_factory=dict)  # fp8/fp4: share of 16-bit e_mm
+    training_attention: dict[str, EfficiencyFigure] = field(default_factory=dict)    # flash2/cudnn: fwd + bwd share
+    calibration: str | None = None   # the calibration set whose figures replace measured ones here, if any
 
     def __getitem__(self, name: str) -> EfficiencyFigure:
         return self.figures[name]
+
+
+@dataclass(frozen=True)
+class EfficiencySet:
+    """A named calibration: figures fitted to end-to-end runs, per family, and the validation cases they were
+    fitted to (``botec validate`` reports those rows as calibration rows when the set is in force)."""
+
+    name: str
+    description: str
+    fitted_to: tuple[str, ...]
+    families: dict[str, dict[str, EfficiencyFigure]]
+
+
+@dataclass(frozen=True)
+class OperatorMeasurement:
+    """A measured operator table (``measurements/*.yaml``): GEMM points (m, n, k, seconds) or causal context
+    attention points (batch, sequence, seconds), with where they were measured and copied from."""
+
+    name: str
+    kind: str            # gemm | context_attention
+    device: str          # the catalog key of the accelerator measured
+    measured_on: str
+    source: dict
+    points: tuple[tuple[float, ...], ...]   # latencies in seconds
+    shape: dict = field(default_factory=dict)
+
+
+def _figure(raw: dict, dimension: str, where: str) -> EfficiencyFigure:
+    figure = EfficiencyFigure(
+        value=parse_quantity(raw["value"], dimension), low=parse_quantity(raw["low"], dimension),
+        high=parse_quantity(raw["high"], dimension), basis=str(raw["basis"]), source=str(raw["source"]),
+        measurement=raw.get("measurement"))
+    if not figure.low <= figure.value <= figure.high or figure.basis not in BASES:
+        raise ValueError(f"{where} needs low ≤ value ≤ high and a basis in {BASES}")
+    return figure
 
 
 @lru_cache(maxsize=None)
@@ -64,15 +114,14 @@ def families() -> dict[str, FamilyEfficiency]:
     data = load_yaml_text(resources.files("botec.catalog").joinpath("efficiency.yaml").read_text(encoding="utf-8"))
     out = {}
     for family, entry in data["families"].items():
-        figures = {}
-        for name, dimension in FIGURES.items():
-            raw = entry[name]
-            figure = EfficiencyFigure(
-                value=parse_quantity(raw["value"], dimension), low=parse_quantity(raw["low"], dimension),
-                high=parse_quantity(raw["high"], dimension), basis=str(raw["basis"]), source=str(raw["source"]))
-            if not figure.low <= figure.value <= figure.high or figure.basis not in BASES:
-                raise ValueError(f"efficiency.yaml: {family}.{name} needs low ≤ value ≤ high and a basis in {BASES}")
-            figures[name] = figure
+        figures = {name: _figure(entry[name], dimension, f"efficiency.yaml: {family}.{name}")
+                   for name, dimension in FIGURES.items()}
+        training_attention = {kernel: _figure(raw, "ratio", f"efficiency.yaml: {family}.training_attention_efficiency."
+                                                            f"{kernel}")
+                              for kernel, raw in (entry.get("training_attention_efficiency") or {}).items()}
+        if set(training_attention) - set(TRAINING_ATTENTION_KERNELS):
+            raise ValueError(f"efficiency.yaml: {family}.training_attention_efficiency names a kernel outside "
+                             f"{TRAINING_ATTENTION_KERNELS}")
         low_precision = {}
         for precision, raw in (entry.get("low_precision_matmul") or {}).items():
             ratio = EfficiencyFigure(value=float(raw["value"]), low=float(raw["low"]), high=float(raw["high"]),
@@ -81,14 +130,75 @@ def families() -> dict[str, FamilyEfficiency]:
                 raise ValueError(f"efficiency.yaml: {family}.low_precision_matmul.{precision} needs 0 < low ≤ value ≤ "
                                  f"high and a basis in {BASES}")
             low_precision[precision] = ratio
-        out[family] = FamilyEfficiency(family, figures, low_precision)
+        out[family] = FamilyEfficiency(family, figures, low_precision, training_attention)
     return out
 
 
-def family_efficiency(family: str | None) -> FamilyEfficiency:
-    """The figures of ``family`` (the generic set for a device with none, or an unknown family)."""
+@lru_cache(maxsize=None)
+def efficiency_sets() -> dict[str, EfficiencySet]:
+    """The named calibration sets of ``calibrations/*.yaml`` (opt-in: ``assumptions.efficiency_set``)."""
+    from importlib import resources
+
+    from botec.catalog import load_yaml_text
+
+    out = {}
+    for path in sorted(resources.files("botec.catalog").joinpath("calibrations").iterdir(), key=lambda p: p.name):
+        if not path.name.endswith(".yaml"):
+            continue
+        data = load_yaml_text(path.read_text(encoding="utf-8"))
+        name = str(data["name"])
+        overrides = {family: {figure: _figure(raw, FIGURES[figure], f"calibrations/{path.name}: {family}.{figure}")
+                              for figure, raw in entry.items()}
+                     for family, entry in data["families"].items()}
+        out[name] = EfficiencySet(name, str(data["description"]), tuple(data.get("fitted_to") or ()), overrides)
+    return out
+
+
+@lru_cache(maxsize=None)
+def operator_measurements() -> dict[str, OperatorMeasurement]:
+    """The operator tables the measured figures of ``efficiency.yaml`` are derived from, by file name."""
+    from importlib import resources
+
+    from botec.catalog import load_yaml_text
+
+    out = {}
+    for path in sorted(resources.files("botec.catalog").joinpath("measurements").iterdir(), key=lambda p: p.name):
+        if not path.name.endswith(".yaml"):
+            continue
+        data = load_yaml_text(path.read_text(encoding="utf-8"))
+        points = tuple(tuple(row[:-1]) + (row[-1] * 1e-6,) for row in data["points"])   # microseconds -> seconds
+        name = path.name[:-len(".yaml")]
+        out[name] = OperatorMeasurement(name, str(data["kind"]), str(data["device"]), str(data["measured_on"]),
+                                        dict(data["source"]), points, dict(data.get("shape") or {}))
+    return out
+
+
+def family_efficiency(family: str | None, efficiency_set: str | None = None) -> FamilyEfficiency:
+    """The figures of ``family`` (the generic set for a device with none, or an unknown family), with the
+    figures of the calibration ``efficiency_set`` in place of the measured ones where it gives them."""
     table = families()
-    return table.get(family or "generic", table["generic"])
+    figures = table.get(family or "generic", table["generic"])
+    if efficiency_set is None:
+        return figures
+    calibrated = efficiency_sets()[efficiency_set].families.get(figures.family)
+    if not calibrated:
+        return figures
+    return FamilyEfficiency(figures.family, {**figures.figures, **calibrated}, figures.low_precision_matmul,
+                            figures.training_attention, calibration=efficiency_set)
+
+
+def attention_efficiency_for(figures: FamilyEfficiency, training: bool, kernel: str = "flash2") -> EfficiencyFigure:
+    """The fused attention figure of a training step (forward + backward of ``kernel``) or of serving (the
+    engine's forward). A family without a training figure lends its serving forward, marked assumed."""
+    serving = figures["attention_efficiency"]
+    if not training:
+        return serving
+    own = figures.training_attention.get(kernel)
+    if own is not None:
+        return own
+    return EfficiencyFigure(serving.value, serving.low, serving.high, "assumed",
+                            f"no forward + backward figure for {kernel} in this family: its serving forward "
+                            f"({serving.basis}: {serving.source})")
 
 
 def matmul_efficiency_in(figures: FamilyEfficiency, precision: str) -> EfficiencyFigure:

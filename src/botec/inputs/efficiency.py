@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from botec.catalog.efficiency import FIGURES, families, family_efficiency, matmul_efficiency_in
+from botec.catalog.efficiency import (FIGURES, attention_efficiency_for, efficiency_sets, families, family_efficiency,
+                                      matmul_efficiency_in)
 from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
@@ -68,12 +69,32 @@ def _measured(assumptions, device, accelerator_name: str, peak: float, base_dir:
     return fitted, f"measured: {path.name} ({curve.device_name}, {curve.created[:10]}), fitted to t = F / (e·peak) + t0"
 
 
+def calibration_of(assumptions) -> str | None:
+    """The calibration set the contract opts into (``assumptions.efficiency_set``), checked against the catalog."""
+    name = getattr(assumptions, "efficiency_set", None)
+    if name is None:
+        return None
+    known = efficiency_sets()
+    if name not in known:
+        from botec.catalog import did_you_mean
+
+        raise ContractError(f"no calibration set named {name!r}{did_you_mean(name, known)}; the catalog has "
+                            f"{', '.join(sorted(known))} (leave it out for the measured defaults)",
+                            field="assumptions.efficiency_set")
+    return name
+
+
 def efficiency_given(assumptions, supply, device, precision: str, base_dir: Path | None,
-                     stated: StatedInputs) -> dict[str, Given]:
-    """The op-level figures and the 16-bit peak attention runs at, as inputs."""
+                     stated: StatedInputs, training_attention_kernel: str | None = None) -> dict[str, Given]:
+    """The op-level figures and the 16-bit peak attention runs at, as inputs.
+
+    ``training_attention_kernel`` (flash2, cudnn: the training stack's) selects the forward + backward attention
+    figure of a training step; without it (serving) the engine's forward figure applies.
+    """
     family = getattr(device, "family", None) if device is not None else None
     known = family in families()
-    figures = family_efficiency(family if known else None)
+    calibration = calibration_of(assumptions)
+    figures = family_efficiency(family if known else None, calibration)
     label = f"{family} family" if known else "no family (an inline or unclassified device): generic"
     given: dict[str, Given] = {}
     if device is not None:
@@ -94,14 +115,23 @@ def efficiency_given(assumptions, supply, device, precision: str, base_dir: Path
     for figure in FIGURES:
         name_in_graph, field = INPUT_OF[figure], f"assumptions.{figure}"
         own = getattr(assumptions, figure)
-        catalog = matmul_efficiency_in(figures, precision) if figure == "matmul_efficiency" else figures[figure]
+        if figure == "matmul_efficiency":
+            catalog = matmul_efficiency_in(figures, precision)
+        elif figure == "attention_efficiency":
+            catalog = attention_efficiency_for(figures, training_attention_kernel is not None,
+                                               training_attention_kernel or "flash2")
+        else:
+            catalog = figures[figure]
         if own is not None:
             given[name_in_graph] = stated.given(name_in_graph, own, field)
         elif figure in measured:
             given[name_in_graph] = Given(measured[figure], "measured", measured_source, field, catalog.low, catalog.high)
             stated.fields.setdefault(field, []).append(name_in_graph)
         else:
-            given[name_in_graph] = Given(catalog.value, "catalog", f"{label}, {catalog.basis}: {catalog.source}", field,
+            kind = ("calibration " + calibration + ", fit" if catalog.basis == "fit" else catalog.basis)
+            what = (f"{label}, {training_attention_kernel} forward + backward" if figure == "attention_efficiency"
+                    and training_attention_kernel else label)
+            given[name_in_graph] = Given(catalog.value, "catalog", f"{what}, {kind}: {catalog.source}", field,
                                          catalog.low, catalog.high)
             stated.fields.setdefault(field, []).append(name_in_graph)
     return given
