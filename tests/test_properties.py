@@ -1,6 +1,7 @@
 """Invariants over many valid contracts (hypothesis): bare parameter counts with the lesson's methods, and
 real models on real layouts (TP, PP with uneven stages, CP, EP, ZeRO) with the component step model and
-Korthikanti's activations."""
+Korthikanti's activations, the compute both flat (a stated MFU) and op-level (the default for a known
+architecture: every op on its roofline with the family's efficiency figures, measured or a named calibration)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,11 @@ MODELS = {"llama-2-7b": (32, 32, 32, None), "llama-3.1-8b": (32, 32, 8, None), "
 
 
 @st.composite
-def layouts(draw):
-    """A valid layout of a real model, built so: TP divides the heads (and the KV rule holds), EP divides DP."""
+def layouts(draw, compute: str | None = None):
+    """A valid layout of a real model, built so: TP divides the heads (and the KV rule holds), EP divides DP.
+
+    ``compute``: op_level (the default compute model of a known architecture: no MFU stated), flat (a stated
+    single-accelerator MFU) or None to draw either (and the lesson's efficiency method beside them)."""
     name = draw(st.sampled_from(list(MODELS)))
     layers, heads, kv_heads, experts = MODELS[name]
     tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0)]))
@@ -62,10 +66,17 @@ def layouts(draw):
                 "sequence_parallel": tp > 1 and draw(st.booleans())}
     if pp > 1 and draw(st.booleans()):
         strategy |= {"pipeline_schedule": "interleaved", "virtual_pipeline_stages": 2}
-    assumptions = {"step_time_model": draw(st.sampled_from(["components", "efficiency"])),
-                   "activation_model": draw(st.sampled_from(["korthikanti", "saved_tensor_factor"])),
-                   "single_accelerator_mfu": draw(st.floats(0.1, 0.7))}
-    if assumptions["step_time_model"] == "efficiency":
+    step_time = "components" if compute else draw(st.sampled_from(["components", "efficiency"]))
+    compute = compute or ("flat" if step_time == "efficiency" else draw(st.sampled_from(["op_level", "flat"])))
+    assumptions = {"step_time_model": step_time,
+                   "activation_model": draw(st.sampled_from(["korthikanti", "saved_tensor_factor"]))}
+    if compute == "flat":
+        assumptions["single_accelerator_mfu"] = draw(st.floats(0.1, 0.7))
+    else:   # the op-level model, left to the default; the measured figures or the named calibration
+        assumptions |= {"attention_kernel": draw(st.sampled_from(["flash", "eager"]))}
+        if draw(st.booleans()):
+            assumptions["efficiency_set"] = "megatron-2022-fit"
+    if step_time == "efficiency":
         assumptions["scaling_efficiency"] = 0.9
     data = {"workload": {"model": name, "tokens": "10B", "sequence_length": 4096},
             "supply": {"accelerator": draw(st.sampled_from(["h100-sxm", "a100-sxm-80gb", "mi300x"])),
@@ -136,9 +147,12 @@ def test_more_data_parallel_replicas_never_lengthen_the_compute_per_step(data):
                                    "assumptions.single_accelerator_mfu"]))
 def test_a_sweep_row_is_the_estimate_of_that_configuration(data, path):
     """The vectorized path (arrays through vary and the graph) and the single estimate agree on every quantity."""
+    if path == "assumptions.single_accelerator_mfu" and "single_accelerator_mfu" not in data["assumptions"]:
+        path = "assumptions.matmul_efficiency"   # the op-level model's efficiency in its place
     inputs = build_inputs(parse_contract(data))
     values = {"strategy.micro_batch_size": [1.0, 3.0], "strategy.zero_stage": [0.0, 3.0],
-              "strategy.recompute": [0.0, 2.0], "assumptions.single_accelerator_mfu": [0.25, 0.55]}[path]
+              "strategy.recompute": [0.0, 2.0], "assumptions.single_accelerator_mfu": [0.25, 0.55],
+              "assumptions.matmul_efficiency": [0.6, 0.8]}[path]
     varied = inputs.vary({path: np.array(values)})
     assume(varied.valid.all() and not varied.unplaced)
     arrays = inputs.graph.evaluate(varied.given, choices=inputs.choices)
@@ -154,6 +168,25 @@ def test_a_sweep_row_is_the_estimate_of_that_configuration(data, path):
             element = float(np.broadcast_to(arrays[name].value, (2,))[row])
             assert element == float(quantity.value) or math.isclose(element, quantity.value, rel_tol=1e-12,
                                                                      abs_tol=1e-300), (name, path, element)
+
+
+@settings(SETTINGS, max_examples=30)
+@given(layouts(compute="op_level"), st.integers(1, 3))
+def test_the_op_level_model_keeps_the_invariants(data, extra):
+    """The default compute model of a known architecture (op-level: every op on its roofline), every draw:
+    finite quantities, more data-parallel replicas never lengthen the compute per step, a larger micro-batch
+    never needs less memory."""
+    one = evaluate(data)
+    assert "layer_seconds" in one                    # the op-level model is the one in force
+    for name, quantity in one.items():
+        assert math.isfinite(quantity.value), (name, quantity.value)
+    larger = evaluate(with_strategy(data, micro_batch_size=data["strategy"]["micro_batch_size"] + extra))
+    assert larger["planned_device_bytes"].value >= one["planned_device_bytes"].value
+    global_batch = data["strategy"]["micro_batch_size"] * data["strategy"]["gradient_accumulation_steps"] * 8 * \
+        data["supply"]["count"]
+    fixed = with_strategy(data, global_batch_size=global_batch, gradient_accumulation_steps=None)
+    doubled = {**fixed, "supply": {**fixed["supply"], "count": 2 * fixed["supply"]["count"]}}
+    assert evaluate(doubled)["compute_seconds_per_step"].value <= evaluate(fixed)["compute_seconds_per_step"].value
 
 
 @SETTINGS

@@ -1,4 +1,8 @@
-"""How ``botec validate`` shows botec beside the published figures: text, Markdown or JSON."""
+"""How ``botec validate`` shows botec beside the published figures: text, Markdown or JSON.
+
+Prediction rows, calibration rows and consistency checks are reported in separate sections, each with its own
+statistics; no headline averages across kinds (see ``botec.validate``).
+"""
 
 from __future__ import annotations
 
@@ -45,24 +49,82 @@ def _percent(value: float | None) -> str:
 
 
 def _rows(result) -> list[list[str]]:
+    mixed = result.kind == "mixed"
     return [[row.label, _value(row.published, row.unit), _value(row.botec, row.unit), _error(row.error),
-             _fits(row.fits, result) or (row.problem or "")
+             (f"{row.kind}; " if mixed else "") + (_fits(row.fits, result) or (row.problem or ""))
              + (f"not graded: {row.outside_target}" if row.outside_target else "")] for row in result.rows]
 
 
-def _summary(results) -> list[list[str]]:
+SECTIONS = {
+    "prediction": ("Prediction rows", "no figure in force was fitted to them"),
+    "calibration": ("Calibration rows", "the efficiency set in force was fitted to them: the fit's training error, "
+                                        "not validation"),
+    "consistency": ("Consistency checks", "a formula against the published formula's own number, or a catalog "
+                                          "figure against its source: they cannot miss"),
+}
+SUMMARY_COLUMNS = ["case", "metric", "rows", "mean |error|", "median |error|", "max |error|", "targets"]
+
+
+def _kind_title(result) -> str:
+    kind = result.kind
+    if kind == "calibration":
+        return f"calibration: {', '.join(sorted({r.efficiency_set for r in result.rows if r.kind == kind}))}"
+    return kind
+
+
+def _summary(results, kind: str) -> list[list[str]]:
+    """One line per case with rows of ``kind``: the statistics over those rows and the case's targets."""
+    import statistics
+
     lines = []
     for result in results:
-        checks = "; ".join(f"{'met' if met else 'MISSED'}: {_target(name, result.case.target[name])}"
-                           for name, met in result.checks.items())
-        lines.append([result.case.id, result.case.metric, _percent(result.mean_abs_error),
-                      _percent(result.max_abs_error), checks])
+        if kind not in result.kinds:
+            continue
+        errors = [abs(r.error) for r in result.graded if r.kind == kind and r.error is not None]
+        if result.kind == kind:
+            checks = "; ".join(f"{'met' if met else 'MISSED'}: {_target(name, result.target[name])}"
+                               for name, met in result.checks.items())
+        else:
+            checks = "its targets judge all its rows (mixed kinds): see the case"
+        lines.append([result.case.id, result.case.metric, str(sum(r.kind == kind for r in result.rows)),
+                      _percent(sum(errors) / len(errors) if errors else None),
+                      _percent(statistics.median(errors) if errors else None),
+                      _percent(max(errors) if errors else None), checks])
     return lines
 
 
-def _met(results) -> tuple[int, int]:
-    checks = [met for result in results for met in result.checks.values()]
-    return sum(checks), len(checks)
+def _headline(kind: str, summary: dict) -> str:
+    """One kind's statistics in a line (never an average across kinds)."""
+    part = summary[kind]
+    if not part["rows"]:
+        return f"{kind}: no rows"
+    text = (f"{kind}: {part['rows']} rows in {len(part['cases'])} cases, "
+            f"mean |error| {_percent(part['mean_abs_error'])}, median {_percent(part['median_abs_error'])}")
+    if kind == "prediction":
+        time_like = part["time_like"]
+        text += (f"; time-like (times, FLOP/s, tokens/s): median |error| {_percent(time_like['median_abs_error'])} "
+                 f"over {time_like['rows']} rows")
+    return text + f"; targets met {part['targets_met']} of {part['targets']}"
+
+
+def _efficiency_set_line(results) -> str:
+    chosen = {r.efficiency_set for r in results}
+    if chosen == {None} or not chosen:
+        in_force = sorted({row.efficiency_set or "defaults" for r in results for row in r.rows})
+        if in_force in ([], ["defaults"]):
+            return "efficiency set: the measured defaults"
+        return f"efficiency sets: each contract's own ({', '.join(in_force)})"
+    return f"efficiency set: {', '.join(sorted(c for c in chosen if c))} (every case, --efficiency-set)"
+
+
+def _no_rows(kind: str, results) -> str:
+    if kind != "calibration":
+        return "none"
+    fits = sorted({name for r in results for name in r.case.fitted_by})
+    if not fits:
+        return "none"
+    return "none (" + "; ".join(f"--efficiency-set {name} shows the fit on the rows it was fitted to"
+                                for name in fits) + ")"
 
 
 def validation_text(results, console) -> None:
@@ -70,9 +132,13 @@ def validation_text(results, console) -> None:
 
     from botec.report.tables import rich_table
 
+    from rich.markup import escape
+
+    from botec.validate import KINDS, summarize
+
     for result in results:
         case = result.case
-        table = rich_table(f"{case.id}: {case.title}")
+        table = rich_table(escape(f"{case.id} [{_kind_title(result)}]: {case.title}"))
         for column, justify in (("row", "left"), ("published", "right"), ("botec", "right"), ("error", "right"),
                                 ("", "left")):
             table.add_column(column, justify=justify, overflow="fold")
@@ -84,51 +150,89 @@ def validation_text(results, console) -> None:
             console.print(Text(f"  FLOP convention: {case.flop_convention}", style="dim"))
         for assumption in case.assumes:
             console.print(Text(f"  assumes: {assumption}", style="dim"))
+        if case.stack:
+            console.print(Text(f"  stack: {case.stack}", style="dim"))
+        if case.fitted_by:
+            console.print(Text(f"  fitted to these rows: {', '.join(case.fitted_by)}", style="dim"))
         console.print(Text(f"  source: {'; '.join(case.source)}", style="dim"))
         console.print()
-    table = rich_table("Summary (error = botec / published − 1)")
-    for column in ("case", "metric", "mean |error|", "max |error|", "targets"):
-        table.add_column(column, overflow="fold")
-    for cells in _summary(results):
-        table.add_row(*(Text(c) for c in cells))
-    console.print(table)
-    met, total = _met(results)
-    console.print(Text(f"targets met: {met} of {total}", style="bold"))
+    summary = summarize(results)
+    console.print(Text(f"Summary (error = botec / published − 1; {_efficiency_set_line(results)})", style="bold"))
+    for kind in KINDS:
+        title, meaning = SECTIONS[kind]
+        lines = _summary(results, kind)
+        if not lines:
+            console.print(Text(f"{title}: {_no_rows(kind, results)}"))
+            continue
+        table = rich_table(f"{title}: {meaning}")
+        for column in SUMMARY_COLUMNS:
+            table.add_column(column, overflow="fold")
+        for cells in lines:
+            table.add_row(*(Text(c) for c in cells))
+        console.print(table)
+    console.print()
+    for kind in KINDS:
+        console.print(Text(_headline(kind, summary), style="bold" if kind == "prediction" else ""))
 
 
 def validation_markdown(results) -> str:
     from botec.report.tables import markdown_table
 
+    from botec.validate import KINDS, summarize
+
     lines = ["# botec validate", ""]
     for result in results:
         case = result.case
-        lines += [f"## {case.id}: {case.title}", "",
+        lines += [f"## {case.id} [{_kind_title(result)}]: {case.title}", "",
                   f"Metric: `{case.metric}`: {case.published_as}.", ""]
         lines += markdown_table(["row", "published", "botec", "error", ""], _rows(result))
-        lines += [""] + [f"- assumes: {a}" for a in case.assumes] + [f"- source: {s}" for s in case.source] + [""]
-    lines += ["## Summary", ""] + markdown_table(["case", "metric", "mean |error|", "max |error|", "targets"],
-                                                 _summary(results))
-    met, total = _met(results)
-    return "\n".join(lines + ["", f"Targets met: {met} of {total}."])
+        lines += [""] + [f"- assumes: {a}" for a in case.assumes]
+        lines += [f"- stack: {case.stack}"] if case.stack else []
+        lines += [f"- fitted to these rows: {', '.join(case.fitted_by)}"] if case.fitted_by else []
+        lines += [f"- source: {s}" for s in case.source] + [""]
+    summary = summarize(results)
+    lines += ["## Summary", "", f"Error = botec / published − 1; {_efficiency_set_line(results)}.", ""]
+    for kind in KINDS:
+        title, meaning = SECTIONS[kind]
+        rows = _summary(results, kind)
+        lines += [f"### {title}", ""]
+        lines += ([meaning[0].upper() + meaning[1:] + ".", ""] + markdown_table(SUMMARY_COLUMNS, rows) if rows
+                  else [_no_rows(kind, results)[0].upper() + _no_rows(kind, results)[1:] + "."])
+        lines += ["", _headline(kind, summary)[0].upper() + _headline(kind, summary)[1:] + ".", ""] if rows else [""]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def _finite(value):
     return value if value is not None and math.isfinite(value) else None
 
 
+def _finite_summary(part: dict) -> dict:
+    return {key: _finite_summary(value) if isinstance(value, dict)
+            else _finite(value) if isinstance(value, float) else value for key, value in part.items()}
+
+
 def validation_json(results) -> str:
-    met, total = _met(results)
+    """The cases (each row with its kind and the efficiency set in force) and a summary per kind: prediction,
+    calibration and consistency, each with its own statistics (never one across kinds)."""
+    from botec.validate import KINDS, summarize
+
+    summary = summarize(results)
+    chosen = sorted({r.efficiency_set for r in results if r.efficiency_set})
     return json.dumps({
         "cases": [{
             "id": r.case.id, "title": r.case.title, "metric": r.case.metric, "published_as": r.case.published_as,
             "flop_convention": r.case.flop_convention, "source": list(r.case.source),
-            "verification": r.case.verification, "assumes": list(r.case.assumes), "target": r.case.target,
+            "verification": r.case.verification, "assumes": list(r.case.assumes), "stack": r.case.stack,
+            "role": r.case.role, "fitted_by": list(r.case.fitted_by), "kind": r.kind, "target": r.target,
+            "calibration_target": r.case.calibration_target,
             "rows": [{"id": row.id, "label": row.label, "metric": row.metric, "unit": row.unit,
                       "published": _finite(row.published), "botec": _finite(row.botec), "error": _finite(row.error),
                       "fits": row.fits, "note": row.note, "problem": row.problem,
-                      "outside_target": row.outside_target} for row in r.rows],
+                      "outside_target": row.outside_target, "kind": row.kind,
+                      "efficiency_set": row.efficiency_set} for row in r.rows],
             "summary": {"mean_abs_error": _finite(r.mean_abs_error), "max_abs_error": _finite(r.max_abs_error),
                         "targets": r.checks},
         } for r in results],
-        "summary": {"targets_met": met, "targets": total},
+        "summary": {"efficiency_set": chosen[0] if len(chosen) == 1 else None,
+                    **{kind: _finite_summary(summary[kind]) for kind in KINDS}},
     }, indent=1)
