@@ -292,8 +292,9 @@ def test_calibrate_takes_set_and_keeps_it_in_the_calibrated_contract(cli, tmp_pa
     plain = tpot()
     path = tmp_path / "calibrated.yaml"
     slower = tpot("--set", "assumptions.step_overhead=500 us", "--set", "supply.pue=1.3", "-o", str(path))
-    assert plain["estimated"] == pytest.approx(0.009671, rel=1e-3)
-    assert slower["estimated"] == pytest.approx(0.009940, rel=1e-3)  # 0.2 ms more per step, one token per step
+    # vLLM's step overhead is 0.3 ms: stating 0.5 ms adds 0.2 ms to every decode step (one token per step), and the
+    # longer steps hold more requests in flight, which lengthens the step a little more (the load's fixed point)
+    assert 0.2e-3 <= slower["estimated"] - plain["estimated"] <= 0.3e-3
     text = path.read_text()
     assert "  pue: 1.3\n" in text and "  step_overhead: 500 us\n" in text
 

@@ -25,7 +25,7 @@ def _chain(result, name: str) -> list[str]:
 def test_a_worded_serving_formula_has_a_legend_of_its_symbols_under_it(serving):
     lines = _chain(serving, "time_to_first_token_seconds")
     assert lines[0].startswith("time_to_first_token_seconds = ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S:")
-    assert lines[0].endswith(" = 35.1 ms")
+    assert lines[0].endswith(" = 50.8 ms")
     assert lines[1] == ("    where ρ = the prompt queue's utilization (requests_per_s_on_a_replica × S), "
                         "S = a prompt's prefill, its chunks through the pipeline_parallel stages, "
                         "c² = prompt_length_variation, B = decode_batch_size, "
@@ -75,7 +75,7 @@ def test_training_worded_formulas_say_what_their_letters_are():
 def test_a_worded_formula_is_printed_once_then_its_value(serving):
     line = _chain(serving, "time_per_output_token_seconds")[0]
     assert line == ("time_per_output_token_seconds = pipeline_parallel × ((1 − ρ) × step without a prefill chunk + "
-                    "ρ × step with one) / tokens_per_step, ρ the share of steps carrying a chunk = 10.7 ms")
+                    "ρ × step with one) / tokens_per_step, ρ the share of steps carrying a chunk = 16.8 ms")
     assert line.count("step without a prefill chunk") == 1
 
 
@@ -88,7 +88,7 @@ def test_recompute_shows_as_its_word_in_substitutions_and_inputs():
     from botec.estimate import estimate_file
 
     lines = estimate_file(FULL_RECOMPUTE).explain("layer_recompute_seconds").splitlines()
-    assert " = 100 % × 4.52 ms if full = full (per layer, averaged over the 96);" in lines[0]
+    assert " = 100 % × 4.21 ms if full = full (per layer, averaged over the 96);" in lines[0]
     assert "if 2 = full" not in lines[0]
     assert lines[1] == "  recompute = full  [assumed, strategy.recompute]"
 

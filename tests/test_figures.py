@@ -89,7 +89,7 @@ def test_the_current_configuration_and_every_target_are_drawn(specs):
     load = specs["serve-llama3.1-8b-h100"]["Latency against load (one replica)"]["layout"]
     lines = {(s.get("yref"), s["y0"]) for s in load["shapes"] if s.get("xref") == "paper"}
     assert lines == {("y", 500.0), ("y2", 40.0)}                                # TTFT 500 ms, TPOT 40 ms targets
-    assert [s["x0"] for s in load["shapes"] if s.get("xref") != "paper"] == [10.0]   # 10 requests/s per replica
+    assert [s["x0"] for s in load["shapes"] if s.get("xref") != "paper"] == [20.0]   # one replica carries all 20 requests/s
     context = specs["serve-llama3.1-8b-h100"]["Concurrency that fits against context length"]["layout"]
     assert [s["x0"] for s in context["shapes"]] == [1152.0]                     # 1,024 prompt + 256 / 2 output
 
@@ -97,5 +97,5 @@ def test_the_current_configuration_and_every_target_are_drawn(specs):
 def test_the_tornado_title_reads_as_a_number_with_units(specs):
     titles = list(specs["llama3.1-70b-pretrain"])
     tornado = [t for t in titles if t.startswith("Sensitivity")][0]
-    assert tornado == "Sensitivity of run_seconds (change from 4,476 hours)"    # was "4.48e+03 hours"
+    assert tornado == "Sensitivity of run_seconds (change from 4,068 hours)"    # was "4.07e+03 hours"
     assert not any("e+" in t for by_title in specs.values() for t in by_title)

@@ -37,7 +37,7 @@ def test_the_longest_sequence_that_fits_a_24_gb_card():
     assert longest % SEQUENCE_STEP == 0 and longest > 4096  # the example's own 4,096 tokens fit
     assert fits(QLORA, [f"workload.sequence_length={longest}"])
     assert not fits(QLORA, [f"workload.sequence_length={longest + SEQUENCE_STEP}"])
-    assert solution.row["memory_spare_bytes"] >= 0
+    assert solution.row["memory_spare_before_headroom_bytes"] >= 0   # fits the device (the headroom may be eaten)
 
 
 def test_the_largest_micro_batch_by_the_solver_and_by_the_closed_form():
@@ -75,12 +75,16 @@ def test_recipes_on_one_consumer_card_match_their_own_estimates():
     assert not results["full"].fits  # 8B × 16 B/parameter of state alone is 128 GB
     assert results["full"].value("planned_device_bytes") > 128e9
     assert results["qlora"].fits and results["lora"].fits
+    # the Hugging Face loss keeps 10 B per logit: 4,096 × 128,256 × 10 B = 5.25 GB, which a 16-bit base cannot
+    # afford on 24 GB; LoRA fits once a fused linear cross entropy keeps none, QLoRA without it
+    assert results["lora"].loss == "fused-linear" and results["qlora"].loss is None
     # QLoRA's base is NF4: its plan is the smaller one
     assert results["qlora"].value("planned_device_bytes") < results["lora"].value("planned_device_bytes")
     for name in ("lora", "qlora"):
         base = "bf16" if name == "lora" else "nf4"
+        loss = [f"strategy.loss={results[name].loss}"] if results[name].loss else []
         direct = recipe_estimate(QLORA, ["supply.price_per_accelerator_hour=0.74", f"strategy.lora.base_weights={base}",
-                                         f"strategy.recompute={results[name].recompute}"])
+                                         f"strategy.recompute={results[name].recompute}", *loss])
         for quantity in ("planned_device_bytes", "step_seconds", "training_cost_usd", "trainable_parameters"):
             assert results[name].value(quantity) == pytest.approx(direct.value(quantity), rel=1e-12)
     # without host memory stated, full fine-tuning with offload names the field to state
@@ -133,7 +137,7 @@ def test_offloading_past_the_host_memory_does_not_fit(cli):
     assert code == 0 and "host memory does not fit" in out and "GiB short" in out
     results = {r.recipe: r for r in compare_recipes(inputs_of(QLORA, ["supply.host_memory=16 GB"]))}
     offload = results["full-offload"]
-    assert not offload.fits and offload.value("memory_spare_bytes") >= 0
+    assert not offload.fits and offload.value("memory_spare_before_headroom_bytes") >= 0   # the device fits
     assert offload.why_not.startswith("host memory:") and "more than its 16 GB" in offload.why_not
 
 
@@ -146,7 +150,8 @@ def test_sweeps_and_solvers_count_the_host_memory_too():
     from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axis
 
     inputs = inputs_of(OFFLOAD)
-    assert fit_quantities(inputs) == ["memory_spare_bytes", "host_memory_spare_bytes"]
+    assert fit_quantities(inputs) == ["memory_spare_bytes", "memory_spare_before_headroom_bytes",
+                                      "host_memory_spare_bytes"]
     needed = estimate_file(OFFLOAD).value("host_bytes_per_node")
     axis = parse_axis("supply.host_memory=64 GB,128 GB,256 GB", inputs)
     columns, valid, _ = evaluate_space(Space(inputs, [axis]), wanted=fit_quantities(inputs))
@@ -156,7 +161,7 @@ def test_sweeps_and_solvers_count_the_host_memory_too():
     solution = optimize(inputs, "supply.host_memory", "min", ["fits"], over="supply.host_memory=64 GB,128 GB,256 GB")
     assert solution.value == 128e9
     # without a host memory stated (no offloading), the fit reads the device alone, as before
-    assert fit_quantities(inputs_of(QLORA)) == ["memory_spare_bytes"]
+    assert fit_quantities(inputs_of(QLORA)) == ["memory_spare_bytes", "memory_spare_before_headroom_bytes"]
     assert np.isfinite(needed)
 
 

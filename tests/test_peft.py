@@ -119,16 +119,19 @@ def test_qlora_memory_components_by_hand():
     assert result.value("optimizer_memory_bytes") == 8 * QV_R8
     assert result.value("state_bytes") == pytest.approx(stored + 2 * 4096 * 11008 + 16 * QV_R8)
     # activations (Korthikanti et al., full recomputation, flash attention, 16-bit): each layer keeps its input
-    # 2·s·h = 2 × 512 × 4,096 B; the last stage adds the output layer 4·s·(h + V) = 4 × 512 × (4,096 + 32,000);
+    # 2·s·h = 2 × 512 × 4,096 B; the last stage adds the output layer s·(4h + 10V) = 512 × (4 × 4,096 + 10 × 32,000)
+    # (the layer's FP32 input, and the unfused loss of the default stack: 10 B per logit, catalog/stacks.yaml);
     # the layer being recomputed rebuilds s·(10h + 2·(4h + 3f)) = 512 × (40,960 + 2 × 49,408) B plus its adapters'
     # x·A: 2 B × 512 tokens × r 8 × 2 matrices
     adapters = 2 * 512 * 8 * 2
     assert result.value("adapter_activation_bytes_per_layer") == adapters == 16_384
     remat = 512 * (10 * 4096 + 2 * (4 * 4096 + 3 * 11008)) + adapters
-    assert result.value("activation_bytes") == pytest.approx(32 * 2 * 512 * 4096 + 4 * 512 * (4096 + 32000) + remat)
+    assert result.value("activation_bytes") == pytest.approx(32 * 2 * 512 * 4096 + 512 * (4 * 4096 + 10 * 32000)
+                                                             + remat)
     # planned: state + activations + 1 GB buffer, no headroom
+    assert result.value("activation_bytes") == 378_028_032
     assert result.value("planned_device_bytes") == pytest.approx(
-        stored + 2 * 4096 * 11008 + 16 * QV_R8 + 279_724_032 + 1e9)
+        stored + 2 * 4096 * 11008 + 16 * QV_R8 + 378_028_032 + 1e9)
 
 
 def test_a_16_bit_base_and_16_bit_adapters_take_the_optimizer_presets_bytes():
@@ -138,6 +141,29 @@ def test_a_16_bit_base_and_16_bit_adapters_take_the_optimizer_presets_bytes():
     # adam-mixed on BF16 adapters: 2 + 2 + (4 + 8) B
     assert result.value("state_bytes") == pytest.approx(2 * LLAMA2_7B + 16 * QV_R8)
     assert result.value("optimizer_memory_bytes") == 12 * QV_R8
+
+
+def test_a_frozen_fp32_base_takes_four_bytes_per_weight():
+    """LoRA on a base loaded in FP32 (torch_dtype=torch.float32, as Hugging Face loads a model by default): every
+    frozen weight, linear or not, 4 B: Llama-2-7B's 6,738,415,616 → 26.95 GB, no dequantization buffer; the
+    adapters as before (FP32: 16 B each with AdamW). ZeRO-3 gathers the block's frozen weights at 4 B."""
+    assert quantized_weight_bytes_per_parameter("fp32") == 4.0
+    result = run(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"], "base_weights": "fp32"})
+    assert result.value("frozen_dense_weight_bytes_per_parameter") == pytest.approx(4.0)
+    assert result.value("dequantization_buffer_bytes") == 0
+    assert result.value("frozen_weight_memory_bytes") == pytest.approx(4 * LLAMA2_7B) == 26_953_662_464
+    assert result.value("state_bytes") == pytest.approx(4 * LLAMA2_7B + 16 * QV_R8)
+    sharded = run(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"], "base_weights": "fp32"}, count=2,
+                  fsdp="full_shard")
+    block = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
+    assert sharded.value("frozen_weight_memory_bytes") == pytest.approx(4 * LLAMA2_7B / 2)
+    # two blocks gathered (FP32 frozen, FP32 adapters) and one block's adapter gradients (FP32)
+    adapters_per_block = QV_R8 / 32
+    assert sharded.value("fsdp_gather_buffer_bytes") == pytest.approx(
+        2 * (4 * block + 4 * adapters_per_block) + 4 * adapters_per_block)
+    # the 16-bit base, for comparison: half the bytes
+    assert run(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"]}).value(
+        "frozen_weight_memory_bytes") == pytest.approx(2 * LLAMA2_7B)
 
 
 def test_zero3_shards_the_frozen_base_too_and_gathers_its_stored_bytes():
@@ -201,10 +227,11 @@ def test_torchtune_single_device_peaks(lora, published):
     length 2,048: QLoRA 12.3 GB, LoRA 21.3 GB ('based on GPU peak memory reserved'). The configs
     (recipes/configs/llama2/7B_qlora_single_device.yaml, 7B_lora_single_device.yaml): rank 8 on q, k, v, output and
     the MLP (QLoRA) or on q and v (LoRA), activation checkpointing, everything in BF16 (adapters and AdamW's
-    moments: the adam-bf16 preset). Within 10 %: the reserved peak includes the caching allocator's slack, which the
+    moments: the adam-bf16 preset, the torchtune stack's), the chunked cross entropy (the stack's: 6 B per logit). Within 10 %: the reserved peak includes the caching allocator's slack, which the
     plan's 2 GB runtime buffer and 10 % headroom stand for, and the table does not pin the PyTorch version."""
     result = run(lora=lora | {"adapter_precision": "bf16"}, accelerator="rtx-4090", sequence_length=2048,
-                 micro_batch_size=4, optimizer="adam-bf16", assumptions={"runtime_buffer": "2 GB", "headroom": 0.10})
+                 micro_batch_size=4, optimizer="adam-bf16", framework="torchtune",
+                 assumptions={"runtime_buffer": "2 GB", "headroom": 0.10})
     assert result.value("planned_device_bytes") == pytest.approx(published, rel=0.10)
 
 

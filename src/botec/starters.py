@@ -100,6 +100,9 @@ supply:
 {price}
 
 strategy:
+  # framework: the training stack, whose defaults fill what this file leaves out (attention kernel, fused or eager
+  #   elementwise ops, the loss kernel): megatron-2022, megatron-core, torchtitan, torchtune, deepspeed, hf-trainer
+  framework: torchtitan         # PyTorch FSDP2 in eager mode, the default; set yours
   # Layout: tensor_parallel × pipeline_parallel × data parallel = count.
   tensor_parallel: {tensor_parallel}            # TP: each layer's matrices split over this many accelerators (keep it inside a node)
   pipeline_parallel: 1          # PP: the layers split into this many stages
@@ -169,20 +172,21 @@ assumptions:
 """
 
 
-def _fits(text: str, directory: Path) -> Optional[str]:
-    """None when the contract estimates and fits; else the one-line reason."""
+def _fits(text: str, directory: Path) -> tuple[Optional[str], bool]:
+    """(None when the contract estimates and fits, else the one-line reason; whether it keeps the headroom too)."""
     from botec.estimate import check_fit, estimate_file
 
     handle, name = tempfile.mkstemp(suffix=".yaml", prefix=".botec-init-", dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text)
-        check_fit(estimate_file(Path(name), []))
+        result = estimate_file(Path(name), [])
+        check_fit(result)
     except UserError as error:
-        return str(error)
+        return str(error), False
     finally:
         os.unlink(name)
-    return None
+    return None, result.fits_with_headroom
 
 
 def _layouts(count: int, serving: bool, tensor_parallel: Optional[int]):
@@ -206,6 +210,7 @@ def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], c
     name = Path(shown).stem
     why = None
     text = ""
+    within_headroom = None   # the first layout that fits only within the headroom: taken if none keeps it
     for tensor_parallel, recompute in _layouts(count or DEFAULT_COUNT, serving, count if serving else None):
         if serving:
             text = _SERVING.format(label=label, device_name=device.name, path=shown, name=name, model=model_yaml,
@@ -219,7 +224,12 @@ def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], c
                                     device=device.key, count=n, node=_node_line(device, n), price=_price_line(device),
                                     tokens="1B", sequence_length=4096, tensor_parallel=tensor_parallel,
                                     sharding=sharding, global_batch=n * 8, recompute=recompute)
-        why = _fits(text, directory)
-        if why is None:
+        why, kept = _fits(text, directory)
+        if why is None and kept:
             break
+        if why is None and within_headroom is None:
+            within_headroom = text
+    else:
+        if within_headroom is not None:
+            return within_headroom, None
     return text, why

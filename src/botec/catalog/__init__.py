@@ -19,7 +19,7 @@ __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", 
            "node_presets", "optimizer_presets", "did_you_mean", "did_you_mean_quantity", "catalog_revised"]
 
 FAMILIES = ("volta", "turing", "ampere", "ampere-geforce", "ada", "ada-geforce", "hopper", "blackwell",
-            "blackwell-geforce", "cdna3", "tpu-v4", "tpu-v5e", "tpu-v5p")
+            "blackwell-geforce", "cdna3", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p")
 """Architecture generations an accelerator's ``family`` may name (efficiency curves are keyed by them).
 
 ``<generation>-geforce``: cards of that generation whose 16-bit tensor rate with FP32 accumulation is half the
@@ -295,6 +295,48 @@ def optimizer_presets() -> dict[str, OptimizerPreset]:
         )
         for key, entry in data["optimizers"].items()
     }
+
+
+@dataclass(frozen=True)
+class TrainingStack:
+    """A training framework's defaults (``stacks.yaml``): what it runs unless the contract says otherwise."""
+
+    key: str
+    description: str
+    attention_kernel: str          # flash | eager
+    training_attention: str        # flash2 | cudnn: the fused kernel's figure in efficiency.yaml
+    elementwise: str               # fused | eager
+    loss: str                      # fused | unfused | chunked
+    optimizer: str                 # an optimizers.yaml preset
+    data_parallel_overlap: tuple[float, float, float, str]   # value, low, high, source
+    source: str
+
+
+@dataclass(frozen=True)
+class StackCatalog:
+    default: str
+    stacks: dict[str, TrainingStack]
+    elementwise: dict[str, dict]   # fused | eager -> traffic_factor, kernels_per_layer, source
+    loss: dict[str, dict]          # fused | unfused | chunked -> kept_bytes_per_logit, traffic_bytes_per_logit, source
+
+
+@lru_cache(maxsize=None)
+def training_stacks() -> StackCatalog:
+    """The training stacks of ``stacks.yaml`` (``strategy.framework``), the default one, and the costs of their
+    elementwise and loss kernels."""
+    data = _load_yaml("stacks.yaml")
+    stacks = {}
+    for key, entry in data["stacks"].items():
+        overlap = entry["data_parallel_overlap"]
+        stacks[key] = TrainingStack(
+            key=key, description=entry["description"], attention_kernel=entry["attention_kernel"],
+            training_attention=entry["training_attention"], elementwise=entry["elementwise"], loss=entry["loss"],
+            optimizer=entry["optimizer"],
+            data_parallel_overlap=(float(overlap["value"]), float(overlap["low"]), float(overlap["high"]),
+                                   str(overlap["source"])),
+            source=str(entry["source"]))
+    return StackCatalog(default=data["default"], stacks=stacks, elementwise=dict(data["elementwise"]),
+                        loss=dict(data["loss"]))
 
 
 def did_you_mean(word: str, choices) -> str:

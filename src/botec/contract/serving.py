@@ -178,6 +178,10 @@ class ServingAssumptions(Section):
         exclusive_minimum=0, maximum=1)] = None
     efficiency_curve: Optional[str] = Field(
         None, description="a curve file written by `botec measure --efficiency-curve` on this accelerator")
+    efficiency_set: Optional[str] = Field(
+        None, description="a named calibration set of the catalog (catalog/calibrations/: megatron-2022-fit) whose "
+                          "figures, fitted to end-to-end runs, replace the measured defaults of its families; opt-in "
+                          "only: the defaults come from operator measurements")
     kernel_overhead: Optional[quantity("seconds", "Fixed time per kernel (default: the engine's, CUDA graphs)",
                                        minimum=0)] = None
     step_overhead: Optional[quantity("seconds", "Engine CPU time per step not hidden (default: the engine's)",

@@ -97,9 +97,11 @@ class LoraPolicy(Section):
                     "c_fc; GPT-NeoX and BLOOM query_key_value, dense, dense_h_to_4h, dense_4h_to_h), or all-linear / "
                     "attention (default: q_proj and v_proj, PEFT's default for Llama-family models); every routed "
                     "expert gets its own adapter")
-    base_weights: Literal["bf16", "fp16", "int8", "nf4", "fp4"] = Field(
-        "bf16", description="how the frozen base weights are stored: bf16/fp16 (LoRA), int8 (LLM.int8()), nf4 or "
-                            "fp4 (QLoRA, bitsandbytes 4-bit); embeddings, norms and the LM head stay 16-bit")
+    base_weights: Literal["fp32", "bf16", "fp16", "int8", "nf4", "fp4"] = Field(
+        "bf16", description="how the frozen base weights are stored: fp32 (a base loaded in full precision, "
+                            "torch_dtype float32: 4 B per weight, embeddings, norms and head too), bf16/fp16 (LoRA), "
+                            "int8 (LLM.int8()), nf4 or fp4 (QLoRA, bitsandbytes 4-bit); under int8/nf4/fp4 the "
+                            "embeddings, norms and the LM head stay 16-bit")
     double_quantization: bool = Field(
         True, description="4-bit base: quantize the per-block absmax constants too (QLoRA's double quantization, "
                           "bnb_4bit_use_double_quant)")
@@ -141,12 +143,27 @@ class OffloadPolicy(Section):
 class TrainingStrategy(Section):
     """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
 
+    framework: Optional[Literal["megatron-2022", "megatron-core", "torchtitan", "torchtune", "deepspeed",
+                                "hf-trainer"]] = Field(
+        None, description="the training stack (catalog/stacks.yaml), whose defaults apply where the contract is "
+                          "silent: attention kernel, fused or eager elementwise ops, the loss, the optimizer's "
+                          "storage, data-parallel overlap (default: torchtitan, PyTorch FSDP2 in eager mode)")
+    elementwise: Optional[Literal["fused", "eager"]] = Field(
+        None, description="norms, RoPE, activation and residual ops: fused kernels (Megatron/Transformer Engine, "
+                          "torch.compile) or eager PyTorch, one kernel per op (default: the framework's)")
+    loss: Optional[Literal["fused", "unfused", "chunked", "fused-linear"]] = Field(
+        None, description="the cross entropy: fused (vocabulary-parallel, FP32 logits kept: 4 B per logit), unfused "
+                          "(the Hugging Face loss: 10 B), chunked (torchtune: 6 B) or fused-linear (Liger, Cut "
+                          "Cross-Entropy: no logits kept) (default: the framework's)")
     data_parallel: Union[Literal["replicated"], PositiveInt] = Field(
         "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
     tensor_parallel: PositiveInt = Field(1, description="TP degree")
     sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
     pipeline_parallel: PositiveInt = Field(1, description="PP stages")
-    pipeline_schedule: Literal["1f1b", "interleaved"] = Field("1f1b", description="1F1B or interleaved 1F1B")
+    pipeline_schedule: Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"] = Field(
+        "1f1b", description="1F1B, interleaved 1F1B (virtual_pipeline_stages > 1), zero bubble zb-h1 (a third of "
+                            "1F1B's bubble at its memory) or zb-h2 (about none, twice the activations; Qi et al. "
+                            "2023), or DeepSeek-V3's dualpipe (two copies of each stage's parameters)")
     virtual_pipeline_stages: PositiveInt = Field(1, description="model chunks per stage (interleaved: > 1)")
     pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
         None, description="transformer layers of each pipeline stage, first to last (default: L/p each when p "
@@ -177,8 +194,9 @@ class TrainingStrategy(Section):
                  "rest keep all their activations", exclusive_minimum=0, maximum=1)] = None
     fsdp_prefetch: Optional[quantity(
         "count", "ZeRO-3/FSDP units gathered ahead of the one computing (FSDP backward_prefetch / "
-                 "forward_prefetch; DeepSpeed prefetch bucket): each holds one more unsharded layer",
-        minimum=0, integer=True)] = None
+                 "forward_prefetch: 1; DeepSpeed: stage3_prefetch_bucket_size over one block's parameters, a "
+                 "fraction such as 0.25): each holds one more unsharded layer",
+        minimum=0)] = None
     lora: Optional[LoraPolicy] = Field(None, description="parameter-efficient fine-tuning: LoRA or QLoRA adapters "
                                                          "on a frozen base")
     offload: Optional[OffloadPolicy] = Field(None, description="optimizer, parameter and activation offloading to "
@@ -217,7 +235,7 @@ class TrainingStrategy(Section):
         if self.pipeline_schedule == "interleaved" and self.virtual_pipeline_stages < 2:
             raise ContractError("the interleaved schedule needs virtual_pipeline_stages ≥ 2",
                                 field="strategy.virtual_pipeline_stages")
-        if self.pipeline_schedule == "1f1b" and self.virtual_pipeline_stages > 1:
+        if self.pipeline_schedule != "interleaved" and self.virtual_pipeline_stages > 1:
             raise ContractError("virtual_pipeline_stages > 1 needs pipeline_schedule: interleaved",
                                 field="strategy.virtual_pipeline_stages")
         return self
@@ -278,6 +296,10 @@ class TrainingAssumptions(Section):
     end_to_end_mfu: Optional[quantity(
         "ratio", "Measured model FLOPs utilization of the whole multi-accelerator job; replaces "
         "single_accelerator_mfu × scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
+    end_to_end_hfu: Optional[quantity(
+        "ratio", "Measured hardware-FLOPs utilization of the whole job: executed FLOPs, recomputation included, over "
+        "N × peak (what Megatron-LM, BLOOM and PaLM's HFU publish); replaces single_accelerator_hfu × "
+        "scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
     matmul_efficiency: Optional[quantity(
         "ratio", "Share of the dense peak a large GEMM sustains (default: the accelerator family's curve in the "
                  "catalog)", exclusive_minimum=0, maximum=1)] = None
@@ -293,6 +315,10 @@ class TrainingAssumptions(Section):
     efficiency_curve: Optional[str] = Field(
         None, description="a curve file written by `botec measure --efficiency-curve` on this contract's "
                           "accelerator (a path relative to the contract): measured figures in place of the catalog's")
+    efficiency_set: Optional[str] = Field(
+        None, description="a named calibration set of the catalog (catalog/calibrations/: megatron-2022-fit) whose "
+                          "figures, fitted to end-to-end runs, replace the measured defaults of its families; opt-in "
+                          "only: the defaults come from operator measurements")
     expert_load_imbalance: quantity(
         "ratio", "Tokens the busiest expert receives over the mean (MoE)", minimum=1) = default_range(
         1.0, 1.0, 1.25, "balanced routing; the range covers the capacity factors of 1.0-1.25 of Switch Transformer "
@@ -345,25 +371,28 @@ class TrainingAssumptions(Section):
 
     @model_validator(mode="after")
     def _one_efficiency_model(self) -> "TrainingAssumptions":
-        if self.end_to_end_mfu is not None:
-            stated = [n for n in ("single_accelerator_mfu", "scaling_efficiency") if getattr(self, n) is not None]
+        if self.end_to_end_mfu is not None and self.end_to_end_hfu is not None:
+            raise ContractError("state end_to_end_mfu or end_to_end_hfu, not both: one divides the model's FLOPs, the "
+                                "other the executed ones (recomputation included)", field="assumptions.end_to_end_hfu")
+        for end_to_end in ("end_to_end_mfu", "end_to_end_hfu"):
+            if getattr(self, end_to_end) is None:
+                continue
+            stated = [n for n in ("single_accelerator_mfu", "single_accelerator_hfu", "scaling_efficiency")
+                      if getattr(self, n) is not None]
             if stated:
                 raise ContractError(
-                    f"state either end_to_end_mfu or {' and '.join(stated)}, not both: a measured end-to-end "
-                    "MFU already includes the scaling losses, so multiplying it by a scaling factor would count "
-                    "them twice", field="assumptions.end_to_end_mfu")
+                    f"state either {end_to_end} or {' and '.join(stated)}, not both: a measured end-to-end "
+                    f"{end_to_end[-3:].upper()} already includes the scaling losses, so multiplying it by a scaling "
+                    "factor would count them twice", field=f"assumptions.{end_to_end}")
         if self.single_accelerator_mfu is not None and self.single_accelerator_hfu is not None:
             raise ContractError("state single_accelerator_mfu or single_accelerator_hfu, not both: one divides the "
                                 "model's FLOPs, the other the executed ones", field="assumptions.single_accelerator_hfu")
         if self.step_time == "components":
-            for name in ("end_to_end_mfu", "scaling_efficiency"):
+            for name in ("end_to_end_mfu", "end_to_end_hfu", "scaling_efficiency"):
                 if getattr(self, name) is not None:
                     raise ContractError(
                         f"step_time_model components adds the communication time itself; {name} would count the "
                         "distribution losses twice (state single_accelerator_mfu only)", field=f"assumptions.{name}")
-        elif self.single_accelerator_hfu is not None:
-            raise ContractError("the efficiency method multiplies model FLOPs: state single_accelerator_mfu",
-                                field="assumptions.single_accelerator_hfu")
         if self.compute_model == "op_level":
             for name in ("single_accelerator_mfu", "single_accelerator_hfu"):
                 if getattr(self, name) is not None:
@@ -382,7 +411,7 @@ class TrainingAssumptions(Section):
         """The step-time method in force: stated, implied by an end-to-end efficiency, or components."""
         if self.step_time_model is not None:
             return self.step_time_model
-        if self.end_to_end_mfu is not None or self.scaling_efficiency is not None:
+        if self.end_to_end_mfu is not None or self.end_to_end_hfu is not None or self.scaling_efficiency is not None:
             return "efficiency"
         return "components"
 
@@ -395,13 +424,19 @@ class TrainingAssumptions(Section):
         return "op_level"
 
     @property
+    def hardware_flops_basis(self) -> bool:
+        """Whether the stated utilization counts executed FLOPs (HFU) rather than the model's (MFU)."""
+        return self.single_accelerator_hfu is not None or self.end_to_end_hfu is not None
+
+    @property
     def activations(self) -> str:
         return self.activation_model or "korthikanti"
 
-    def efficiency(self, architecture_known: bool = True) -> dict[str, Stated]:
-        """The utilization inputs in force: end_to_end_mfu alone, the lesson's (defaulted) pair, or the flat
-        component model's MFU or HFU (none for the op-level model)."""
-        if self.step_time == "components":
+    def efficiency(self, architecture_known: bool = True, step_time: str | None = None) -> dict[str, Stated]:
+        """The utilization inputs in force: end_to_end_mfu (or _hfu) alone, the lesson's (defaulted) pair, or the
+        flat component model's MFU or HFU (none for the op-level model). ``step_time``: the method in force, when
+        the inputs chose another than :attr:`step_time` (components without the network it needs)."""
+        if (step_time or self.step_time) == "components":
             compute = self.compute(architecture_known)
             if compute == "hardware_flops":
                 return {"single_accelerator_hfu": self.single_accelerator_hfu}
@@ -410,6 +445,11 @@ class TrainingAssumptions(Section):
             return {}
         if self.end_to_end_mfu is not None:
             return {"end_to_end_mfu": self.end_to_end_mfu}
+        if self.end_to_end_hfu is not None:
+            return {"end_to_end_hfu": self.end_to_end_hfu}
+        if self.single_accelerator_hfu is not None:
+            return {"single_accelerator_hfu": self.single_accelerator_hfu,
+                    "scaling_efficiency": self.scaling_efficiency or default(0.80, LESSON)}
         return {
             "single_accelerator_mfu": self.single_accelerator_mfu or default(0.30, LESSON),
             "scaling_efficiency": self.scaling_efficiency or default(0.80, LESSON),

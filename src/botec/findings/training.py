@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from botec.findings import Finding
 from botec.graph import Quantity
+from botec.graph.elementwise import is_scalar
+from botec.layout import Recompute
 from botec.units import format_number, format_quantity
 
 # Collectives that hurt when they cross nodes: (their time, the group, what to do about it).
@@ -12,7 +14,7 @@ _CROSSING = (
     ("tp_communication_seconds", "tp", "keep TP within a node"),
     ("cp_communication_seconds", "cp", "keep TP × CP within a node"),
     ("ep_communication_seconds", "ep", "keep TP × CP × EP within a node"),
-    ("parameter_gather_seconds", "shard", "shard within a node and replicate across nodes (fsdp: hybrid_shard)"),
+    ("dense_parameter_gather_seconds", "shard", "shard within a node and replicate across nodes (fsdp: hybrid_shard)"),
 )
 
 
@@ -28,6 +30,8 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
         "compute", "info",
         f"run: {f('run_seconds')} on {f('accelerators')} ({f('accelerator_hours')}), {f('steps')} of "
         f"{f('step_seconds')}", ("run_seconds", "accelerators", "accelerator_hours", "steps", "step_seconds"))]
+    if inputs.choices.get("compute") == "op_level":
+        found.append(_stack(inputs))
     if components:
         bubble = (f" + pipeline bubble {f('pipeline_bubble_seconds')} ({f('pipeline_bubble_share')} of the compute)"
                   if q["pipeline_bubble_seconds"].value else "")
@@ -40,28 +44,56 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
             ("step_seconds", "compute_seconds_per_step", "pipeline_bubble_seconds", "exposed_communication_seconds",
              "exposed_offload_seconds", "end_to_end_mfu")))
     if "pipeline_bubble_share" in q and q["pipeline_bubble_share"].value > q["pipeline_bubble_share_threshold"].value:
+        schedule = inputs.layout.schedule.value
+        shrink = ("more micro-batches per step, an interleaved schedule or a zero-bubble one (strategy.pipeline_schedule: "
+                  "zb-h1) shrinks it" if schedule in ("1f1b", "interleaved") else "more micro-batches per step shrink it")
         found.append(Finding(
             "compute", "warn",
-            f"the pipeline bubble is {f('pipeline_bubble_share')} of the compute time ((p − 1)/(v·m) with p = "
-            f"{n('pipeline_parallel')}, m = {n('gradient_accumulation_steps')} micro-batches): more micro-batches per "
-            "step or an interleaved schedule shrinks it",
-            ("pipeline_bubble_share", "pipeline_parallel", "gradient_accumulation_steps",
+            f"the pipeline bubble is {f('pipeline_bubble_share')} of the compute time ({schedule} with p = "
+            f"{n('pipeline_parallel')}, v = {n('virtual_pipeline_stages')}, m = {n('gradient_accumulation_steps')} "
+            f"micro-batches): {shrink}",
+            ("pipeline_bubble_share", "pipeline_parallel", "virtual_pipeline_stages", "gradient_accumulation_steps",
              "pipeline_bubble_share_threshold")))
+    if (is_scalar(inputs.layout.recompute) and inputs.layout.recompute == Recompute.SELECTIVE
+            and "fused_attention" in q and q["fused_attention"].value):
+        found.append(Finding(
+            "memory", "info",
+            "strategy.recompute: selective buys nothing with flash attention: the fused kernel keeps none of the "
+            "attention scores that selective recomputation drops (Korthikanti et al. 2022; Dao et al. 2022), so "
+            "it frees no memory and recomputes nothing: the estimate is that of recompute: none",
+            ("fused_attention", "activation_bytes")))
 
     planned, capacity = f("planned_device_bytes"), f("device_memory_bytes")
-    largest = f"the largest micro-batch that fits is {f('max_micro_batch_size')}"
+    largest = f"the largest micro-batch that keeps the headroom is {f('max_micro_batch_size')}"
     if q["memory_spare_bytes"].value >= 0:
         found.append(Finding("memory", "ok", f"fits: {planned} of {capacity} planned{_saver_parts(q, f)}, "
                                              f"{f('memory_spare_bytes')} spare; {largest}",
                              ("planned_device_bytes", "device_memory_bytes", "memory_spare_bytes",
                               "max_micro_batch_size")))
+    elif "memory_spare_before_headroom_bytes" in q and q["memory_spare_before_headroom_bytes"].value >= 0:
+        # it fits the device, not with the headroom asked for: it runs (as published runs that fill their devices
+        # do), with less margin for peaks and fragmentation than stated
+        needed = format_quantity(q["planned_device_bytes"].value / (1 + q["headroom"].value), "B", system)
+        # the relief (botec.findings.relief) looks for plans with the headroom kept: say so
+        relief = relief.replace("makes it fit", "keeps the headroom").replace(" and fits (",
+                                                                               " and keeps the headroom (")
+        found.append(Finding(
+            "memory", "warn",
+            f"fits, but within the headroom: {needed} needed of {capacity}{_saver_parts(q, f)}, "
+            f"{f('memory_spare_before_headroom_bytes')} left, less than the {f('memory_headroom_bytes')} headroom "
+            f"(assumptions.headroom {format_number(100 * q['headroom'].value)} %, {planned} planned); "
+            f"{largest}{relief}",
+            ("planned_device_bytes", "device_memory_bytes", "memory_spare_before_headroom_bytes",
+             "memory_headroom_bytes", "headroom", "max_micro_batch_size")))
     else:
-        short = format_quantity(-q["memory_spare_bytes"].value, "B", system)
+        short = format_quantity(-q["memory_spare_before_headroom_bytes"].value if "memory_spare_before_headroom_bytes"
+                                in q else -q["memory_spare_bytes"].value, "B", system)
         parts = (f"state {f('state_bytes')} (weights {f('weight_memory_bytes')}, gradients "
                  f"{f('gradient_memory_bytes')}, optimizer {f('optimizer_memory_bytes')}), activations "
                  f"{f('activation_bytes')}, buffers {f('runtime_buffer_bytes')}{_saver_parts(q, f)}")
         found.append(Finding(
-            "memory", "fail", f"does not fit: {planned} planned against {capacity} ({short} short): {parts}; "
+            "memory", "fail", f"does not fit: {planned} planned against {capacity} ({short} short even without the "
+                              f"headroom): {parts}; "
                               f"{largest}{relief}",
             ("planned_device_bytes", "device_memory_bytes", "state_bytes", "activation_bytes", "max_micro_batch_size")))
 
@@ -102,6 +134,22 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
         found.append(Finding("cost", "info", "no energy figure: the accelerator has no published power; state "
                                              "supply.power_per_accelerator", ("pue",)))
     return found
+
+
+def _stack(inputs) -> Finding:
+    """Which training stack the op-level step assumes, and whose efficiency figures: the measured defaults or a
+    named calibration."""
+    from botec.inputs.stack import stack_of
+
+    stack = stack_of(inputs.contract)
+    named = "strategy.framework" if stack.named_by_contract else "the default: state strategy.framework"
+    attention = f"{stack.training_attention} attention" if stack.attention_kernel == "flash" else "eager attention"
+    calibration = inputs.contract.assumptions.efficiency_set
+    figures = (f"calibration {calibration}: figures fitted to end-to-end runs" if calibration
+               else "operator measurements (catalog/efficiency.yaml)")
+    return Finding("compute", "info", f"stack: {stack.name} ({named}): {attention}, {stack.elementwise} elementwise "
+                                      f"ops, {stack.loss} loss; kernel figures from {figures}",
+                   ("attention_efficiency", "matmul_efficiency", "elementwise_traffic_factor"))
 
 
 def _checkpoints(q: dict[str, Quantity], f) -> list[Finding]:

@@ -47,6 +47,8 @@ class QuantityRow(NamedTuple):
 
 _METHODS = {
     ("step_time", "efficiency"): "step time: N × peak × MFU × scaling efficiency (lesson 000)",
+    ("step_time", "efficiency_hfu"): "step time: executed FLOPs (recomputation included) / (N × peak × HFU), the "
+                                     "lesson's method at a stated hardware-FLOPs utilization",
     ("step_time", "components"): "step time: micro-batches on the busiest stage + optimizer + pipeline bubble + "
                                  "exposed communication (α–β, hierarchical collectives)",
     ("compute", "op_level"): "compute: op-level, every op of a layer on its roofline with the accelerator family's "
@@ -91,15 +93,26 @@ def methods(result: Estimate) -> list[str]:
         lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")
         return lines
     choices = dict(result.choices)
-    if choices.get("step_time") == "efficiency":
+    if choices.get("step_time") in ("efficiency", "efficiency_hfu"):
         choices.pop("compute", None)  # the lesson's method has no per-step compute model
+    from botec.inputs.stack import stack_of
+
+    stack = stack_of(contract)
     lines = []
     for choice, option in sorted(choices.items(), key=lambda item: _ORDER.index(item[0])):
         line = _METHODS[(choice, option)]
+        if choice == "step_time" and option != "components" and contract.assumptions.step_time == "components":
+            line += ("; the default components model needs a network tier the contract does not state "
+                     "(supply.network or supply.cluster)")
         if (choice, option) == ("activations", "korthikanti"):
-            line += (", fused (flash) attention: no s × s scores kept" if contract.assumptions.attention_kernel == "flash"
+            line += (", fused (flash) attention: no s × s scores kept" if stack.attention_kernel == "flash"
                      else ", eager attention: the s × s scores kept")
+        if (choice, option) == ("compute", "op_level") and contract.assumptions.efficiency_set:
+            line += f"; calibration {contract.assumptions.efficiency_set} (fitted to end-to-end runs, opt-in)"
         lines.append(line)
+    attention = (f"{stack.training_attention} fused attention" if stack.attention_kernel == "flash"
+                 else "eager attention")
+    lines.append(f"stack: {stack.label}: {attention}, {stack.elementwise} elementwise ops, {stack.loss} loss")
     if model.kind == "count":
         lines.append("model: a bare parameter count; FLOPs 6·P per token, no attention term")
     else:
@@ -122,6 +135,8 @@ def layout_line(result: Estimate) -> str:
             f"CP {_n(layout.context_parallel)} × PP {_n(layout.pipeline_parallel)}")
     if layout.virtual_pipeline_stages > 1:
         text += f" (interleaved ×{_n(layout.virtual_pipeline_stages)})"
+    elif layout.pipeline_schedule not in ("1f1b", "interleaved"):
+        text += f" ({layout.pipeline_schedule})"
     split = layout.stage_layer_split
     if split and len(set(split)) > 1:
         text += f" (stages of {layout.split_text()} layers)"
@@ -169,7 +184,8 @@ LAYOUT_INPUTS = frozenset({
     "kv_heads", "attention_heads", "active_parameters", "matmul_parameters", "expert_parameters",
     "attention_flops_per_token", "data_parallel_degree", "replica_groups", "expert_tensor_parallel",
     "expert_data_parallel_degree", "pipeline_stage_layers", "pipeline_activation_layers", "kv_tensor_split",
-    *(f"{group}_link_{what}" for group in ("tp", "cp", "ep", "dp", "shard", "pp")
+    "pipeline_chunk_layers", "pipeline_schedule",
+    *(f"{group}_link_{what}" for group in ("tp", "cp", "ep", "dp", "shard", "edp", "pp")
       for what in ("bytes_per_s", "latency_seconds"))})
 
 

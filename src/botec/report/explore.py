@@ -227,7 +227,8 @@ def recipes_table(results, system: str = "decimal") -> tuple[list[str], list[lis
         fits = "yes" if result.fits else "no"
         cells = [_recipe_cell(result, name, system) for name, _ in RECIPE_COLUMNS]
         cells[1] = f"{cells[1]} of {capacity.formatted(system)}"
-        rows.append([result.recipe, result.recompute or "—", fits] + cells)
+        recipe = result.recipe + (f" + {result.loss} loss" if result.loss else "")
+        rows.append([recipe, result.recompute or "—", fits] + cells)
     return header, rows
 
 
@@ -242,10 +243,12 @@ def recipes_text(results, system: str = "decimal", markdown: bool = False) -> li
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
     best = next((r for r in results if r.fits), None)
     lines.append("")
+    with_loss = (f", strategy.loss: {best.loss}: a fused linear cross entropy keeps no logits (Liger Kernel, Cut "
+                 "Cross-Entropy)" if best is not None and best.loss else "")
     if best is not None and best.value("training_cost_usd") is not None:
-        lines.append(f"cheapest that fits: {best.recipe} (recompute {best.recompute})")
+        lines.append(f"cheapest that fits: {best.recipe} (recompute {best.recompute}{with_loss})")
     elif best is not None:
-        lines.append(f"fastest that fits: {best.recipe} (recompute {best.recompute}); state "
+        lines.append(f"fastest that fits: {best.recipe} (recompute {best.recompute}{with_loss}); state "
                      "supply.price_per_accelerator_hour to rank by cost")
     else:
         lines.append("no recipe fits: more accelerators, a larger device or a shorter sequence")
@@ -257,7 +260,7 @@ def recipes_json(results) -> str:
     """The comparison as JSON: every recipe with its figures in base units, or why it does not fit."""
     out = []
     for result in results:
-        row = {"recipe": result.recipe, "recompute": result.recompute, "fits": result.fits,
+        row = {"recipe": result.recipe, "recompute": result.recompute, "loss": result.loss, "fits": result.fits,
                "why_not": result.why_not or None}
         for name, _ in RECIPE_COLUMNS + (("device_memory_bytes", ""),):
             value = result.value(name)

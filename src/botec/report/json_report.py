@@ -47,6 +47,7 @@ def to_dict(result: Estimate) -> dict:
         "accelerator": result.inputs.accelerator_label,
         "formats": result.inputs.formats_label,
         "fits": result.fits,
+        "fits_with_headroom": result.fits_with_headroom,   # training: the stated headroom kept free too
         "methods": dict(result.choices) | {"summary": methods(result)},
         "layout": layout_line(result),
         "quantities": quantities,

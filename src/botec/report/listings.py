@@ -244,7 +244,8 @@ def _parts(arch, parts) -> list[tuple[str, int]]:
     return [
         ("embeddings (token + position)", parts.embeddings),
         ("LM head" + (" (tied to the embeddings)" if arch.tied_embeddings else ""), parts.lm_head),
-        (f"attention ({arch.layers} layers × {parts.parts['attention_per_layer']:,})", parts.attention),
+        (f"attention ({arch.layers} layers" + (f" + {arch.decoder_layers} cross" if arch.decoder_layers else "")
+         + f" × {parts.parts['attention_per_layer']:,})", parts.attention),
         (f"dense MLP ({parts.parts['dense_layers']} layers × {parts.parts['dense_mlp_per_layer']:,})", parts.mlp),
         ("routed experts" + (f" ({parts.parts['moe_layers']} layers × {arch.moe.experts} × "
                              f"{parts.parts['expert']:,})" if arch.moe else ""), parts.experts),
@@ -286,7 +287,9 @@ def model_text(arch, lora=None) -> list[str]:
 
     parts = breakdown(arch)
     head_dim = arch.qk_head_dim if not arch.mla else f"{arch.qk_head_dim} (q·k) / {arch.v_head_dim} (v)"
-    shape = (f"{arch.layers} layers, hidden {arch.hidden_size:,}, {arch.attention_heads} heads ({attention_kind(arch)}, "
+    stacks = f" ({arch.encoder_layers} encoder + {arch.decoder_layers} decoder)" if arch.decoder_layers else ""
+    shape = (f"{arch.layers} layers{stacks}, hidden {arch.hidden_size:,}, "
+             f"{arch.attention_heads} heads ({attention_kind(arch)}, "
              f"{arch.kv_heads} KV heads, head dim {head_dim}), FFN {arch.ffn_size:,} ({arch.mlp}), vocabulary "
              f"{arch.vocab_size:,}")
     if arch.moe:
