@@ -335,8 +335,10 @@ def test_an_unstated_tier_is_named_where_the_lesson_method_only_compares(cli, tm
     assert code == 0, err
     result = json.loads(out)
     names = {q["name"] for q in result["quantities"]}
-    assert "collective_floor_seconds" not in names and "dp_link_bytes_per_s" not in names
-    assert "tp_link_bytes_per_s" in names          # TP 1 needs no link, but its tier is known
+    # ZeRO-1 over all 64 ranks: the shard group's reduce-scatter and gather cross the 8 nodes, whose link is unstated;
+    # the data-parallel all-reduce across replicas has one rank (the shard group is all of DP), so its tier is known
+    assert "collective_floor_seconds" not in names and "shard_link_bytes_per_s" not in names
+    assert "tp_link_bytes_per_s" in names and "dp_link_bytes_per_s" in names   # TP 1, DP replicas 1: no link needed
     network = [f["message"] for f in result["findings"] if f["account"] == "network"]
     assert any("state supply.cluster.inter_node.bandwidth to compare it with the step" in m for m in network)
 

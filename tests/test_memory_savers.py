@@ -246,21 +246,43 @@ def test_paged_optimizer_that_fits_pages_nothing():
 
 # --- activation offloading and partial recomputation -----------------------------------------------------
 
-def test_activation_offloading_halves_the_device_activations_at_one_half():
-    """f = 0.5: the device keeps half of every layer's activations and, for the layer whose backward runs, the
-    other half copied back: A/2 + (A/2)/L_f; the host holds the rest; 2 × f × A crosses PCIe per micro-batch."""
+def test_activation_offloading_moves_the_blocks_not_the_logits_nor_the_recomputed_layer():
+    """f = 0.5 on Llama 2-7B (s = 2,048, b = 1, full recomputation): each of the 32 blocks keeps its input, a = 2·s·b·h
+    = 16,777,216 B; offloading sends half of every block's but the one whose backward runs to the host, 0.5 × 31 × a
+    = 260,046,848 B. What stays on the device whatever f (torchtune: the output Linear runs under a NoOpManager, the
+    recomputation saves outside the offloading hooks): the output layer's input and logits, and the layer being
+    rematerialized, s·b·(10h + 2 × (4h + 3f)) = 286,261,248 B. 2 × f × 32 × a crosses PCIe per micro-batch."""
+    s, a = 2048, 2 * 2048 * H
+    remat = s * (10 * H + 2 * (4 * H + 3 * F))
+    assert (a, remat) == (16_777_216, 286_261_248)
     base = values(contract(sequence=2048))
     q = values(contract({"offload": {"activations": 0.5}}, sequence=2048))
-    A = base["activation_bytes"]
+    A, output = base["activation_bytes"], base["output_layer_activation_bytes"]
+    assert q["activation_bytes_per_layer"] == a and q["rematerialized_layer_bytes"] == remat
+    assert A == pytest.approx(32 * a + output + remat)                  # the last stage: blocks, output layer, remat
     assert q["activation_bytes"] == pytest.approx(A)                     # what the backward needs is unchanged
-    assert q["offloaded_activation_bytes"] == pytest.approx(0.5 * A * (1 - 1 / 32))
-    assert base["allocated_device_bytes"] - q["allocated_device_bytes"] == pytest.approx(0.5 * A * 31 / 32)
-    assert q["host_bytes_per_accelerator"] == pytest.approx(0.5 * A * 31 / 32)
-    assert q["host_activation_bytes_per_step"] == pytest.approx(2 * 0.5 * A)   # one micro-batch, no pipeline
-    transfer = A / LINK
+    assert q["offloaded_activation_bytes"] == pytest.approx(0.5 * 31 * a) == 260_046_848
+    assert base["allocated_device_bytes"] - q["allocated_device_bytes"] == pytest.approx(0.5 * 31 * a)
+    assert q["host_bytes_per_accelerator"] == pytest.approx(0.5 * 31 * a)
+    assert q["host_activation_bytes_per_step"] == pytest.approx(2 * 0.5 * 32 * a) == 536_870_912
+    transfer = 0.5 * 32 * a / LINK
     assert q["exposed_offload_seconds"] == pytest.approx(max(0.0, transfer - q["microbatch_compute_seconds"]))
     everything = values(contract({"offload": {"activations": 1}}, sequence=2048))
-    assert everything["allocated_device_bytes"] == pytest.approx(base["allocated_device_bytes"] - A * 31 / 32)
+    # all of it: the device keeps one block's input (the one in flight), the output layer and the recomputed layer
+    assert everything["allocated_device_bytes"] - everything["runtime_buffer_bytes"] - everything["state_bytes"] \
+        - everything["fsdp_gather_buffer_bytes"] == pytest.approx(a + output + remat)
+
+
+def test_activation_offloading_on_a_pipeline_takes_the_busier_stage():
+    """p = 4, 8 layers a stage, m = 8 micro-batches: the first stage holds p × 8 = 32 blocks' inputs (32·a), the last
+    8·a and the output layer O. f = 1 leaves a on the first stage and a + O on the last, so the peak falls from
+    max(32·a, 8·a + O) to a + O; each micro-batch moves its stage's 8 blocks down and back."""
+    data = contract({"pipeline_parallel": 4, "global_batch_size": 16, "offload": {"activations": 1}}, sequence=2048)
+    q = values(data)
+    a, output = q["activation_bytes_per_layer"], q["output_layer_activation_bytes"]
+    assert q["activation_layers_in_flight"] == 32 and q["last_stage_layers"] == 8
+    assert q["offloaded_activation_bytes"] == pytest.approx(max(32 * a, 8 * a + output) - (a + output))
+    assert q["host_activation_bytes_per_step"] == pytest.approx(2 * q["gradient_accumulation_steps"] * 8 * a)
 
 
 def test_partial_recomputation_interpolates_between_the_rows():
@@ -275,7 +297,7 @@ def test_partial_recomputation_interpolates_between_the_rows():
     half = values(contract({"recompute_layer_fraction": 0.5}))
     assert all_layers["activation_bytes_per_layer"] == pytest.approx(full_row)
     assert half["activation_bytes_per_layer"] == pytest.approx(0.5 * full_row + 0.5 * none_row)
-    output_layer = 4 * s * b * (H + V)                                    # the last stage's input and FP32 logits
+    output_layer = s * b * (4 * H + 10 * V)          # the last stage's input; the unfused loss keeps 10 B per logit
     assert half["activation_bytes"] == pytest.approx(32 * (full_row + none_row) / 2 + output_layer + none_row)
     assert half["recompute_flops_per_token"] == pytest.approx(all_layers["recompute_flops_per_token"] / 2)
     assert half["layer_recompute_seconds"] == pytest.approx(all_layers["layer_recompute_seconds"] / 2)
@@ -326,7 +348,7 @@ def test_parameter_offload_needs_zero3_and_the_cpu_optimizer():
 
 QLORA = {"workload": {"model": "llama-3.1-8b", "tokens": "10M", "sequence_length": 4096},
          "supply": {"accelerator": "rtx-4090", "count": 1, "host_memory": "64 GB", "host_link_bandwidth": "25 GB/s"},
-         "strategy": {"micro_batch_size": 3, "recompute": "full", "optimizer": "adam-8bit",
+         "strategy": {"micro_batch_size": 3, "recompute": "full", "optimizer": "adam-8bit", "loss": "fused",
                       "lora": {"rank": 64, "target_modules": "all-linear", "base_weights": "nf4"}},
          "assumptions": {"headroom": 0.15}}
 # Llama 3.1 8B (h 4,096, GQA 32/8 of 128, gated MLP 14,336, 32 layers): r = 64 on all seven linear layers of a block
@@ -361,3 +383,63 @@ def test_fsdp_gather_buffer_under_qlora_holds_the_nf4_block_and_its_adapters():
     nf4 = 0.5 + 1 / 64 + 4 / (64 * 256)
     weights = block * nf4 + ADAPTERS_PER_BLOCK * 4
     assert q["fsdp_gather_buffer_bytes"] == pytest.approx(2 * weights + ADAPTERS_PER_BLOCK * 4)
+
+
+# --- issue 19 item 6: fine-tuning memory that matches what runs ------------------------------------------------
+
+def test_a_paged_optimizer_moves_its_pages_once_per_step_whatever_the_accumulation():
+    """The pages leave at the first micro-batch's activation peak and come back for the optimizer update: once per
+    step each way, 2 × spill, not once per micro-batch (the optimizer state is not touched between micro-batches).
+    The lesson's job on 24 GB, paged: spill = ⌈(20.15 GB − 24 GB / 1.25) / 2 MiB⌉ pages, at 1 and at 4 micro-batches."""
+    page = 2 ** 21
+    spill = page * -(-(ALLOCATED - 24e9 / 1.25) // page)
+    for steps in (1, 4):
+        data = _with(LESSON, strategy={**LESSON["strategy"], "offload": {"optimizer": "paged"},
+                                       "gradient_accumulation_steps": steps})
+        q = values(data)
+        assert q["gradient_accumulation_steps"] == steps
+        assert q["paged_optimizer_spill_bytes"] == pytest.approx(spill)
+        assert q["paged_optimizer_bytes_per_step"] == pytest.approx(2 * spill)
+        assert q["host_link_bytes_per_step"] == pytest.approx(2 * spill)      # nothing else crosses the host link
+        assert q["paged_optimizer_seconds"] == pytest.approx(2 * spill / LINK)
+
+
+def test_the_gather_buffer_follows_the_unit_not_the_model_nor_the_shard_count():
+    """ZeRO-3/FSDP gather one transformer block at a time (and prefetch the next): Llama-2-70B's block is 2 × 8,192²
+    (Q, O) + 2 × 8,192 × 1,024 (K, V: 8 KV heads of 128) + 3 × 8,192 × 28,672 (gate, up, down) + 2 × 8,192 (norms)
+    = 855,654,400 parameters; the buffer is 2 blocks' 16-bit weights and one block's 16-bit gradients, 6 B each
+    (5.13 GB), on 8 ranks as on 64: it does not grow with the model's 69B parameters nor shrink with the shards.
+    DeepSpeed's prefetch bucket (stage3_prefetch_bucket_size) stated as a share of a block: 0.25 → 1.25 blocks."""
+    block = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+    assert block == 855_654_400
+    for count in (8, 64):
+        q = values(contract({"fsdp": "full_shard"}, model="llama-2-70b", count=count, sequence=2048))
+        assert q["gathered_layer_parameters"] == block
+        assert q["fsdp_gather_buffer_bytes"] == pytest.approx(6 * block) == 5_133_926_400
+    bucket = values(contract({"fsdp": "full_shard", "fsdp_prefetch": 0.25}))
+    assert bucket["fsdp_gather_buffer_bytes"] == pytest.approx(1.25 * LAYER * 2 + LAYER * 2) == 910_725_120
+
+
+def test_fits_within_the_headroom_is_a_verdict_of_its_own():
+    """The lesson's job on a 24 GB card needs 16 + 2.15 + 2 = 20.15 GB; with 25 % headroom the plan is 25.2 GB. It
+    fits the device (3.85 GB left) but not with the headroom: it is not refused, and says so; on 20 GB it does not
+    fit at all and is refused."""
+    result = run(LESSON)
+    q = {name: quantity.value for name, quantity in result.quantities.items()}
+    assert q["planned_device_bytes"] == pytest.approx(ALLOCATED * 1.25)
+    assert q["memory_spare_bytes"] == pytest.approx(24e9 - ALLOCATED * 1.25) and q["memory_spare_bytes"] < 0
+    assert q["memory_spare_before_headroom_bytes"] == pytest.approx(24e9 - ALLOCATED) == pytest.approx(3.85e9, 1e-3)
+    assert result.fits and not result.fits_with_headroom
+    memory = [f for f in result.findings if f.account == "memory" and "fit" in f.message]
+    assert memory[0].level == "warn" and memory[0].message.startswith(
+        "fits, but within the headroom: 20.1 GB needed of 24 GB, 3.85 GB left, less than the 5.04 GB headroom")
+    assert "makes it fit" not in memory[0].message
+    small = run(_with(LESSON, supply={**LESSON["supply"], "accelerator": {
+        "name": "20 GB", "peak_flops_per_s": "200 TFLOP/s", "memory": "20 GB"}}))
+    assert not small.fits and small.quantities["memory_spare_before_headroom_bytes"].value == pytest.approx(
+        20e9 - ALLOCATED)
+    assert any(f.level == "fail" and f.message.startswith("does not fit") for f in small.findings)
+    from botec.estimate import check_fit
+    check_fit(result)                                        # within the headroom: not refused
+    with pytest.raises(ContractError):
+        check_fit(small)

@@ -58,10 +58,15 @@ def test_fused_attention_runs_the_causal_half_at_its_efficiency():
 
 
 def test_memory_bound_ops_at_the_sustained_bandwidth():
-    """Two norms and two residual adds move 10·h elements per token, the SwiGLU 3·f; 5 kernels."""
-    result = run(contract(assumptions=FIGURES))
+    """Two norms and two residual adds move 10·h elements per token, the SwiGLU 3·f; 5 fused kernels. Eager
+    PyTorch (the torchtitan stack's default) moves 4 times the bytes in 28 kernels (catalog/stacks.yaml)."""
     elements = 2048 * 10 * 4096 + 2048 * 3 * 11008
-    assert result.value("elementwise_seconds") == pytest.approx(2 * elements / (0.8 * BANDWIDTH) + 5 * 10e-6)
+    fused = run(contract(strategy={"elementwise": "fused"}, assumptions=FIGURES))
+    assert fused.value("elementwise_seconds") == pytest.approx(2 * elements / (0.8 * BANDWIDTH) + 5 * 10e-6)
+    eager = run(contract(assumptions=FIGURES))
+    assert eager.value("elementwise_seconds") == pytest.approx(4 * 2 * elements / (0.8 * BANDWIDTH) + 28 * 10e-6)
+    megatron = run(contract(strategy={"framework": "megatron-core"}, assumptions=FIGURES))
+    assert megatron.value("elementwise_seconds") == fused.value("elementwise_seconds")
 
 
 def test_the_step_is_its_micro_batches_the_optimizer_the_bubble_and_exposed_communication():
@@ -231,3 +236,133 @@ def test_the_busiest_expert_sets_the_moe_layer():
     assert skewed.value("expert_tokens") == pytest.approx(1.25 * 2048 * 2 * 8 / 8)
     assert skewed.value("expert_mlp_seconds") > even.value("expert_mlp_seconds")
     assert skewed.value("attention_projection_seconds") == even.value("attention_projection_seconds")
+
+
+# --- expert data parallelism: the expert gradients and weights over their own group (audit N2) ------------------
+# Mixtral-8x7B: 32 layers × 8 experts × 3 × 4,096 × 14,336 = 45,097,156,608 expert parameters; EP 8 leaves
+# 5,637,144,576 on each GPU, 11,274,289,152 B of 16-bit gradients. On 4 DGX H100 (DP 32) the ranks holding the
+# same expert sit EP = 8 apart: one per node, each behind its own NIC (46 GB/s achieved, 14 µs).
+
+MIXTRAL_EXPERT_GRADIENT_BYTES = 2 * 45_097_156_608 / 8
+NIC, NIC_LATENCY, NVLINK = 46e9, 14e-6, 370e9
+
+
+def mixtral(ep=8, zero=2, **strategy):
+    return run(contract("mixtral-8x7b", count=32, strategy={"expert_parallel": ep, "zero_stage": zero,
+                                                            "gradient_accumulation_steps": 4, **strategy}))
+
+
+def test_expert_gradients_reduce_scatter_over_the_expert_data_parallel_group():
+    """ZeRO-2, EP 8, m = 4: a reduce-scatter per micro-batch over the 4 expert replicas, 4 × ¾ × 11.27 GB =
+    33.8 GB, and one gather of the updated expert weights after the step, ¾ × 11.27 GB = 8.46 GB, both at one
+    NIC: (33.8 + 8.46) GB / 46 GB/s + (4 + 1) × 3 × 14 µs = 0.919 s (the audit's ≈ 0.92 s; the dense DP group's
+    pooled 368 GB/s gave 0.18 s)."""
+    result = mixtral()
+    assert result.value("expert_sharding_degree") == 4
+    assert result.value("edp_link_bytes_per_s") == pytest.approx(NIC)
+    reduce_scatter = 4 * 3 / 4 * MIXTRAL_EXPERT_GRADIENT_BYTES
+    gather = 3 / 4 * MIXTRAL_EXPERT_GRADIENT_BYTES
+    assert result.value("expert_gradient_reduce_scatter_bytes_sent_per_step") == pytest.approx(reduce_scatter)
+    assert result.value("expert_gradient_all_reduce_bytes_sent_per_step") == 0      # nothing left to all-reduce
+    assert result.value("expert_parameter_gather_bytes_sent_per_step") == pytest.approx(gather)
+    expected = (reduce_scatter + gather) / NIC + (4 + 1) * 3 * NIC_LATENCY
+    assert result.value("expert_data_parallel_seconds") == pytest.approx(expected)
+    assert expected == pytest.approx(0.919, abs=0.001)
+    # the dense weights are gathered over the whole shard group (32 ranks, 8 per node: 8 NICs), not the experts
+    dense = result.value("parameter_gather_message_bytes") - result.value("expert_parameter_gather_message_bytes")
+    assert result.value("dense_parameter_gather_bytes_sent_per_step") == pytest.approx(31 / 32 * dense)
+    assert result.value("shard_link_bytes_per_s") == pytest.approx(min(8 * NIC, 8 / 7 * NVLINK))
+
+
+@pytest.mark.parametrize("ep", [2, 4, 8])
+def test_the_expert_gradients_the_network_reduces_are_the_ones_memory_holds(ep):
+    """ZeRO-2 over 32 ranks: memory keeps 1/(32/EP) of each expert's gradients; each reduce-scatter leaves every
+    rank that shard, so each rank sends (e − 1) shards of it per micro-batch, e = 32 / EP."""
+    result = mixtral(ep=ep)
+    shards = 32 / ep
+    dense_gradient_bytes = result.value("gradient_bytes") - result.value("expert_gradient_bytes")
+    assert result.value("expert_gradient_bytes") == pytest.approx(2 * 45_097_156_608 / ep)
+    expert_shard_held = result.value("gradient_memory_bytes") - dense_gradient_bytes / 32
+    assert expert_shard_held == pytest.approx(result.value("expert_gradient_bytes") / shards)
+    per_reduction = result.value("expert_gradient_reduce_scatter_bytes_sent_per_step") / 4
+    assert per_reduction == pytest.approx((shards - 1) * expert_shard_held)
+    # EP 8: one rank per node (one NIC); EP 4: two (two NICs); EP 2: four
+    ranks_per_node = 8 / ep
+    assert result.value("edp_link_bytes_per_s") == pytest.approx(
+        min(ranks_per_node * NIC, ranks_per_node / max(ranks_per_node - 1, 1) * NVLINK) if ep < 8 else NIC)
+
+
+def test_zero_1_reduces_and_gathers_the_experts_once_and_no_zero_all_reduces_them():
+    """ZeRO-1: one reduce-scatter and one gather per step, ¾ × 11.27 GB each (2 × (n−1)/n, Megatron's distributed
+    optimizer, not 3); no ZeRO: one ring all-reduce over the 4 replicas, 2 × ¾ × 11.27 GB, at the same one NIC."""
+    zero1 = mixtral(zero=1)
+    assert zero1.value("expert_gradient_reduce_scatter_bytes_sent_per_step") == pytest.approx(
+        3 / 4 * MIXTRAL_EXPERT_GRADIENT_BYTES)
+    assert zero1.value("expert_parameter_gather_bytes_sent_per_step") == pytest.approx(
+        3 / 4 * MIXTRAL_EXPERT_GRADIENT_BYTES)
+    plain = mixtral(zero=0)
+    assert plain.value("expert_gradient_reduce_scatter_bytes_sent_per_step") == 0
+    assert plain.value("expert_parameter_gather_bytes_sent_per_step") == 0
+    sent = 2 * 3 / 4 * MIXTRAL_EXPERT_GRADIENT_BYTES
+    assert plain.value("expert_gradient_all_reduce_bytes_sent_per_step") == pytest.approx(sent)
+    assert plain.value("expert_gradient_all_reduce_seconds") == pytest.approx(sent / NIC + 2 * 3 * NIC_LATENCY)
+
+
+# --- a sharded group with few ranks per node gets only their NICs ---------------------------------------------
+
+def test_a_group_with_one_rank_per_node_gets_one_nic():
+    """Hybrid shard over 4 DGX H100: the all-reduce across the replicas joins one rank of each node (8 such
+    all-reduces at once, each through its own NIC): 46 GB/s, not the 8 pooled NICs of the whole DP group.
+    FSDP under TP 8 over 2 nodes: the shard group is 2 ranks, one per node: one NIC; under TP 4, two per node."""
+    hybrid = run(contract(count=32, strategy={"fsdp": "hybrid_shard"}))
+    assert hybrid.value("dp_link_bytes_per_s") == pytest.approx(NIC)
+    g = 6_738_415_616 * 2
+    assert hybrid.value("gradient_all_reduce_seconds") == pytest.approx(2 * 3 / 4 * g / 8 / NIC + 2 * 3 * NIC_LATENCY)
+    tp8 = run(contract(count=16, strategy={"fsdp": "full_shard", "tensor_parallel": 8}))
+    assert tp8.value("shard_link_bytes_per_s") == pytest.approx(NIC)
+    tp4 = run(contract(count=16, strategy={"fsdp": "full_shard", "tensor_parallel": 4}))
+    assert tp4.value("shard_link_bytes_per_s") == pytest.approx(min(2 * NIC, 2 * NVLINK))
+
+
+# --- MoE grouped GEMM (audit N10) ----------------------------------------------------------------------------
+
+def test_the_local_experts_run_as_one_grouped_gemm_per_projection():
+    """Mixtral, EP 2 on 8 GPUs: 4 local experts, each T·k·EP/E = 2,048 × 2 × 2 / 8 = 1,024 tokens. Megatron's
+    GroupedMLP runs each projection's 4 experts in one kernel: 4 × the GEMM's FLOPs (both are compute-bound:
+    up 4 × 2 × 1,024 × 4,096 × 28,672 FLOP = 1.94 ms at 0.5 × 989 TFLOP/s) and one t0, not four."""
+    result = run(contract("mixtral-8x7b", strategy={"expert_parallel": 2}, assumptions=FIGURES))
+    assert result.value("expert_tokens") == pytest.approx(1024)
+    t0 = 10e-6
+    router = gemm(2048, 4096, 8)
+    up = 4 * (gemm(1024, 4096, 2 * 14336) - t0) + t0
+    down = 4 * (gemm(1024, 14336, 4096) - t0) + t0
+    assert up == pytest.approx(4 * 2 * 1024 * 4096 * 28672 / (0.5 * PEAK) + t0)      # compute-bound
+    assert result.value("expert_mlp_seconds") == pytest.approx(router + up + down)
+
+
+def test_fsdp_hides_each_layers_gather_behind_one_layers_compute():
+    """Llama-2-7B, FSDP full shard over 2 DGX H100, m = 2, stated overlap 1, NICs of 50 GB/s (α = 0): the shard
+    group pools min(8 × 50, 8/7 × 370) = 400 GB/s. One layer's gather is g = 15/16 × 13.48 GB / 400 GB/s / 32 =
+    0.99 ms, its gradient reduce-scatter r the same (2 B gradients). With the next layer's gather issued while this
+    one computes, each micro-batch exposes what nothing precedes: the first forward gather g and the first backward
+    gather and the last reduce-scatter, g + r: 2 × 3g = 5.9 ms per step (the whole compute of 2 micro-batches as
+    one window hid it all). Where one layer's communication outlasts its compute (1 GB/s NICs), only (L − 1) layers'
+    compute hides any: exposed = communication − m·(L − 1)·(F + B)/L."""
+    def fsdp(bandwidth):
+        return run(contract(count=16, strategy={"fsdp": "full_shard", "gradient_accumulation_steps": 2},
+                            assumptions={"data_parallel_overlap": 1.0},
+                            supply={"cluster": {"node": "dgx-h100",
+                                                "inter_node": {"bandwidth": bandwidth, "latency": "0 us"}}}))
+
+    fast = fsdp("50 GB/s")
+    g = 15 / 16 * 6_738_415_616 * 2 / min(8 * 50e9, 8 / 7 * 370e9) / 32
+    assert fast.value("layer_parameter_gather_seconds") == pytest.approx(g)
+    assert fast.value("layer_gradient_reduce_seconds") == pytest.approx(g)
+    assert fast.value("data_parallel_communication_seconds") == pytest.approx(2 * 32 * 3 * g)   # 2 gathers + 1 RS
+    assert fast.value("exposed_data_parallel_seconds") == pytest.approx(2 * 3 * g)
+    assert 2 * 3 * g == pytest.approx(5.92e-3, rel=1e-3)
+    slow = fsdp("1 GB/s")
+    compute = slow.value("microbatch_compute_seconds")
+    assert slow.value("data_parallel_overlap_window_seconds") == pytest.approx(2 * 31 * compute / 32)
+    assert slow.value("exposed_data_parallel_seconds") == pytest.approx(
+        slow.value("data_parallel_communication_seconds") - 2 * 31 * compute / 32)

@@ -67,7 +67,8 @@ GPT3 = {"tensor_parallel": 8}
 ])
 def test_korthikanti_per_layer(recompute, sequence_parallel, expected):
     data = contract("gpt3-175b", count=8, sequence=S,
-                    strategy={"tensor_parallel": 8, "sequence_parallel": sequence_parallel, "recompute": recompute},
+                    strategy={"tensor_parallel": 8, "sequence_parallel": sequence_parallel, "recompute": recompute,
+                              "framework": "megatron-2022"},   # the paper's stack: eager attention, FP32 logits
                     assumptions={"activation_model": "korthikanti", "attention_kernel": "eager"})
     result = estimate(parse_contract(data))
     assert result.value("activation_bytes_per_layer") == pytest.approx(expected)
@@ -125,11 +126,11 @@ def run_unchecked(data):
 def test_pipeline_keeps_p_micro_batches_on_the_first_stage():
     """Korthikanti et al. §4.2: under 1F1B the first of p stages holds p micro-batches of its L/p layers (L layers'
     worth), interleaving adds (p − 1)/(p·v); with fewer micro-batches than stages only m are in flight."""
-    plan = {"pipeline_parallel": 4, "gradient_accumulation_steps": 8}
+    plan = {"pipeline_parallel": 4, "gradient_accumulation_steps": 8, "loss": "fused"}   # FP32 logits: 4 B each
     one_f_one_b = run(contract("llama-2-7b", count=8, strategy=plan))
     interleaved = run(contract("llama-2-7b", count=8, strategy=plan | {"pipeline_schedule": "interleaved",
                                                                        "virtual_pipeline_stages": 2}))
-    starved = run(contract("llama-2-7b", count=8, strategy={"pipeline_parallel": 4}))   # m = 1
+    starved = run(contract("llama-2-7b", count=8, strategy={"pipeline_parallel": 4, "loss": "fused"}))   # m = 1
     per_layer = one_f_one_b.value("activation_bytes_per_layer")
     assert one_f_one_b.value("activation_bytes") == pytest.approx(32 * per_layer)
     assert interleaved.value("activation_bytes") == pytest.approx(32 * per_layer * (1 + 3 / 8))
@@ -149,9 +150,13 @@ def test_attention_flops_conventions_and_recompute():
     assert none.value("model_flops_per_token") == 6 * matmul
     assert full.value("model_flops_per_token") == pytest.approx(6 * matmul + attention)
     assert causal.value("model_flops_per_token") == pytest.approx(6 * matmul + attention / 2)
-    selective = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"}))
+    selective = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"},
+                             assumptions={"attention_kernel": "eager"}))
     full_recompute = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "full"}))
     assert selective.value("hardware_flops_per_token") == pytest.approx(6 * matmul + attention * 4 / 3)
+    # under flash attention (the default) selective keeps no scores to drop: nothing is recomputed (audit N11)
+    flash = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"}))
+    assert flash.value("hardware_flops_per_token") == pytest.approx(6 * matmul + attention)
     # Korthikanti §5: full recomputation repeats the layers' forward, not the output layer's V·h matmul
     head = 32000 * 4096
     assert full_recompute.value("hardware_flops_per_token") == pytest.approx(8 * matmul - 2 * head + attention * 4 / 3)

@@ -17,8 +17,17 @@ f FFN size, V vocabulary):
   embeddings, BLOOM);
 - embeddings V·h (+ learned positions), an LM head V·h unless tied.
 
+Encoder-decoder models (T5, mT5; Raffel et al. 2020): ``layers`` counts the blocks of both stacks,
+``decoder_layers`` those of the decoder, each of which adds a cross-attention block (the same
+Q, K, V, O shapes as its self-attention, K and V read from the encoder's output) and its norm; the
+encoder's final norm is one more norm, and each stack's first layer keeps a relative position bias
+of buckets × heads (a lookup, counted with the embeddings). T5's norms are RMS-style (weight only),
+its projections have no bias; the embedding is shared by both stacks (and tied to the head in the
+original T5, untied in T5 v1.1 and mT5). The training graph sees one sequence length for both
+stacks (inputs and targets of equal length).
+
 Checked against published counts: Llama-2-7B 6,738,415,616 and Llama-3.1-8B 8,030,261,248
-exactly (tests/test_architecture.py).
+exactly; T5-base 222,903,552, t5-v1_1-base 247,577,856, mT5-base 582,401,280 (tests/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -82,6 +91,13 @@ class Architecture:
     mtp_layers: int = 0
     source: str | None = None
     published_parameters: float | None = None
+    decoder_layers: int = 0                 # encoder-decoder (T5): the decoder's blocks, each with cross attention
+    relative_attention_buckets: int = 0     # T5: relative position bias, buckets × heads in each stack's first layer
+
+    @property
+    def encoder_layers(self) -> int:
+        """Blocks of the encoder stack (0 for a decoder-only model)."""
+        return self.layers - self.decoder_layers if self.decoder_layers else 0
 
     @property
     def resolved_head_dim(self) -> int:
@@ -183,7 +199,9 @@ def breakdown(arch: Architecture) -> ParameterBreakdown:
     """Count the parameters of ``arch`` by part (see the module docstring for the formulas)."""
     h, V = arch.hidden_size, arch.vocab_size
     token_embeddings = V * h
-    embeddings = token_embeddings + arch.position_embeddings * h
+    stacks = 2 if arch.decoder_layers else 1
+    position_bias = stacks * arch.relative_attention_buckets * arch.attention_heads  # T5: a lookup per stack
+    embeddings = token_embeddings + arch.position_embeddings * h + position_bias
     lm_head = 0 if arch.tied_embeddings else V * h
     attention_per_layer = _attention_parameters(arch)
     norms_per_layer = 2 * _norm_parameters(arch, h)
@@ -206,20 +224,25 @@ def breakdown(arch: Architecture) -> ParameterBreakdown:
         layer = attention_per_layer + norms_per_layer
         layer += (arch.moe.experts + arch.moe.shared_experts) * per_expert + router if arch.moe else dense_mlp
         mtp = arch.mtp_layers * (layer + 2 * h * h + 3 * _norm_parameters(arch, h))
+    # encoder-decoder: each decoder block's cross attention (the self-attention's shapes) and its norm; the
+    # encoder's final norm
+    cross = arch.decoder_layers * (attention_per_layer + _norm_parameters(arch, h))
+    final_norms = _norm_parameters(arch, h) * (stacks + arch.embedding_norm)
     return ParameterBreakdown(
         embeddings=embeddings,
         lm_head=lm_head,
-        attention=arch.layers * attention_per_layer,
+        attention=arch.layers * attention_per_layer + arch.decoder_layers * attention_per_layer,
         mlp=dense_layers * dense_mlp,
         experts=experts,
         shared_experts=shared,
         routers=routers,
-        norms=arch.layers * norms_per_layer + _norm_parameters(arch, h) * (1 + arch.embedding_norm),
+        norms=arch.layers * norms_per_layer + arch.decoder_layers * _norm_parameters(arch, h) + final_norms,
         active_experts=active_experts,
         mtp=mtp,
         parts={"token_embeddings": token_embeddings, "attention_per_layer": attention_per_layer,
                "dense_mlp_per_layer": dense_mlp, "expert": per_expert, "dense_layers": dense_layers,
-               "moe_layers": moe_layers, "norms_per_layer": norms_per_layer},
+               "moe_layers": moe_layers, "norms_per_layer": norms_per_layer, "cross_attention": cross,
+               "position_bias": position_bias},
     )
 
 
@@ -235,6 +258,10 @@ _MIXTRAL_NAMES = {"w1": ("gate",), "w3": ("up",), "w2": ("down",)}   # block_spa
 _GPT2_NAMES = {"c_attn": ("qkv",), "c_proj": ("o", "down"), "c_fc": ("up",)}   # attn.c_proj and mlp.c_proj
 _NEOX_NAMES = {"query_key_value": ("qkv",), "dense": ("o",), "dense_h_to_4h": ("up",), "dense_4h_to_h": ("down",)}
 _FUSED_QKV = {"gpt2": _GPT2_NAMES, "gpt3": _GPT2_NAMES, "gpt_neox": _NEOX_NAMES, "bloom": _NEOX_NAMES}
+# T5 / mT5: SelfAttention and EncDecAttention q, k, v, o (one name adapts both); DenseReluDense wi (plain) or
+# wi_0 (gate), wi_1 (up), and wo (down)
+_T5_NAMES = {"q": ("q",), "k": ("k",), "v": ("v",), "o": ("o",), "wo": ("down",)}
+_T5_FAMILIES = ("t5", "mt5")
 _ATTENTION_ROLES = ("q", "k", "v", "qkv", "o")
 
 
@@ -266,6 +293,10 @@ def linear_matrices(arch: Architecture) -> tuple[LinearMatrix, ...]:
     else:
         attention = [LinearMatrix("q", h, a * d, L), LinearMatrix("k", h, k * d, L), LinearMatrix("v", h, k * d, L)]
     attention.append(LinearMatrix("o", a * d, h, L))
+    if arch.decoder_layers:   # the decoder's cross attention: Q from the decoder, K and V from the encoder's output
+        D = arch.decoder_layers
+        attention += [LinearMatrix("q", h, a * d, D), LinearMatrix("k", h, k * d, D), LinearMatrix("v", h, k * d, D),
+                      LinearMatrix("o", a * d, h, D)]
 
     def mlp(ffn: int, count: int, expert: bool = False) -> list[LinearMatrix]:
         gate = [LinearMatrix("gate", h, ffn, count, expert)] if arch.mlp == "gated" else []
@@ -287,6 +318,8 @@ def module_names(arch: Architecture) -> dict[str, tuple[str, ...]]:
     roles = {m.role for m in linear_matrices(arch)}
     names = {name: r for name, r in _LLAMA_NAMES.items() if set(r) <= roles}
     names |= _FUSED_QKV.get(arch.family, {})
+    if arch.family in _T5_FAMILIES:
+        names |= _T5_NAMES | ({"wi_0": ("gate",), "wi_1": ("up",)} if arch.mlp == "gated" else {"wi": ("up",)})
     if arch.moe:
         names |= _MIXTRAL_NAMES
     return names
@@ -396,7 +429,7 @@ def lora_parameters(arch: Architecture, rank: int, target_modules) -> AdapterCou
 # Hugging Face config.json, read offline
 # ---------------------------------------------------------------------------------------------
 
-SUPPORTED_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox", "deepseek_v3")
+SUPPORTED_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox", "deepseek_v3", "t5", "mt5")
 
 
 def _require(config: dict, key: str, origin: str):
@@ -417,6 +450,8 @@ def from_hf_config(config: dict, origin: str = "config.json", name: str | None =
         return _require(config, key, origin)
 
     label = name or config.get("_name_or_path") or family
+    if family in _T5_FAMILIES:
+        return _t5_architecture(config, label, origin)
     if family == "gpt2":
         h = get("n_embd")
         return Architecture(
@@ -461,6 +496,28 @@ def from_hf_config(config: dict, origin: str = "config.json", name: str | None =
               v_head_dim=get("v_head_dim"))
     return Architecture(**common, ffn_size=get("intermediate_size"), tied_embeddings=tied, moe=moe, mla=mla,
                         mtp_layers=config.get("num_nextn_predict_layers", 0))
+
+
+def _t5_architecture(config: dict, label: str, origin: str) -> Architecture:
+    """T5 / mT5 (``T5Config``): d_model, d_ff, num_layers (encoder), num_decoder_layers (default num_layers),
+    num_heads of d_kv, vocab_size, feed_forward_proj (relu | gated-gelu: wi or wi_0/wi_1), relative position
+    buckets, tie_word_embeddings (default True: the original T5; False in T5 v1.1 and mT5)."""
+    def get(key):
+        return _require(config, key, origin)
+
+    if config.get("is_encoder_decoder") is False:
+        raise ContractError("a T5 config with is_encoder_decoder false (an encoder alone) is not a model botec "
+                            "trains; give the encoder-decoder's config", field="is_encoder_decoder", origin=origin)
+    projection = str(config.get("feed_forward_proj", "relu"))   # relu, gelu (wi) or gated-gelu, gated-silu (wi_0, wi_1)
+    encoder, heads = get("num_layers"), get("num_heads")
+    decoder = config.get("num_decoder_layers") or encoder
+    return Architecture(
+        name=label, family=config["model_type"], layers=encoder + decoder, decoder_layers=decoder,
+        hidden_size=get("d_model"), attention_heads=heads, kv_heads=heads, head_dim=get("d_kv"),
+        ffn_size=get("d_ff"), vocab_size=get("vocab_size"), mlp="gated" if projection.startswith("gated") else "plain",
+        tied_embeddings=bool(config.get("tie_word_embeddings", True)), norm="rmsnorm",
+        relative_attention_buckets=config.get("relative_attention_num_buckets", 32),
+        source=origin)   # relative positions: no learned table bounds the length (n_positions is informational)
 
 
 def read_hf_config(path: str | Path) -> Architecture:

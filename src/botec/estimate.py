@@ -82,7 +82,13 @@ class Estimate:
             return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
         q = self.quantities
         host_fits = "host_memory_spare_bytes" not in q or q["host_memory_spare_bytes"].value >= 0
-        return q["memory_spare_bytes"].value >= 0 and host_fits  # offloading's host memory must fit too
+        # the plan's allocations fit the device (within the headroom or not); offloading's host memory must fit too
+        return q["memory_spare_before_headroom_bytes"].value >= 0 and host_fits
+
+    @property
+    def fits_with_headroom(self) -> bool:
+        """Training: the plan fits the device with the stated headroom kept free (``fits`` without the margin)."""
+        return self.fits and (self.kind == "serving" or self.quantities["memory_spare_bytes"].value >= 0)
 
     def explain(self, name: str, system: str = "decimal") -> str:
         """How ``name`` is derived, with the values substituted, down to the assumptions (as ``botec explain``)."""
@@ -193,7 +199,7 @@ def check_fit(result: Estimate, system: str = "decimal") -> None:
                  else "workload.latency.time_to_first_token")
         raise ContractError(f"{unreachable_target(q, system)} on this replica: raise tensor_parallel, quantize, choose a faster "
                             "accelerator or relax the target (--allow-misfit reports it anyway, unpriced)", field=field)
-    if result.kind == "training" and q["memory_spare_bytes"].value >= 0:
+    if result.kind == "training" and q["memory_spare_before_headroom_bytes"].value >= 0:
         # the device fits; offloading's host memory does not
         raise ContractError(
             f"offloading needs {q['host_bytes_per_node'].formatted(system)} of host memory per node, more than its "

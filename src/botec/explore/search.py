@@ -49,7 +49,8 @@ class SearchResult:
 
 def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
            progress=None) -> SearchResult:
-    """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit."""
+    """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit, those that
+    keep the stated headroom first."""
     if inputs.kind != "training":
         raise ContractError("the layout search ranks training layouts", field="workload.kind")
     started = time.perf_counter()
@@ -61,7 +62,10 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
     if not valid.size:
         return SearchResult(counts["candidates"], 0, 0, time.perf_counter() - started, [])
     fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
-    order = np.argsort(np.where(fits, columns[objective], np.inf), kind="stable")[:top]
+    # layouts that keep the stated headroom rank first; those that fit only within it follow (they run, with less
+    # margin for peaks and fragmentation than asked)
+    within_headroom = fits & ~(np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
+    order = np.lexsort((np.where(fits, columns[objective], np.inf), within_headroom))[:top]
     best = []
     for row in order:
         if not fits[row]:
@@ -69,6 +73,8 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
         layout = {path: int(columns[path][row]) for path in LAYOUT_FIELDS if path in columns}
         layout["strategy.recompute"] = Recompute(layout.get("strategy.recompute", 0)).label
         layout["strategy.sequence_parallel"] = bool(layout.get("strategy.sequence_parallel", 0))
+        if inputs.layout.pipeline_schedule not in ("1f1b", "interleaved"):   # zero bubble, DualPipe: kept as stated
+            layout["strategy.pipeline_schedule"] = inputs.layout.pipeline_schedule
         figures = {name: float(columns[name][row]) for name in wanted}
         best.append({"layout": layout, "figures": figures})
     return SearchResult(counts["candidates"], counts["evaluated"], int(fits.sum()), time.perf_counter() - started,
@@ -78,9 +84,12 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
 def as_overrides(layout: dict) -> list[str]:
     """The layout as `--set` overrides, to recompute it with `botec estimate`."""
     overrides = []
+    stated = layout.get("strategy.pipeline_schedule")   # a schedule other than 1F1B and interleaved, when stated
     for path, value in layout.items():
+        if path == "strategy.pipeline_schedule":
+            continue
         if path == "strategy.virtual_pipeline_stages":
-            overrides.append(f"strategy.pipeline_schedule={'interleaved' if value > 1 else '1f1b'}")
+            overrides.append(f"strategy.pipeline_schedule={'interleaved' if value > 1 else stated or '1f1b'}")
         if path == "strategy.sequence_parallel":
             value = "true" if value else "false"
         overrides.append(f"{path}={value}")

@@ -225,20 +225,26 @@ def _evaluate_rows(inputs: Inputs, columns: dict[str, np.ndarray], targets: list
 
 
 HOST_SPARE = "host_memory_spare_bytes"
+# A training plan fits when its allocations fit the device; the headroom is a margin on top (a plan within it still
+# runs, and is reported as such), so the fit reads the spare memory before the headroom.
+DEVICE_SPARE = "memory_spare_before_headroom_bytes"
 
 
 def fit_quantities(inputs: Inputs) -> list[str]:
-    """What a plan's fit reads: the device's spare memory, and the host's where the contract states its host
-    memory (offloading and asynchronous checkpoints keep state there)."""
+    """What a plan's fit reads: the device's spare memory (training: before the headroom, which decides, and after
+    it, which says whether the headroom is kept), and the host's where the contract states its host memory
+    (offloading and asynchronous checkpoints keep state there)."""
     if inputs.kind != "training":
         return ["memory_spare_bytes"]
     resolved = inputs.graph.evaluate(dict(inputs.given), wanted=[HOST_SPARE], choices=inputs.choices)
-    return ["memory_spare_bytes"] + ([HOST_SPARE] if HOST_SPARE in resolved else [])
+    return ["memory_spare_bytes", DEVICE_SPARE] + ([HOST_SPARE] if HOST_SPARE in resolved else [])
 
 
 def fits_mask(columns: dict[str, np.ndarray], valid: np.ndarray) -> np.ndarray:
-    """Valid rows whose plan fits: the device's memory, and the host's where it is a column (NaN never fits)."""
-    fits = valid & (np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
+    """Valid rows whose plan fits: the device's memory (a training plan's before its headroom), and the host's where
+    it is a column (NaN never fits)."""
+    device = columns[DEVICE_SPARE] if DEVICE_SPARE in columns else columns["memory_spare_bytes"]
+    fits = valid & (np.nan_to_num(device, nan=-1.0) >= 0)
     if HOST_SPARE in columns:
         fits &= np.nan_to_num(columns[HOST_SPARE], nan=-1.0) >= 0
     return fits

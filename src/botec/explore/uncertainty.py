@@ -103,7 +103,8 @@ def _fit_share(quantities: dict, samples: int) -> float | None:
     if "memory_spare_bytes" not in quantities:
         return None
     columns = {name: np.broadcast_to(np.asarray(quantities[name].value, dtype=float), (samples,))
-               for name in ("memory_spare_bytes", "host_memory_spare_bytes") if name in quantities}
+               for name in ("memory_spare_bytes", "memory_spare_before_headroom_bytes", "host_memory_spare_bytes")
+               if name in quantities}
     return float(np.mean(fits_mask(columns, np.ones(samples, dtype=bool))))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from botec.graph.elementwise import ceil, log2, maximum, minimum, where
 
 __all__ = ["all_reduce_bytes_sent", "gather_bytes_sent", "all_reduce_latency_steps", "all_reduce_seconds",
-           "hierarchical_bytes_per_s", "all_to_all_bytes_per_s"]
+           "ring_collectives_seconds", "hierarchical_bytes_per_s", "all_to_all_bytes_per_s"]
 
 
 def all_reduce_bytes_sent(message_bytes, ranks):
@@ -48,6 +48,12 @@ def all_reduce_seconds(message_bytes, ranks, bytes_per_s, latency_seconds, tree=
     """Ring (tree=0) or tree (tree=1) all-reduce of ``message_bytes`` over ``ranks``."""
     return (all_reduce_latency_steps(ranks, tree) * latency_seconds
             + all_reduce_bytes_sent(message_bytes, ranks) / bytes_per_s)
+
+
+def ring_collectives_seconds(collectives, ranks, latency_seconds, bytes_sent, bytes_per_s):
+    """Time of ``collectives`` ring reduce-scatters, all-gathers or all-to-alls over ``ranks`` that together send
+    ``bytes_sent`` per rank: c·(n − 1)·α + bytes_sent / B."""
+    return collectives * (ranks - 1) * latency_seconds + bytes_sent / bytes_per_s
 
 
 def hierarchical_bytes_per_s(ranks_per_node, intra_bytes_per_s, inter_bytes_per_s):

@@ -39,6 +39,11 @@ formulas.input("shard_link_bytes_per_s", unit="B/s",
                meaning="bandwidth of the tier the ZeRO/FSDP shard group's collectives cross")
 formulas.input("shard_link_latency_seconds", unit="s",
                meaning="latency per step of the tier the ZeRO/FSDP shard group's collectives cross")
+formulas.input("edp_link_bytes_per_s", unit="B/s",
+               meaning="bandwidth of the tier the expert data-parallel group's reductions and gathers cross (its "
+                       "ranks sit EP apart)")
+formulas.input("edp_link_latency_seconds", unit="s",
+               meaning="latency per step of the tier the expert data-parallel group's reductions and gathers cross")
 formulas.input("pp_link_bytes_per_s", unit="B/s",
                meaning="bandwidth of the tier the pipeline sends cross")
 formulas.input("pp_link_latency_seconds", unit="s",

@@ -32,6 +32,12 @@ formulas.input("kv_heads", unit="1", meaning="key/value heads (MHA: a; GQA: fewe
 formulas.input("qk_head_dim", unit="1", meaning="width of one query/key head")
 formulas.input("v_head_dim", unit="1", meaning="width of one value head")
 formulas.input("experts_per_token", unit="1", meaning="routed experts each token visits (0 for a dense model)")
+formulas.input("encoder_layers", unit="layers", detail=True,
+               meaning="blocks of an encoder stack (encoder-decoder models such as T5: bidirectional self-attention; "
+                       "0 for a decoder-only model)")
+formulas.input("cross_attention_layers", unit="layers", detail=True,
+               meaning="decoder blocks that also attend the encoder's output (cross attention; 0 for a decoder-only "
+                       "model)")
 formulas.input("attention_flops_factor", unit="1",
                meaning="attention-score work counted: 1 all of it (PaLM), 0.5 the causal half (Megatron), 0 none")
 

@@ -135,12 +135,19 @@ def _needs_link(layout: Layout, group: str):
     ranks = layout.degree(group)
     if group == "shard":
         return (ranks > 1) & (layout.zero_stage >= 1)
+    if group == "edp":  # a dense model has no expert gradients
+        return (ranks > 1) & bool(layout.model.experts)
     return ranks > 1
 
 
 def ranks_per_node(layout: Layout, group: str):
     """Ranks of one of the group's collectives inside one node: ⌊accelerators per node / stride⌋, between 1 and
-    the group's ranks (the stride: how far apart its ranks sit in Megatron's order TP, CP, DP, PP)."""
+    the group's ranks (the stride: how far apart its ranks sit in Megatron's order TP, CP, DP ⊃ EP, PP).
+
+    These l ranks are all of one collective's NICs in that node: a shard group with TP 8 on 8-GPU nodes, the
+    expert-DP group under EP 8, or hybrid sharding's all-reduce across the replicas has one rank per node and
+    gets one NIC (:func:`botec.formulas.collectives.hierarchical_bytes_per_s` with l = 1), however many the node
+    has; the other ranks of the node run their own collectives through their own NICs at the same time."""
     from botec.graph import floor, maximum, minimum
 
     ranks = layout.degree(group)
@@ -156,7 +163,7 @@ def _across_nodes(group: str, layout: Layout, tiers: Tiers):
     nic = tiers.inter.bytes_per_s.value
     links = tiers.intra.bytes_per_s.value if tiers.intra is not None else float("inf")
     local = ranks_per_node(layout, group)
-    if group in ("dp", "shard", "tp"):
+    if group in ("dp", "shard", "edp", "tp"):
         return hierarchical_bytes_per_s(local, links, nic), local, "rings over their NICs (hierarchical)"
     if group == "ep":
         return all_to_all_bytes_per_s(layout.degree(group), local, links, nic), local, "all-to-all: off-node bytes " \

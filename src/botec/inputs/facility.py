@@ -42,6 +42,10 @@ def accelerator_given(supply, device, precision: str, precision_field: str, stat
     elif bandwidth_needed_for:
         raise ContractError(f"{bandwidth_needed_for}: state the device's memory bandwidth",
                             field="supply.accelerator.memory_bandwidth")
+    else:  # absent: whatever needs it (the op-level model's memory-bound ops) names the field
+        given |= stated.optional("memory_bandwidth_bytes_per_s", None, "supply.accelerator.memory_bandwidth",
+                                 "the op-level compute model runs memory-bound ops (the optimizer step, norms) at the "
+                                 "device's memory bandwidth (or use compute_model: flat)")
     return accelerator.name, given
 
 

@@ -20,12 +20,15 @@ __all__ = ["lora_given", "adapter_state_given", "quantized_weight_bytes_per_para
 DOUBLE_QUANTIZATION_BLOCK_SIZE = 256
 # Bytes of one adapter weight in each precision.
 ADAPTER_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+# Bytes of one frozen weight outside the blocks' linear layers (embeddings, LM head, norms): 16-bit, as bitsandbytes
+# and transformers leave them, or 32-bit when the whole base is loaded in FP32 (torch_dtype=torch.float32).
+UNQUANTIZED_BYTES = {"fp32": 4.0}
 
 _NAMES = ("frozen_base", "adapter_parameters", "expert_adapter_parameters", "adapter_matmul_parameters",
           "adapter_rank", "adapter_input_width", "adapter_output_width", "adapter_matrices_per_layer",
           "expert_adapter_input_width", "expert_adapter_output_width", "expert_adapter_matrices",
           "quantized_parameters", "quantized_weight_bytes_per_parameter", "largest_quantized_matrix_parameters",
-          "dense_quantized_matrices_per_layer", "expert_quantized_matrices")
+          "dense_quantized_matrices_per_layer", "expert_quantized_matrices", "frozen_unquantized_bytes_per_parameter")
 
 
 def quantized_weight_bytes_per_parameter(base_weights: str, double_quantization: bool = True, block_size: int = 64,
@@ -33,6 +36,7 @@ def quantized_weight_bytes_per_parameter(base_weights: str, double_quantization:
     """Bytes one frozen linear weight takes in the base's format, its quantization constants included:
 
     ===========  ================================================================================
+    fp32         4  (a base loaded in full precision)
     bf16, fp16   2
     int8         1 + 4 × rows / weights  (LLM.int8(): one FP32 absmax per output row; Dettmers et al. 2022)
     nf4, fp4     0.5 + 4 / B  (one FP32 absmax per block of B = 64 weights)
@@ -41,6 +45,8 @@ def quantized_weight_bytes_per_parameter(base_weights: str, double_quantization:
 
     QLoRA §3: double quantization takes the constants from 32/64 = 0.5 bits to 8/64 + 32/(64·256) = 0.127
     bits per parameter (NF4 + DQ: 0.5 + 1/64 + 4/16,384 = 0.51587 B)."""
+    if base_weights == "fp32":
+        return 4.0
     if base_weights in ("bf16", "fp16"):
         return 2.0
     if base_weights == "int8":
@@ -70,7 +76,9 @@ def lora_given(policy: LoraPolicy | None, arch: Architecture | None) -> dict[str
     bytes_per_weight = quantized_weight_bytes_per_parameter(base, policy.double_quantization,
                                                             policy.quantization_block_size,
                                                             count.linear_rows / count.linear_parameters)
-    if base in ("bf16", "fp16"):
+    if base == "fp32":
+        format_text = "fp32 base: 4 B per weight"
+    elif base in ("bf16", "fp16"):
         format_text = f"{base} base: 2 B per weight"
     elif base == "int8":
         format_text = "LLM.int8() base: 1 B per weight + one FP32 scale per output row"
@@ -111,6 +119,10 @@ def lora_given(policy: LoraPolicy | None, arch: Architecture | None) -> dict[str
         "expert_quantized_matrices": Given(count.count(True, count.matrices), "derived",
                                            f"{arch.name}: linear matrices of one routed expert",
                                            f"{field}.base_weights"),
+        "frozen_unquantized_bytes_per_parameter": Given(
+            UNQUANTIZED_BYTES.get(base, 2.0), "derived",
+            "fp32 base: embeddings, LM head and norms in FP32 too" if base == "fp32" else
+            f"{base} base: embeddings, LM head and norms in 16 bits", f"{field}.base_weights"),
     }
 
 

@@ -88,6 +88,8 @@ def model_given(model: ModelSpec, arch: Architecture | None, attention_flops: st
             "experts_per_token": Given(0.0, "assumed", bare, field),
             "attention_flops_per_token": Given(0.0, "assumed", "bare parameter count: 6·P only, no attention term "
                                                                "(the lesson's convention)", field),
+            "encoder_layers": Given(0.0, "assumed", "bare parameter count: a decoder-only model", field),
+            "cross_attention_layers": Given(0.0, "assumed", "bare parameter count: a decoder-only model", field),
         } | _bare_shape(model, field)
     parts = breakdown(arch)
     origin = f"{model.kind if model is not None else 'architecture'} {arch.name}"
@@ -109,6 +111,12 @@ def model_given(model: ModelSpec, arch: Architecture | None, attention_flops: st
         "v_head_dim": Given(float(arch.v_head_dim), "assumed", origin, field),
         "moe_layers": Given(float(arch.moe_layers), "assumed", origin, field),
         "experts_per_token": Given(float(arch.moe.experts_per_token if arch.moe else 0), "assumed", origin, field),
+        "encoder_layers": Given(float(arch.encoder_layers), "assumed",
+                                f"{origin}: its encoder's blocks" if arch.decoder_layers else
+                                f"{origin}: decoder-only", field),
+        "cross_attention_layers": Given(float(arch.decoder_layers), "assumed",
+                                        f"{origin}: its decoder's blocks, each with cross attention"
+                                        if arch.decoder_layers else f"{origin}: decoder-only", field),
     }
     given |= _architecture_shape(arch, parts, origin, field)
     if attention_flops is not None:
@@ -156,6 +164,10 @@ def _architecture_shape(arch: Architecture, parts, origin: str, field: str) -> d
     mlp_width = (dense_layers * kept_per_ffn * arch.ffn_size + moe_layers * moe_width) / arch.layers
     output = a * d_v * h
     block = parts.parts["attention_per_layer"] + parts.parts["norms_per_layer"]   # what every block has
+    # encoder-decoder: the decoder's cross attention (self-attention's shapes) counted into the average block, and
+    # the decoder block (self + cross attention, three norms, the MLP) as the largest unit ZeRO-3 gathers
+    cross = arch.decoder_layers / arch.layers
+    cross_block = parts.parts["cross_attention"] / arch.decoder_layers if arch.decoder_layers else 0
     mtp = 0
     if arch.mtp_layers:
         per_expert = parts.parts.get("expert", 0)
@@ -176,21 +188,29 @@ def _architecture_shape(arch: Architecture, parts, origin: str, field: str) -> d
         "lm_head_parameters": shape(parts.lm_head, "tied embeddings: no head matrix of its own" if not parts.lm_head
                                     else "untied LM head V·h"),
         "lm_head_matmul_parameters": shape(V * h, "the output layer's matmul V·h"),
-        "attention_projection_parameters_per_layer": shape(parts.parts["attention_per_layer"] - output,
-                                                           "Q, K, V projections of a layer"),
-        "attention_output_parameters_per_layer": shape(output, "a·d_v·h"),
+        "attention_projection_parameters_per_layer": shape((parts.parts["attention_per_layer"] - output) * (1 + cross),
+                                                           "Q, K, V projections of a layer" + (
+                                                               " and the decoder's cross attention, averaged over "
+                                                               "both stacks" if cross else "")),
+        "attention_output_parameters_per_layer": shape(output * (1 + cross),
+                                                       "a·d_v·h" + (" (× 1 + cross-attention layers / layers)"
+                                                                    if cross else "")),
         "mlp_up_parameters_per_layer": shape(up_matrices * h * arch.ffn_size, f"{up_matrices}·h·f"),
         "mlp_down_parameters_per_layer": shape(arch.ffn_size * h, "f·h"),
         "expert_up_parameters": shape(up_matrices * h * expert_ffn, f"{up_matrices}·h·f_e"),
         "expert_down_parameters": shape(expert_ffn * h, "f_e·h"),
-        "attention_activation_width": shape(a * d_qk + kv * d_qk + kv * d_v + a * d_v,
-                                            "a·d_qk + k·d_qk + k·d_v + a·d_v"),
+        "attention_activation_width": shape((a * d_qk + kv * d_qk + kv * d_v + a * d_v) * (1 + cross),
+                                            "a·d_qk + k·d_qk + k·d_v + a·d_v" + (
+                                                ", × (1 + cross-attention layers / layers): the decoder's cross "
+                                                "attention keeps its own" if cross else "")),
         "mlp_activation_width": shape(mlp_width, f"{kept_per_ffn}·f per dense layer"
                                       + (", k_e·(h + c·f_e) + S·c·f_e per MoE layer, averaged" if moe else "")),
         "mtp_layers": shape(arch.mtp_layers, "multi-token-prediction modules"),
         "mtp_matmul_parameters": shape(mtp, "active matmuls of the MTP modules and their head"),
-        "dense_block_parameters": shape(block + parts.parts["dense_mlp_per_layer"] if dense_layers else 0,
-                                        "attention + norms + MLP of one dense block"),
+        "dense_block_parameters": shape(block + cross_block + parts.parts["dense_mlp_per_layer"] if dense_layers
+                                        else 0, "attention + norms + MLP of one dense block" + (
+                                            " (a decoder block: with its cross attention and its norm)"
+                                            if cross else "")),
         "moe_block_parameters": shape(block + (parts.routers + parts.shared_experts) / moe_layers if moe_layers else 0,
                                       "attention + norms + router + shared experts of one MoE block"),
     }
@@ -208,7 +228,7 @@ def architecture_quantities(arch: Architecture, attention_flops: str, micro_batc
 
     given = model_given(None, arch, attention_flops, StatedInputs()) | lora_given(lora, arch)
     one = {"tensor_parallel": 1.0, "pipeline_parallel": 1.0, "context_parallel": 1.0, "sequence_parallel": 0.0,
-           "virtual_pipeline_stages": 1.0, "recompute": 0.0, "saved_tensor_factor": 1.0}
+           "virtual_pipeline_stages": 1.0, "pipeline_schedule": 0.0, "recompute": 0.0, "saved_tensor_factor": 1.0}
     given |= {name: Given(value, "assumed") for name, value in one.items()}
     given |= {"sequence_length": Given(float(sequence_length), "measured"),
               "micro_batch_size": Given(float(micro_batch_size), "measured"),

@@ -35,6 +35,10 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
     workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
         contract.assumptions
     arch = resolve_architecture(workload.model, base_dir)
+    if arch is not None and arch.decoder_layers:
+        raise ContractError(f"{arch.name} is an encoder-decoder model: the serving estimate models decoder-only "
+                            "engines (one KV cache per layer, no encoder pass nor cross-attention cache); estimate "
+                            "its training instead", field="workload.model")
     traffic = workload.traffic
     prompt, output = int(traffic.prompt_tokens.value), int(traffic.output_tokens.value)
     context = prompt + output

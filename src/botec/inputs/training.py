@@ -14,8 +14,9 @@ from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given, host_given
 from botec.inputs.lora import adapter_state_given, lora_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
+from botec.inputs.stack import stack_given, stack_of
 from botec.inputs.stated import StatedInputs
-from botec.layout import Layout, Recompute, layout_of
+from botec.layout import Layout, PipelineSchedule, Recompute, layout_of
 
 __all__ = ["build", "derive"]
 
@@ -31,11 +32,11 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
         contract.assumptions
     arch = resolve_architecture(workload.model, base_dir)
-    if assumptions.activations == "korthikanti" and arch is None and assumptions.attention_kernel == "eager":
+    stack = stack_of(contract)
+    if assumptions.activations == "korthikanti" and arch is None and stack.attention_kernel == "eager":
         raise ContractError("eager attention keeps the s × s scores, which need the attention heads: give the model "
                             "as a catalog name, a config.json or an architecture (or use attention_kernel: flash)",
                             field="assumptions.attention_kernel")
-    compute = assumptions.compute(arch is not None) if assumptions.step_time == "components" else "model_flops"
     stated = StatedInputs()
     fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
     fixed |= {
@@ -59,32 +60,32 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         "runtime_buffer_bytes": stated.given("runtime_buffer_bytes", assumptions.runtime_buffer,
                                              "assumptions.runtime_buffer"),
         "headroom": stated.given("headroom", assumptions.headroom, "assumptions.headroom"),
-        "data_parallel_overlap": stated.given("data_parallel_overlap", assumptions.data_parallel_overlap,
-                                              "assumptions.data_parallel_overlap"),
         "model_parallel_overlap": stated.given("model_parallel_overlap", assumptions.model_parallel_overlap,
                                                "assumptions.model_parallel_overlap"),
         "collective_algorithm_tree": Given(float(assumptions.collective_algorithm == "tree"), "assumed",
                                            assumptions.collective_algorithm, "assumptions.collective_algorithm"),
-        "fused_attention": Given(float(assumptions.attention_kernel == "flash"), "assumed",
-                                 f"{assumptions.attention_kernel} attention", "assumptions.attention_kernel"),
+        "fused_attention": Given(float(stack.attention_kernel == "flash"), "assumed",
+                                 f"{stack.attention_kernel} attention"
+                                 + ("" if "attention_kernel" in assumptions.model_fields_set else f" ({stack.name})"),
+                                 "assumptions.attention_kernel"),
         "expert_load_imbalance": stated.given("expert_load_imbalance", assumptions.expert_load_imbalance,
                                               "assumptions.expert_load_imbalance"),
     }
     thresholds = assumptions.thresholds
+    fixed |= stack_given(contract, stack, stated)
     for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share", "goodput"):
         fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
                                                   f"assumptions.thresholds.{name}")
-    for name, value in assumptions.efficiency(arch is not None).items():
-        fixed[name] = stated.given(name, value, f"assumptions.{name}")
 
     # The optimizer: a preset from the catalog, or bytes per parameter stated in the contract.
     components = ("weight", "gradient", "master_weight", "optimizer_state")
-    if isinstance(strategy.optimizer, str):
-        preset = optimizer_presets()[strategy.optimizer]
+    if isinstance(stack.optimizer, str):
+        preset = optimizer_presets()[stack.optimizer]
         formats = f"{preset.key}: {preset.description}"
+        chosen = "" if "optimizer" in strategy.model_fields_set else f" (the {stack.name} stack's)"
         for part in components:
             name = f"{part}_bytes_per_parameter"
-            fixed[name] = Given(getattr(preset, name), "catalog", f"preset {preset.key}", "strategy.optimizer")
+            fixed[name] = Given(getattr(preset, name), "catalog", f"preset {preset.key}{chosen}", "strategy.optimizer")
     else:
         formats = "custom optimizer state"
         for part, key in zip(components, ("weights", "gradients", "master_weights", "optimizer_states")):
@@ -102,8 +103,6 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
     label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
     fixed |= accelerator
-    if compute == "op_level":
-        fixed |= efficiency_given(assumptions, supply, device, strategy.precision, base_dir, stated)
     fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
                              "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
                                                                "write bandwidth")
@@ -138,13 +137,49 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     }
     for path in spec:
         stated.fields.pop(path, None)  # layout numbers are varied through the layout, not replaced as inputs
+    model = model_facts(workload.model, arch, int(workload.sequence_length.value))
+    # The op-level model puts memory-bound ops on the memory bandwidth: by default only where the device has one.
+    op_level_possible = arch is not None and ("memory_bandwidth_bytes_per_s" in accelerator
+                                              or assumptions.compute_model == "op_level")
+    step_time = _step_time(contract, model, spec, tiers)
+    compute = assumptions.compute(op_level_possible) if step_time == "components" else "model_flops"
+    for name, value in assumptions.efficiency(op_level_possible, step_time).items():
+        fixed[name] = stated.given(name, value, f"assumptions.{name}")
+    if compute == "op_level":
+        fixed |= efficiency_given(assumptions, supply, device, strategy.precision, base_dir, stated,
+                                  training_attention_kernel=stack.training_attention)
+    if step_time == "efficiency" and assumptions.hardware_flops_basis:
+        step_time = "efficiency_hfu"  # the graph's option for a stated utilization of executed FLOPs
     return Inputs(kind="training", contract=contract, base_dir=base_dir, architecture=arch,
-                  model=model_facts(workload.model, arch, int(workload.sequence_length.value)), graph=TRAINING,
-                  choices={"step_time": assumptions.step_time, "activations": assumptions.activations,
+                  model=model, graph=TRAINING,
+                  choices={"step_time": step_time, "activations": assumptions.activations,
                            "compute": compute},
                   accelerator_label=label, formats_label=formats, spec=spec, spec_given=spec_given, fixed=fixed,
                   tiers=tiers, stated_fields={k: tuple(v) for k, v in stated.fields.items()},
                   absent=stated.absent, derive=derive)
+
+
+def _step_time(contract: TrainingContract, model, spec: dict[str, Any], tiers: Tiers) -> str:
+    """The step-time method: as stated or implied; components by default, unless a parallel group of the contract's
+    layout needs a network tier it does not state and nothing it states belongs to the components model only. Then
+    the lesson's efficiency method (N × peak × MFU × scaling efficiency, which needs no link) gives the run time, and
+    only what needs the link (the collectives' times) is absent, naming the field to state."""
+    from types import SimpleNamespace
+
+    assumptions = contract.assumptions
+    components_only = ("compute_model", "matmul_efficiency", "kernel_overhead", "memory_bandwidth_efficiency",
+                       "attention_efficiency", "efficiency_curve", "efficiency_set")
+    if assumptions.step_time_model is not None or assumptions.step_time != "components" or any(
+            getattr(assumptions, name, None) is not None for name in components_only):
+        return assumptions.step_time
+    if tiers.intra is not None and tiers.inter is not None:
+        return "components"  # every group has a tier (the common case: no layout to build twice)
+    try:
+        layout = _layout(SimpleNamespace(contract=contract, model=model), spec, tiers)
+        unplaced = place(layout, tiers)[2]
+    except ContractError:  # a broken layout rule: derive() raises it
+        return assumptions.step_time
+    return "efficiency" if unplaced else "components"
 
 
 def _value(stated) -> float | None:
@@ -237,7 +272,8 @@ def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
         recompute=spec["strategy.recompute"], micro_batch_size=spec["strategy.micro_batch_size"],
         gradient_accumulation_steps=spec["strategy.gradient_accumulation_steps"],
         global_batch_size=spec["strategy.global_batch_size"], data_parallel_stated=spec["strategy.data_parallel"],
-        stage_layers=tuple(strategy.pipeline_stage_layers) if strategy.pipeline_stage_layers else None)
+        stage_layers=tuple(strategy.pipeline_stage_layers) if strategy.pipeline_stage_layers else None,
+        pipeline_schedule=strategy.pipeline_schedule)
 
 
 def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: bool) -> dict[str, Given]:
@@ -313,6 +349,11 @@ def _layout_given(inputs: Inputs, layout: Layout, spec: dict[str, Any], scalar: 
         "pipeline_activation_layers": derived(layout.pipeline_activation_layers,
                                               f"1F1B: max over stages i of (p − i) × their layers; {split}",
                                               "strategy.pipeline_parallel"),
+        "pipeline_chunk_layers": derived(layout.pipeline_chunk_layers, "⌈the fullest stage's layers / v⌉: its "
+                                         f"layers in v chunks as even as they split; {split}",
+                                         "strategy.virtual_pipeline_stages"),
+        "pipeline_schedule": Given(PipelineSchedule(strategy.pipeline_schedule).code, "assumed",
+                                   strategy.pipeline_schedule, "strategy.pipeline_schedule"),
     }
 
 

@@ -27,6 +27,9 @@ on 12 (5, 6 × 10, 5; Megatron-DeepSpeed's ``type:transformer|embedding`` partit
 list the layers of each stage instead (``strategy.pipeline_stage_layers``). The stage with the most
 layers sets the step time and the training state per accelerator; under 1F1B the first stages keep
 the most micro-batches in flight, so the activations peak at max over stages i of (p − i) · L_i.
+The interleaved schedule splits each stage's layers into v model chunks as evenly as they go (Llama 3
+405B ran 7, 8 × 14, 7 interleaved): each chunk needs one slot, a layer, or the embedding or LM head on
+the first and last stages, and the largest chunk, ⌈L_max / v⌉ layers, paces the bubble.
 """
 
 from botec.layout.dims import (FSDP_ZERO_STAGE, GROUPS, Layout, ModelFacts, PipelineSchedule, Recompute, Rule,

@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from botec.errors import ContractError
-from botec.graph.elementwise import floor, is_scalar, maximum, minimum
+from botec.graph.elementwise import ceil, floor, is_scalar, maximum, minimum, where
 from botec.layout.stages import default_stage_layers, layers_in_flight
 
 __all__ = ["Recompute", "PipelineSchedule", "GROUPS", "FSDP_ZERO_STAGE", "ModelFacts", "Rule", "Layout", "number_text"]
@@ -34,10 +34,25 @@ class Recompute(enum.IntEnum):
 
 
 class PipelineSchedule(str, enum.Enum):
-    """1F1B (Narayanan et al. 2021) or its interleaved form with v model chunks per stage."""
+    """The pipeline schedule (``strategy.pipeline_schedule``), and its number in the graph (:attr:`code`).
+
+    - ``1f1b`` (Narayanan et al. 2021 §2.2.1) and ``interleaved`` (§2.2.2: v model chunks per stage);
+    - ``zb-h1`` and ``zb-h2``: zero bubble (Qi et al. 2023, arXiv:2401.10241 §3: the backward split into
+      B, the input gradient, and W, the weight gradient, scheduled later): H1 at 1F1B's activation memory,
+      H2 with about twice the activations;
+    - ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv:2412.19437 §3.2.1, Table 2).
+    """
 
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
+    ZB_H1 = "zb-h1"
+    ZB_H2 = "zb-h2"
+    DUALPIPE = "dualpipe"
+
+    @property
+    def code(self) -> float:
+        """The schedule as a number for the formulas: 0 1F1B or interleaved, 1 ZB-H1, 2 ZB-H2, 3 DualPipe."""
+        return {"1f1b": 0.0, "interleaved": 0.0, "zb-h1": 1.0, "zb-h2": 2.0, "dualpipe": 3.0}[self.value]
 
 
 # The parallel groups whose collectives cross a network tier, and what each carries.
@@ -47,6 +62,7 @@ GROUPS = {
     "ep": "the expert all-to-alls",
     "dp": "the data-parallel gradient all-reduces",
     "shard": "the ZeRO/FSDP shard group's collectives",
+    "edp": "the expert data-parallel group's gradient reductions and weight gathers",
     "pp": "the pipeline sends",
 }
 
@@ -111,6 +127,7 @@ class Layout:
     global_batch_size: Any = None          # sequences per optimizer step, when stated
     data_parallel_stated: Any = None       # strategy.data_parallel when a number
     stage_layers: tuple[int, ...] | None = None  # strategy.pipeline_stage_layers, when stated
+    pipeline_schedule: str = "1f1b"        # strategy.pipeline_schedule (one value for every row of a sweep)
     rules: tuple[Rule, ...] = field(default=(), repr=False, compare=False)
 
     # ------------------------------------------------------------------ derived sizes
@@ -158,16 +175,32 @@ class Layout:
         """Data-parallel replicas of each expert: DP / EP."""
         return self.data_parallel / self.expert_parallel
 
+    @property
+    def gradient_all_reduce_ranks(self):
+        """Ranks of one dense gradient all-reduce: every DP rank without ZeRO; under ZeRO/FSDP the replicas of
+        each shard group (one rank of each, t·c·shard apart: hybrid sharding's all-reduce across nodes)."""
+        return where(self.zero_stage >= 1, self.replica_groups, self.data_parallel)
+
+    @property
+    def expert_shard_ranks(self):
+        """Ranks of one expert data-parallel collective: the ranks holding the same experts, EP apart in Megatron's
+        order (TP, CP, DP ⊃ EP). Under ZeRO/FSDP those of one shard group (shard / EP, the group memory shards the
+        expert state over); without it every expert replica (DP / EP)."""
+        return maximum(where(self.zero_stage >= 1, self.sharding_degree / self.expert_parallel,
+                             self.expert_data_parallel), 1.0)
+
     def span(self, group: str):
         """Accelerators a group spans in Megatron's rank order (TP, CP, DP ⊃ EP, PP)."""
         t, c = self.tensor_parallel, self.context_parallel
         return {"tp": t, "cp": t * c, "ep": t * c * self.expert_parallel, "dp": t * c * self.data_parallel,
-                "shard": t * c * self.sharding_degree, "pp": self.accelerators}[group]
+                "shard": t * c * self.sharding_degree, "edp": t * c * self.expert_parallel * self.expert_shard_ranks,
+                "pp": self.accelerators}[group]
 
     def degree(self, group: str):
-        """Ranks that take part in one collective of a group."""
+        """Ranks that take part in one collective of a group (the DP group's: its gradient all-reduce's)."""
         return {"tp": self.tensor_parallel, "cp": self.context_parallel, "ep": self.expert_parallel,
-                "dp": self.data_parallel, "shard": self.sharding_degree, "pp": self.pipeline_parallel}[group]
+                "dp": self.gradient_all_reduce_ranks, "shard": self.sharding_degree, "edp": self.expert_shard_ranks,
+                "pp": self.pipeline_parallel}[group]
 
     # ------------------------------------------------------------------ pipeline stages
 
@@ -217,26 +250,32 @@ class Layout:
         return self._per_stage_count(layers_in_flight)
 
     @property
-    def stages_divisible_by_chunks(self):
-        """Whether every stage's layers split into the v model chunks of the interleaved schedule."""
-        chunks = self.virtual_pipeline_stages
-        if is_scalar(self.pipeline_parallel, chunks):
-            split = self.stage_layer_split if float(self.pipeline_parallel) == int(self.pipeline_parallel) else None
-            return bool(split) and all(count % chunks == 0 for count in split)
-        import numpy as np
+    def pipeline_stage_slots(self):
+        """The fewest slots of a stage: its layers, with the embedding (first stage) and the LM head (last
+        stage) counted as one each. Each of a stage's v model chunks needs at least one slot (Llama 3 §3.3.2:
+        "the first model chunk on the first stage has only the embedding")."""
+        def fewest(split: tuple[int, ...]) -> int:
+            slots = list(split)
+            slots[0] += 1
+            slots[-1] += 1
+            return min(slots)
 
-        stages, chunks = np.broadcast_arrays(np.asarray(self.pipeline_parallel, float), np.asarray(chunks, float))
-        out = np.zeros(stages.shape, bool)
-        for pair in {(float(s), float(v)) for s, v in zip(stages.ravel(), chunks.ravel())}:
-            split = self._stage_split(int(pair[0])) if pair[0] == int(pair[0]) else None
-            if split and pair[1] >= 1:
-                out[(stages == pair[0]) & (chunks == pair[1])] = all(count % pair[1] == 0 for count in split)
-        return out
+        return self._per_stage_count(fewest)
+
+    @property
+    def pipeline_chunk_layers(self):
+        """Layers of the largest model chunk: ⌈L_max / v⌉, the fullest stage's layers split into v chunks as
+        evenly as possible (L_max / v when v divides it; L_max under 1F1B)."""
+        return ceil(self.pipeline_stage_layers / self.virtual_pipeline_stages)
 
     @property
     def schedule(self) -> PipelineSchedule:
-        """1F1B, or interleaved when each stage holds more than one model chunk (scalar layouts)."""
-        return PipelineSchedule.INTERLEAVED if self.virtual_pipeline_stages > 1 else PipelineSchedule.ONE_F_ONE_B
+        """The stated schedule; 1F1B with more than one chunk per stage is the interleaved one."""
+        stated = PipelineSchedule(self.pipeline_schedule)
+        if stated is PipelineSchedule.ONE_F_ONE_B and is_scalar(self.virtual_pipeline_stages) \
+                and self.virtual_pipeline_stages > 1:
+            return PipelineSchedule.INTERLEAVED
+        return stated
 
     # ------------------------------------------------------------------ rules
 

@@ -58,9 +58,41 @@ def _stage_rules() -> list[Rule]:
                        "them in strategy.pipeline_stage_layers"),
         Rule("strategy.virtual_pipeline_stages", lambda l: (l.virtual_pipeline_stages == 1) | (l.pipeline_parallel > 1),
              lambda l: "the interleaved schedule splits each pipeline stage into chunks: it needs pipeline_parallel > 1"),
-        Rule("strategy.virtual_pipeline_stages", lambda l: l.stages_divisible_by_chunks,
-             lambda l: f"{number_text(l.virtual_pipeline_stages)} chunks per stage do not divide the stages' layers "
-                       f"({', '.join(str(c) for c in l.stage_layer_split or ())})"),
+        Rule("strategy.virtual_pipeline_stages", lambda l: l.virtual_pipeline_stages <= l.pipeline_stage_slots,
+             lambda l: f"{number_text(l.virtual_pipeline_stages)} chunks per stage leave a chunk with nothing to run: "
+                       f"the stages hold {', '.join(str(c) for c in l.stage_layer_split or ())} layers (the first "
+                       "and last also the embedding and the LM head, one chunk's worth each)"),
+        *_schedule_rules(),
+    ]
+
+
+def _is(schedule: str):
+    """Whether a layout's stated schedule is ``schedule`` (one string for every row of a sweep)."""
+    return lambda l: l.pipeline_schedule == schedule
+
+
+def _schedule_rules() -> list[Rule]:
+    """What the zero-bubble and DualPipe schedules need (the interleaved schedule's v is checked above)."""
+    zero_bubble = lambda l: l.pipeline_schedule in ("zb-h1", "zb-h2")  # noqa: E731
+    dualpipe = _is("dualpipe")
+    return [
+        Rule("strategy.pipeline_schedule",
+             lambda l: (not (zero_bubble(l) or dualpipe(l))) or ((l.pipeline_parallel > 1)
+                                                                & (l.virtual_pipeline_stages == 1)),
+             lambda l: f"{l.pipeline_schedule} schedules the stages of a pipeline, one model chunk each: it needs "
+                       f"pipeline_parallel > 1 (got {number_text(l.pipeline_parallel)}) and virtual_pipeline_stages "
+                       f"1 (got {number_text(l.virtual_pipeline_stages)})"),
+        # DeepSeek-V3 §3.2.1: "DualPipe only requires that the pipeline stages and micro-batches be divisible by 2";
+        # its reference implementation (deepseek-ai/DualPipe, DualPipe.step) also asserts micro-batches ≥ 2 × PP.
+        Rule("strategy.pipeline_schedule", lambda l: (not dualpipe(l)) or _divides(2, l.pipeline_parallel),
+             lambda l: f"dualpipe feeds the pipeline from both ends: it needs an even pipeline_parallel, got "
+                       f"{number_text(l.pipeline_parallel)}"),
+        Rule("strategy.gradient_accumulation_steps",
+             lambda l: (not dualpipe(l)) or (_divides(2, l.accumulation_steps)
+                                             & (l.accumulation_steps >= 2 * l.pipeline_parallel)),
+             lambda l: f"dualpipe splits the micro-batches between its two directions: it needs an even number of "
+                       f"them, at least 2 × pipeline_parallel = {number_text(2 * l.pipeline_parallel)}, got "
+                       f"{number_text(l.accumulation_steps)}"),
     ]
 
 

@@ -97,6 +97,8 @@ def efficiency_assumption(result: Estimate) -> str:
     if result.choices.get("step_time") == "components":
         return {"op_level": "assumptions.matmul_efficiency", "hardware_flops": "assumptions.single_accelerator_hfu"}.get(
             result.choices.get("compute"), "assumptions.single_accelerator_mfu")
+    if result.choices.get("step_time") == "efficiency_hfu":  # the contract states its utilization as an HFU
+        return "assumptions.end_to_end_hfu"
     return "assumptions.end_to_end_mfu"
 
 
@@ -605,9 +607,9 @@ def calibrated_contract(contract_path: str | Path | None, calibration: Calibrati
                 target[key] = node
             target = node
         target[keys[-1]] = {"value": float(f"{value:.6g}"), "source": note, "provenance": "measured"}
-        if keys[-1] == "end_to_end_mfu":
-            target.pop("single_accelerator_mfu", None)
-            target.pop("scaling_efficiency", None)
+        if keys[-1] in ("end_to_end_mfu", "end_to_end_hfu"):
+            for replaced in ("single_accelerator_mfu", "single_accelerator_hfu", "scaling_efficiency"):
+                target.pop(replaced, None)
     stamp = datetime.date.today().isoformat()
     header = (f"# botec calibrated contract ({stamp}): assumptions marked provenance: measured were back-solved "
               f"by `botec calibrate`{' from ' + origin_text if origin_text else ''}.\n")

@@ -62,6 +62,9 @@ formulas.input("quantized_parameters", unit="parameters", detail=True,
 formulas.input("quantized_weight_bytes_per_parameter", unit="B/parameter",
                meaning="bytes of one frozen linear weight in the base format, its quantization constants included "
                        "(q: 2 for BF16, 0.516 for NF4 with double quantization)")
+formulas.input("frozen_unquantized_bytes_per_parameter", unit="B/parameter", detail=True,
+               meaning="bytes of one frozen weight outside the blocks' linear layers (embeddings, LM head, norms): 2, "
+                       "or 4 for a base loaded in FP32")
 formulas.input("largest_quantized_matrix_parameters", unit="parameters", detail=True,
                meaning="the largest linear matrix d_in × d_out: what a dequantizing kernel holds in 16 bits at once")
 formulas.input("dense_quantized_matrices_per_layer", unit="1", detail=True,
@@ -125,15 +128,18 @@ def trainable_parameters_per_device(trainable_dense_parameters_per_device, train
 
 @formulas.formula(unit="B/parameter", meaning="bytes per non-expert parameter of the frozen base: linear weights in "
                                               "the base format, embeddings, head and norms in 16 bits",
-                  expression="(quantized_weight_bytes_per_parameter × (quantized_parameters − expert_parameters) + 2 "
-                             "× (parameters − quantized_parameters)) / (parameters − expert_parameters)",
+                  expression="(quantized_weight_bytes_per_parameter × (quantized_parameters − expert_parameters) + "
+                             "frozen_unquantized_bytes_per_parameter × (parameters − quantized_parameters)) / "
+                             "(parameters − expert_parameters)",
                   source="QLoRA (Dettmers et al. 2023) quantizes the linear layers; bitsandbytes/transformers keep the "
-                         "LM head (llm_int8_skip_modules), embeddings and norms in 16 bits",
+                         "LM head (llm_int8_skip_modules), embeddings and norms in 16 bits; a base loaded in FP32 "
+                         "keeps all of them at 4 B",
                   zero_when="frozen_base == 0", detail=True)
 def frozen_dense_weight_bytes_per_parameter(quantized_weight_bytes_per_parameter, quantized_parameters,
-                                            expert_parameters, parameters):
+                                            expert_parameters, parameters, frozen_unquantized_bytes_per_parameter):
     linear = quantized_weight_bytes_per_parameter * (quantized_parameters - expert_parameters)
-    return (linear + SIXTEEN_BIT_BYTES * (parameters - quantized_parameters)) / (parameters - expert_parameters)
+    return ((linear + frozen_unquantized_bytes_per_parameter * (parameters - quantized_parameters))
+            / (parameters - expert_parameters))
 
 
 @formulas.formula(unit="B", meaning="the frozen base's non-expert weights one accelerator works with, before "

@@ -3,7 +3,10 @@
 Two methods for time, chosen by ``assumptions.step_time_model``:
 
 - ``efficiency`` (lesson 000): R_useful = N × peak × single-accelerator MFU × scaling efficiency
-  (or × a measured end-to-end MFU); T = F / R; a step is T / steps.
+  (or × a measured end-to-end MFU); T = F / R; a step is T / steps. A stated utilization on the
+  hardware-FLOPs basis (``end_to_end_hfu``, or ``single_accelerator_hfu`` × scaling efficiency) is the
+  graph's option ``efficiency_hfu``: T = F_hardware / (N × peak × HFU), F_hardware the model's FLOPs
+  plus the recomputation's; the MFU is then the achieved one, F / (T × N × peak).
 - ``components`` (the default): a step is its micro-batches' compute on the busiest pipeline stage,
   the optimizer step, the pipeline bubble and the communication that is not overlapped (network.py);
   T = steps × step.
@@ -22,7 +25,8 @@ publish TFLOP/s on that basis: the 8·N rule with full recomputation). Both are 
 
 Sources: lesson 000; Kaplan et al. 2020 (C ≈ 6ND); PaLM App. B (attention FLOPs);
 Korthikanti et al. 2022 (recomputation; model vs hardware FLOPs); Narayanan et al. 2021
-(1F1B bubble (p − 1)/m, interleaved (p − 1)/(v·m)).
+(1F1B bubble (p − 1)/m, interleaved (p − 1)/(v·m)); Qi et al. 2023, "Zero Bubble Pipeline Parallelism"
+(arXiv:2401.10241; ZB-H1, ZB-H2); DeepSeek-V3 technical report (arXiv:2412.19437 §3.2.1, DualPipe).
 """
 
 from botec.graph import Formulas, ceil, maximum, where
@@ -40,6 +44,11 @@ formulas.input("gradient_accumulation_steps", unit="1",
                meaning="micro-batches per optimizer step on each data-parallel rank (m)")
 formulas.input("virtual_pipeline_stages", unit="1",
                meaning="model chunks per pipeline stage (interleaved schedule: v > 1)")
+formulas.input("pipeline_chunk_layers", unit="layers",
+               meaning="layers of the largest model chunk: ⌈the fullest stage's layers / v⌉ (its layers in v chunks, "
+                       "as even as they split)")
+formulas.input("pipeline_schedule", unit="1",
+               meaning="the pipeline schedule: 0 1F1B or interleaved, 1 zero bubble ZB-H1, 2 ZB-H2, 3 DualPipe")
 formulas.input("context_parallel", unit="1",
                meaning="context-parallel degree (CP): ranks splitting each sequence")
 formulas.input("recompute", unit="1",
@@ -104,17 +113,19 @@ def full_recompute_share(recompute_layer_fraction):
                   meaning="forward work done again by activation recomputation, per token",
                   expression="full_recompute_share × (2 × (matmul_parameters − lm_head_matmul_parameters + "
                              "adapter_matmul_parameters) + attention_flops_per_token / 3) if recompute = full; "
-                             "attention_flops_per_token / 3 if selective; else 0",
+                             "attention_flops_per_token / 3 if selective with eager attention; else 0",
                   source="Korthikanti et al. 2022 §5: full recompute repeats the forward of the transformer layers "
                          "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)), LoRA adapters included, on the "
                          "share of the layers that recompute (Megatron --recompute-num-layers); selective only the "
-                         "attention core", detail=True, prose=True)
+                         "attention core, and nothing under a fused (flash) kernel, which keeps no scores to drop",
+                  detail=True, prose=True)
 def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token,
-                              adapter_matmul_parameters, full_recompute_share):
+                              adapter_matmul_parameters, full_recompute_share, fused_attention):
     forward_attention = attention_flops_per_token / 3
     layers_forward = 2 * (matmul_parameters - lm_head_matmul_parameters + adapter_matmul_parameters)
+    selective = where(fused_attention, 0.0, forward_attention)
     return where(recompute >= Recompute.FULL, full_recompute_share * (layers_forward + forward_attention),
-                 where(recompute >= Recompute.SELECTIVE, forward_attention, 0.0))
+                 where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 
 
 @formulas.formula(unit="FLOP",
@@ -157,8 +168,14 @@ def end_to_end_mfu(single_accelerator_mfu, scaling_efficiency):
                   meaning="share of the N accelerators' peak delivered as useful model FLOPs (achieved MFU)",
                   expression="training_flops / (run_seconds × accelerators × peak_flops_per_s)",
                   choice=("step_time", "components"))
+@formulas.formula(unit="1",
+                  meaning="share of the N accelerators' peak delivered as useful model FLOPs (the MFU of the stated "
+                          "HFU: recomputation is work the model did not need)",
+                  expression="training_flops / (run_seconds × accelerators × peak_flops_per_s)",
+                  source="PaLM App. B: MFU counts the model's FLOPs, HFU the executed ones",
+                  choice=("step_time", "efficiency_hfu"))
 def end_to_end_mfu(training_flops, run_seconds, accelerators, peak_flops_per_s):  # noqa: F811
-    """MFU implied by the component step time."""
+    """MFU implied by the component step time, or by a stated hardware-FLOPs utilization."""
     return training_flops / (run_seconds * accelerators * peak_flops_per_s)
 
 
@@ -180,6 +197,29 @@ def run_seconds(training_flops, useful_flops_per_s):
     return training_flops / useful_flops_per_s
 
 
+@formulas.formula(unit="1",
+                  meaning="share of the N accelerators' peak the hardware executes as FLOPs, recomputation included "
+                          "(end-to-end HFU)",
+                  expression="single_accelerator_hfu × scaling_efficiency",
+                  source="the lesson's product with hardware FLOPs (Korthikanti et al. 2022 §5: HFU counts the "
+                         "recomputation); a measured end-to-end HFU (assumptions.end_to_end_hfu) replaces it",
+                  choice=("step_time", "efficiency_hfu"))
+def end_to_end_hfu(single_accelerator_hfu, scaling_efficiency):
+    """HFU of the whole job = single-accelerator HFU × scaling efficiency; a stated end-to-end HFU replaces it."""
+    return single_accelerator_hfu * scaling_efficiency
+
+
+@formulas.formula(unit="s",
+                  meaning="first-pass run time from a stated hardware-FLOPs utilization, excluding checkpoint pauses "
+                          "and failures",
+                  expression="hardware_training_flops / (accelerators × peak_flops_per_s × end_to_end_hfu)",
+                  source="T = executed FLOPs / (N × peak × HFU): the lesson's method on the HFU basis (Korthikanti "
+                         "et al. 2022 §5; PaLM App. B)", choice=("step_time", "efficiency_hfu"))
+def run_seconds(hardware_training_flops, accelerators, peak_flops_per_s, end_to_end_hfu):  # noqa: F811
+    """T_train ≈ F_hardware / (N × peak × HFU): F_hardware the model's FLOPs plus the recomputation's."""
+    return hardware_training_flops / (accelerators * peak_flops_per_s * end_to_end_hfu)
+
+
 @formulas.formula(unit="s",
                   meaning="run time: steps × step time, excluding checkpoint pauses and failures",
                   expression="steps × step_seconds", choice=("step_time", "components"))
@@ -191,6 +231,9 @@ def run_seconds(steps, step_seconds):  # noqa: F811
                   meaning="average time per optimizer step",
                   expression="run_seconds / steps",
                   source="lesson 000: ≈ 0.51 s", choice=("step_time", "efficiency"))
+@formulas.formula(unit="s",
+                  meaning="average time per optimizer step",
+                  expression="run_seconds / steps", choice=("step_time", "efficiency_hfu"))
 def step_seconds(run_seconds, steps):
     """Step time = T_train / steps."""
     return run_seconds / steps
@@ -333,16 +376,83 @@ def exposed_offload_seconds(cpu_optimizer_step_seconds, host_gradient_seconds, g
     return cpu_optimizer_step_seconds + gradients + weights + activations + paged_optimizer_seconds
 
 
+@formulas.formula(unit="s", meaning="the weight-gradient (W) part of one micro-batch's backward on the busiest stage",
+                  expression="pipeline_stage_layers × layer_weight_gradient_seconds", choice=("compute", "op_level"),
+                  source="Qi et al. 2023 (zero bubble) §2: the backward splits into B (input gradients) and W (weight "
+                         "gradients), one GEMM each per forward GEMM", detail=True)
+def microbatch_weight_gradient_seconds(pipeline_stage_layers, layer_weight_gradient_seconds):
+    return pipeline_stage_layers * layer_weight_gradient_seconds
+
+
+@formulas.formula(unit="s", meaning="the weight-gradient (W) part of one micro-batch's backward on the busiest stage",
+                  expression="microbatch_compute_seconds × 2 × (1 − frozen_base) × matmul_parameters"
+                             " / hardware_flops_per_token",
+                  source="the weight gradients are 2 of the 6 FLOPs per parameter and token (Qi et al. 2023 §2), "
+                         "none for a frozen base", choice=("compute", "hardware_flops"), detail=True)
+@formulas.formula(unit="s", meaning="the weight-gradient (W) part of one micro-batch's backward on the busiest stage",
+                  expression="microbatch_compute_seconds × 2 × (1 − frozen_base) × matmul_parameters"
+                             " / hardware_flops_per_token",
+                  source="the weight gradients are 2 of the 6 FLOPs per parameter and token (Qi et al. 2023 §2), "
+                         "none for a frozen base", choice=("compute", "model_flops"), detail=True)
+def microbatch_weight_gradient_seconds(microbatch_compute_seconds, frozen_base, matmul_parameters,  # noqa: F811
+                                       hardware_flops_per_token):
+    return microbatch_compute_seconds * 2 * (1 - frozen_base) * matmul_parameters / hardware_flops_per_token
+
+
+@formulas.formula(unit="fraction", meaning="the largest model chunk's share of the fullest stage's layers (1/v when v "
+                                           "divides them, 1 without interleaving)",
+                  expression="pipeline_chunk_layers / pipeline_stage_layers", detail=True)
+def pipeline_chunk_share(pipeline_chunk_layers, pipeline_stage_layers):
+    return pipeline_chunk_layers / pipeline_stage_layers
+
+
 @formulas.formula(unit="s",
                   meaning="idle time per step while the pipeline fills and drains",
-                  expression="(pipeline_parallel − 1) / virtual_pipeline_stages × (microbatch_compute_seconds"
-                             " + exposed_model_parallel_seconds / gradient_accumulation_steps)",
-                  source="Narayanan et al. 2021: bubble (p − 1)/m of the ideal time; interleaved (p − 1)/(v·m); "
-                         "the ideal time of a micro-batch includes its communication on the critical path")
-def pipeline_bubble_seconds(pipeline_parallel, virtual_pipeline_stages, microbatch_compute_seconds,
+                  expression="1F1B and interleaved: (p − 1) × pipeline_chunk_share × (t + c); zb-h1: (p − 1) × "
+                             "(max(0, t − 2·W) + c); zb-h2: (p − 1) × (max(0, t − 3·W) + c); dualpipe: "
+                             "(p/2 − 1) × (max(0, t + B − 3·W) + c)",
+                  source="Narayanan et al. 2021 §2.2: 1F1B idles (p − 1) micro-batch times per step, the "
+                         "interleaved schedule (p − 1) model-chunk times, (p − 1)/v of a stage's when the v chunks "
+                         "are equal (Llama 3 §3.3.2: (PP − 1)/(V·M)); Qi et al. 2023 Table 1 (F + B + W = t): ZB-H1 "
+                         "(p − 1)(F + B − W), ZB-H2 (p − 1)(F + B − 2W); DeepSeek-V3 Table 2: DualPipe (PP/2 − 1)"
+                         "(F&B + B − 3W), B the full backward",
+                  prose=True,
+                  symbols={"p": "pipeline_parallel", "t": "microbatch_compute_seconds",
+                           "c": "exposed_model_parallel_seconds / gradient_accumulation_steps",
+                           "W": "microbatch_weight_gradient_seconds", "B": "microbatch_backward_seconds"})
+def pipeline_bubble_seconds(pipeline_parallel, pipeline_chunk_share, pipeline_schedule, microbatch_compute_seconds,
+                            microbatch_backward_seconds, microbatch_weight_gradient_seconds,
                             exposed_model_parallel_seconds, gradient_accumulation_steps):
-    return ((pipeline_parallel - 1) / virtual_pipeline_stages
-            * (microbatch_compute_seconds + exposed_model_parallel_seconds / gradient_accumulation_steps))
+    """The pipeline's fill and drain, in the busiest stage's micro-batch time t (forward, backward and
+    recomputation: F + B + W in the zero-bubble papers' terms) plus its on-path communication c.
+
+    - 1F1B: (p − 1) × (t + c) (Narayanan et al. 2021 §2.2.1).
+    - Interleaved, v chunks per stage: (p − 1) × (t + c) × (the largest chunk's layers / the stage's). The
+      fill and drain move one model chunk per hop (§2.2.2: t_pb = (p − 1)(t_f + t_b)/v for equal chunks);
+      when v does not divide a stage's layers (Llama 3 405B: 7, 8 × 14, 7 layers) the chunks are as even
+      as they split and each hop waits for the largest, ⌈L_max/v⌉ layers: the bound we charge.
+    - ZB-H1 (Qi et al. 2023 §3.1, Table 1): the weight gradients W fill the bubble, leaving (p − 1)(F + B −
+      W) = (p − 1)(t − 2W), a third of 1F1B's when F = B = W, at 1F1B's activation memory.
+    - ZB-H2: (p − 1)(F + B − 2W) = (p − 1)(t − 3W), none when F = B = W, with 2p − 1 micro-batches of
+      activations in flight instead of p (pipeline_activation_factor).
+    - DualPipe (DeepSeek-V3 Table 2): (p/2 − 1)(F&B + B − 3W), F&B the overlapped forward and backward
+      pair, which we charge as F + B (the overlap hides communication, not compute): (p/2 − 1)(t + B − 3W),
+      with two copies of each stage's parameters and p + 1 micro-batches of activations.
+
+    The on-path communication of a micro-batch, c = exposed_model_parallel_seconds / m, is charged once per
+    hop like its compute (per chunk under interleaving). A negative remainder (W larger than the rest) counts
+    as no bubble.
+    """
+    hops = pipeline_parallel - 1
+    t = microbatch_compute_seconds
+    w = microbatch_weight_gradient_seconds
+    c = exposed_model_parallel_seconds / gradient_accumulation_steps
+    one_f_one_b = hops * pipeline_chunk_share * (t + c)
+    zb_h1 = hops * (maximum(t - 2 * w, 0.0) + c)
+    zb_h2 = hops * (maximum(t - 3 * w, 0.0) + c)
+    dualpipe = (pipeline_parallel / 2 - 1) * (maximum(t + microbatch_backward_seconds - 3 * w, 0.0) + c)
+    return where(pipeline_schedule >= 3, dualpipe, where(pipeline_schedule >= 2, zb_h2,
+                                                         where(pipeline_schedule >= 1, zb_h1, one_f_one_b)))
 
 
 @formulas.formula(unit="fraction", meaning="the pipeline bubble as a share of the compute time",

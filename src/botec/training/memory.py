@@ -26,6 +26,9 @@ from botec.layout import Recompute
 
 formulas = Formulas(account="memory")
 
+formulas.input("loss_activation_bytes_per_logit", unit="B", detail=True,
+               meaning="bytes the cross entropy keeps per logit for the backward (4 fused FP32; 10 for the unfused "
+                       "Hugging Face loss; 6 chunked; 0 fused-linear)")
 formulas.input("gradient_bytes_per_parameter", unit="B/parameter",
                meaning="bytes of the gradients per parameter")
 formulas.input("master_weight_bytes_per_parameter", unit="B/parameter",
@@ -105,27 +108,38 @@ def expert_sharding_degree(sharding_degree, expert_parallel):
     return maximum(sharding_degree / expert_parallel, 1)
 
 
+@formulas.formula(unit="1", meaning="copies of a stage's parameters one accelerator holds: 2 under DualPipe, else 1",
+                  expression="2 if pipeline_schedule ≥ 3 else 1",
+                  source="DeepSeek-V3 Table 2: DualPipe keeps 2× the parameters (each rank runs stage i in one "
+                         "direction and stage p − 1 − i in the other; deepseek-ai/DualPipe holds two modules per "
+                         "rank, each with its gradients and optimizer state)", detail=True)
+def pipeline_parameter_copies(pipeline_schedule):
+    return where(pipeline_schedule >= 3, 2.0, 1.0)
+
+
 @formulas.formula(unit="B", meaning="working weights held by one accelerator (under LoRA: the adapters, and the "
                                     "frozen base in its own format)",
-                  expression="weight_bytes_per_parameter × (trainable_dense_parameters_per_device / weight_shards"
+                  expression="(weight_bytes_per_parameter × (trainable_dense_parameters_per_device / weight_shards"
                              " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 3"
-                             " else 1)) + frozen_weight_memory_bytes")
+                             " else 1)) + frozen_weight_memory_bytes) × pipeline_parameter_copies")
 def weight_memory_bytes(weight_bytes_per_parameter, trainable_dense_parameters_per_device, weight_shards,
                         trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage,
-                        frozen_weight_memory_bytes):
-    return _held(weight_bytes_per_parameter, trainable_dense_parameters_per_device, weight_shards,
-                 trainable_expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree)) \
-        + frozen_weight_memory_bytes
+                        frozen_weight_memory_bytes, pipeline_parameter_copies):
+    return (_held(weight_bytes_per_parameter, trainable_dense_parameters_per_device, weight_shards,
+                  trainable_expert_parameters_per_device, _shards(zero_stage, 3, expert_sharding_degree))
+            + frozen_weight_memory_bytes) * pipeline_parameter_copies
 
 
 @formulas.formula(unit="B", meaning="gradients held by one accelerator (trainable parameters only)",
                   expression="gradient_bytes_per_parameter × (trainable_dense_parameters_per_device / gradient_shards"
                              " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 2"
-                             " else 1))")
+                             " else 1)) × pipeline_parameter_copies")
 def gradient_memory_bytes(gradient_bytes_per_parameter, trainable_dense_parameters_per_device, gradient_shards,
-                          trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage):
+                          trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage,
+                          pipeline_parameter_copies):
     return _held(gradient_bytes_per_parameter, trainable_dense_parameters_per_device, gradient_shards,
-                 trainable_expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree))
+                 trainable_expert_parameters_per_device, _shards(zero_stage, 2, expert_sharding_degree)) \
+        * pipeline_parameter_copies
 
 
 @formulas.formula(unit="B", meaning="master weights and optimizer moments held by one accelerator (trainable "
@@ -133,13 +147,14 @@ def gradient_memory_bytes(gradient_bytes_per_parameter, trainable_dense_paramete
                   expression="(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter)"
                              " × (trainable_dense_parameters_per_device / optimizer_shards"
                              " + trainable_expert_parameters_per_device / (expert_sharding_degree if zero_stage ≥ 1"
-                             " else 1))")
+                             " else 1)) × pipeline_parameter_copies")
 def optimizer_memory_bytes(master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter,
                            trainable_dense_parameters_per_device, optimizer_shards,
-                           trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage):
+                           trainable_expert_parameters_per_device, expert_sharding_degree, zero_stage,
+                           pipeline_parameter_copies):
     return _held(master_weight_bytes_per_parameter + optimizer_state_bytes_per_parameter,
                  trainable_dense_parameters_per_device, optimizer_shards, trainable_expert_parameters_per_device,
-                 _shards(zero_stage, 1, expert_sharding_degree))
+                 _shards(zero_stage, 1, expert_sharding_degree)) * pipeline_parameter_copies
 
 
 @formulas.formula(unit="B", meaning="persistent training state per accelerator",
@@ -193,13 +208,19 @@ def hidden_state_bytes(layer_activation_bytes, tensor_parallel, sequence_paralle
 @formulas.formula(unit="1",
                   meaning="activations the schedule keeps in flight on the first stage, relative to its 1F1B peak",
                   expression="(1 + (pipeline_parallel − 1) / (pipeline_parallel × virtual_pipeline_stages) if "
-                             "virtual_pipeline_stages > 1 else 1) × min(1, gradient_accumulation_steps / "
-                             "pipeline_parallel)",
+                             "virtual_pipeline_stages > 1 else 1) × min(k, gradient_accumulation_steps) / "
+                             "pipeline_parallel, k = the micro-batches in flight: p (1F1B, ZB-H1), 2p − 1 (ZB-H2), "
+                             "p + 1 (DualPipe)",
                   source="Korthikanti et al. 2022 §4.2 (interleaved 1F1B); Megatron-LM theoretical_memory_usage.py: "
-                         "× min(1, m/p) when fewer micro-batches than stages are in flight", detail=True, prose=True)
-def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages, gradient_accumulation_steps):
+                         "× min(1, m/p) when fewer micro-batches than stages are in flight; Qi et al. 2023 Table 1: "
+                         "ZB-H1 p·M_B, ZB-H2 (2p − 1)·M_B; DeepSeek-V3 Table 2: DualPipe PP + 1",
+                  detail=True, prose=True)
+def pipeline_activation_factor(pipeline_parallel, virtual_pipeline_stages, gradient_accumulation_steps,
+                               pipeline_schedule):
     interleaved = 1 + (pipeline_parallel - 1) / (pipeline_parallel * virtual_pipeline_stages)
-    in_flight = minimum(1.0, gradient_accumulation_steps / pipeline_parallel)
+    most = where(pipeline_schedule >= 3, pipeline_parallel + 1,
+                 where(pipeline_schedule >= 2, 2 * pipeline_parallel - 1, pipeline_parallel))
+    in_flight = minimum(most, gradient_accumulation_steps) / pipeline_parallel
     return where(virtual_pipeline_stages > 1, interleaved, 1.0) * in_flight
 
 
@@ -222,20 +243,22 @@ def activation_bytes(activation_layers_in_flight, saved_tensor_factor, hidden_st
 
 @formulas.formula(unit="B", meaning="what one layer keeps of its linear parts for one micro-batch (everything but "
                                     "the attention scores)",
-                  expression="activation_bytes_per_element / 2 × local_sequence_length × micro_batch_size × (10 × "
-                             "hidden_size / (tensor_parallel if sequence_parallel else 1) + 2 × "
-                             "(attention_activation_width + mlp_activation_width) / tensor_parallel) + "
-                             "adapter_activation_bytes_per_layer",
+                  expression="activation_bytes_per_element / 2 × local_sequence_length × micro_batch_size × ((10 + "
+                             "5 × cross_attention_layers / layers) × hidden_size / (tensor_parallel if "
+                             "sequence_parallel else 1) + 2 × (attention_activation_width + mlp_activation_width) / "
+                             "tensor_parallel) + adapter_activation_bytes_per_layer",
                   source="Korthikanti et al. 2022 §4.1 (16-bit activations): norms 4sbh, the inputs of QKV and MLP "
-                         "4sbh and two dropout masks 2sbh stay whole without sequence parallelism (10sbh); Q, K, V, the "
-                         "attention output and the MLP's hidden layer are split over TP (24sbh/t for a GPT layer: "
-                         "widths 4h and 2 × 4h); GQA, gated and MoE MLPs by their own widths; LoRA adds its adapters' "
-                         "x·A (botec.training.adapters)",
+                         "4sbh and two dropout masks 2sbh stay whole without sequence parallelism (10sbh, 5sbh per "
+                         "sub-block: an encoder-decoder's cross-attention sub-block adds its own 5sbh, averaged over "
+                         "the layers); Q, K, V, the attention output and the MLP's hidden layer are split over TP "
+                         "(24sbh/t for a GPT layer: widths 4h and 2 × 4h); GQA, gated and MoE MLPs by their own "
+                         "widths; LoRA adds its adapters' x·A (botec.training.adapters)",
                   detail=True, prose=True)
 def layer_linear_activation_bytes(activation_bytes_per_element, local_sequence_length, micro_batch_size, hidden_size,
                                   tensor_parallel, sequence_parallel, attention_activation_width,
-                                  mlp_activation_width, adapter_activation_bytes_per_layer):
-    whole = 10 * hidden_size / where(sequence_parallel, tensor_parallel, 1)
+                                  mlp_activation_width, adapter_activation_bytes_per_layer, cross_attention_layers,
+                                  layers):
+    whole = (10 + 5 * cross_attention_layers / layers) * hidden_size / where(sequence_parallel, tensor_parallel, 1)
     split = 2 * (attention_activation_width + mlp_activation_width) / tensor_parallel
     return (activation_bytes_per_element / 2 * local_sequence_length * micro_batch_size * (whole + split)
             + adapter_activation_bytes_per_layer)
@@ -302,14 +325,18 @@ def rematerialized_layer_bytes(layer_linear_activation_bytes, attention_score_ac
     return layer_linear_activation_bytes + attention_score_activation_bytes
 
 
-@formulas.formula(unit="B", meaning="the output layer's activations on the last stage: its input and the FP32 logits of "
-                                    "the cross entropy",
-                  expression="4 × local_sequence_length × micro_batch_size × (hidden_size + vocab_size)"
-                             " / tensor_parallel",
-                  source="Korthikanti et al. 2022 §4.3: 4·s·b·h·(1 + V/h)/t (vocabulary-parallel cross entropy)",
+@formulas.formula(unit="B", meaning="the output layer's activations on the last stage: its input and the logits the "
+                                    "cross entropy keeps",
+                  expression="local_sequence_length × micro_batch_size × (4 × hidden_size + loss_activation_bytes_per_logit"
+                             " × vocab_size) / tensor_parallel",
+                  source="Korthikanti et al. 2022 §4.3: 4·s·b·h·(1 + V/h)/t for the vocabulary-parallel cross entropy "
+                         "(4 B per FP32 logit); the unfused Hugging Face / torchtitan loss keeps 10 B per logit, torchtune's "
+                         "chunked one 6, a fused-linear one none (catalog/stacks.yaml)",
                   detail=True)
-def output_layer_activation_bytes(local_sequence_length, micro_batch_size, hidden_size, vocab_size, tensor_parallel):
-    return 4 * local_sequence_length * micro_batch_size * (hidden_size + vocab_size) / tensor_parallel
+def output_layer_activation_bytes(local_sequence_length, micro_batch_size, hidden_size, vocab_size, tensor_parallel,
+                                  loss_activation_bytes_per_logit):
+    return (local_sequence_length * micro_batch_size
+            * (4 * hidden_size + loss_activation_bytes_per_logit * vocab_size) / tensor_parallel)
 
 
 @formulas.formula(unit="B", meaning="activations retained for the backward pass on the busiest stage",
@@ -368,15 +395,74 @@ def host_state_bytes(optimizer_memory_bytes, updated_parameters_per_device, opti
             + where(parameter_offload, weight_memory_bytes, 0.0))
 
 
+# Activation offloading (torchtune's OffloadActivations, enable_activation_offloading): each tensor a block saves for
+# its backward goes to pinned host memory in the forward, on a side CUDA stream, and comes back for its block's
+# backward.
+# Two things stay on the device (torchtune/training/_activation_offloading.py, get_act_offloading_ctx_manager): the
+# output layer, which runs under a NoOpManager ("disable offloading the last output Linear": its FP32 logits are
+# needed at once by the backward), and the layer full recomputation rematerializes in the backward (the saved-tensor
+# hooks wrap the forward only, so what the recomputation saves is not offloaded).
+
 @formulas.formula(unit="B", meaning="retained activations held in host memory at the peak: the offloaded share of "
                                     "every layer but the one whose backward runs (copied back)",
                   expression="activation_offload × activation_bytes × (1 − 1 / activation_layers_in_flight)",
-                  source="torchtune's activation offloading (enable_activation_offloading): each saved tensor goes "
-                         "to pinned host memory in the forward on a side CUDA stream and comes back for its layer's "
-                         "backward; the device keeps (1 − f) of every layer plus the layer in flight",
-                  zero_when="activation_offload == 0")
+                  source="torchtune's activation offloading (enable_activation_offloading): the device keeps (1 − f) "
+                         "of every layer plus the layer in flight (the placeholder model has no output layer nor "
+                         "rematerialized layer of its own)",
+                  zero_when="activation_offload == 0", choice=("activations", "saved_tensor_factor"))
 def offloaded_activation_bytes(activation_offload, activation_bytes, activation_layers_in_flight):
     return activation_offload * activation_bytes * (1 - 1 / activation_layers_in_flight)
+
+
+@formulas.formula(unit="B", meaning="retained activations held in host memory at the peak: the offloaded share of "
+                                    "the blocks' saved tensors but the block whose backward runs; the output layer's "
+                                    "FP32 logits and the rematerialized layer stay on the device",
+                  expression="max(A₁, A_p + O) − max(A₁ − f·max(A₁ − a, 0), A_p + O − f·max(A_p − a, 0)), "
+                             "A₁ = activation_layers_in_flight × a, A_p = last_stage_layers × a",
+                  source="torchtune OffloadActivations: the blocks' saved tensors go to the host, the layer in flight "
+                         "comes back; get_act_offloading_ctx_manager runs the output Linear under a NoOpManager (not "
+                         "offloaded) and the recomputation of activation checkpointing saves outside the offloading "
+                         "hooks (Korthikanti et al. 2022's stage peaks: the first stage's p micro-batches, or the last "
+                         "stage's layers and its output layer)",
+                  zero_when="activation_offload == 0", choice=("activations", "korthikanti"),
+                  symbols={"f": "activation_offload", "a": "activation_bytes_per_layer",
+                           "O": "output_layer_activation_bytes"})
+def offloaded_activation_bytes(activation_offload, activation_layers_in_flight,  # noqa: F811
+                               activation_bytes_per_layer, last_stage_layers, output_layer_activation_bytes):
+    """Offloading at a share f takes f of every retained block but the one whose backward runs (a, copied back) off
+    the device; the output layer (O) and the rematerialized layer stay. Per stage of Korthikanti et al.'s peak:
+
+        first stage  A₁ = L_in_flight × a        → A₁ − f·max(A₁ − a, 0) on the device
+        last stage   A_p + O, A_p = L_p × a      → A_p + O − f·max(A_p − a, 0)
+
+    offloaded = max(A₁, A_p + O) − max(first, last on the device): what the plan's activation peak loses."""
+    a = activation_bytes_per_layer
+    first = activation_layers_in_flight * a
+    last = last_stage_layers * a
+    first_kept = first - activation_offload * maximum(first - a, 0.0)
+    last_kept = last + output_layer_activation_bytes - activation_offload * maximum(last - a, 0.0)
+    return maximum(first, last + output_layer_activation_bytes) - maximum(first_kept, last_kept)
+
+
+@formulas.formula(unit="B", meaning="activations one micro-batch copies to host memory (and back for the backward)",
+                  expression="activation_offload × activation_bytes × pipeline_stage_layers / "
+                             "activation_layers_in_flight",
+                  source="torchtune's activation offloading: every saved tensor of the stage's layers, f of it",
+                  zero_when="activation_offload == 0", choice=("activations", "saved_tensor_factor"), detail=True)
+def offloaded_activation_bytes_per_microbatch(activation_offload, activation_bytes, pipeline_stage_layers,
+                                              activation_layers_in_flight):
+    return activation_offload * activation_bytes * pipeline_stage_layers / activation_layers_in_flight
+
+
+@formulas.formula(unit="B", meaning="activations one micro-batch copies to host memory (and back for the backward): "
+                                    "its blocks' saved tensors, not the output layer's nor the recomputation's",
+                  expression="activation_offload × pipeline_stage_layers × activation_bytes_per_layer",
+                  source="torchtune OffloadActivations: the blocks' saved tensors, f of them; the output Linear runs "
+                         "under a NoOpManager and the recomputation outside the hooks",
+                  zero_when="activation_offload == 0", choice=("activations", "korthikanti"), detail=True)
+def offloaded_activation_bytes_per_microbatch(activation_offload, pipeline_stage_layers,  # noqa: F811
+                                              activation_bytes_per_layer):
+    return activation_offload * pipeline_stage_layers * activation_bytes_per_layer
 
 
 @formulas.formula(unit="parameters", meaning="the largest ZeRO-3/FSDP unit (one transformer block) as one "
@@ -421,8 +507,22 @@ def gathered_layer_weight_bytes(gathered_layer_parameters, quantized_weight_byte
                          "until its reduce-scatter; DeepSpeed ZeRO-3: stage3_prefetch_bucket_size, "
                          "stage3_max_live_parameters, and its estimator's 4 B per parameter of the largest layer",
                   zero_when="zero_stage < 3 or sharding_degree == 1")
-def fsdp_gather_buffer_bytes(fsdp_prefetch, gathered_layer_weight_bytes, trainable_layer_parameters,
+def fsdp_gather_buffer_bytes(  # noqa: D401
+fsdp_prefetch, gathered_layer_weight_bytes, trainable_layer_parameters,
                              gradient_bytes_per_parameter):
+    """ZeRO-3/FSDP never holds the whole model unsharded: it gathers one wrapped unit at a time, a transformer block
+    under transformer_auto_wrap_policy (Llama-2-7B: 202,383,360 parameters), and frees it after use:
+
+        M_gather = (1 + n_prefetch) × W_block + P_block × b_grad
+
+    n_prefetch: units gathered ahead (FSDP's backward_prefetch=BACKWARD_PRE and forward_prefetch gather one ahead:
+    1, the default; FSDP2's fully_shard the same, one block ahead), W_block the block's weights as gathered (LoRA:
+    its frozen base in the stored format and its adapters), P_block its trainable parameters, whose gradients are
+    unsharded until their reduce-scatter. Source: torch.distributed.fsdp (FlatParamHandle.unshard/reshard; Zhao et al.
+    2023 §3.2-3.3). DeepSpeed ZeRO-3 fetches sub-modules in the order traced at the first step and prefetches up to
+    stage3_prefetch_bucket_size parameters ahead (default 5e7; Hugging Face's 'auto' 0.9·h², 15M at h = 4,096),
+    capped by stage3_max_live_parameters (1e9): state fsdp_prefetch as that bucket over one block's parameters
+    (≈ 0.25 for Llama-2-7B at the default bucket, 0.07 with 'auto')."""
     return (1 + fsdp_prefetch) * gathered_layer_weight_bytes + trainable_layer_parameters * gradient_bytes_per_parameter
 
 
@@ -513,6 +613,18 @@ def memory_headroom_bytes(planned_device_bytes, headroom):
                   expression="device_memory_bytes − planned_device_bytes")
 def memory_spare_bytes(device_memory_bytes, planned_device_bytes):
     return device_memory_bytes - planned_device_bytes
+
+
+@formulas.formula(unit="B", meaning="device memory left after the plan without its headroom (negative: it does not "
+                                    "fit at all; between 0 and the headroom: it fits, but within the headroom)",
+                  expression="device_memory_bytes − planned_device_bytes / (1 + headroom)",
+                  source="the headroom is a planning margin (lesson 000: × 1.25 for peaks and fragmentation), not "
+                         "memory the job needs: a plan whose allocations fit the device runs, as the published runs "
+                         "that fill their devices did; it only lacks the margin asked for")
+def memory_spare_before_headroom_bytes(device_memory_bytes, planned_device_bytes, headroom):
+    """M_device − M_planned / (1 + headroom): ≥ 0 the plan fits the device; ≥ the headroom's bytes (memory_spare_bytes
+    ≥ 0) it fits with the headroom kept too."""
+    return device_memory_bytes - planned_device_bytes / (1 + headroom)
 
 
 @formulas.formula(unit="fraction", meaning="planned memory as a share of the device's memory",

@@ -10,8 +10,9 @@ all-reduce sends 2(N−1)/N · M per participant. Beyond replicated data paralle
   weights are all-gathered once per step after the optimizer (ZeRO-1/2), before the forward and
   the backward of every micro-batch (ZeRO-3, FSDP full shard; Rajbhandari et al. 2020 §7), or once
   per micro-batch (FSDP shard_grad_op). Gradients travel in the optimizer preset's gradient bytes
-  (FP32 for Megatron's). Expert gradients are all-reduced over the DP / EP ranks that hold the
-  same expert.
+  (FP32 for Megatron's). Expert gradients and weights do the same over the expert data-parallel
+  group instead: the ranks that hold the same expert, EP apart (shard / EP of them under ZeRO, DP / EP
+  without), at that group's own link (Megatron-Core's expert_data_parallel_group).
 - tensor parallel: 2 all-reduces of the layer's output in the forward pass and 2 in the
   backward, per layer per micro-batch (Shoeybi et al. 2019); with sequence parallelism each is
   a reduce-scatter + all-gather of the same total size (Korthikanti et al. 2022), and the
@@ -29,13 +30,15 @@ the α–β model of :mod:`botec.formulas.collectives`) over the link of the gro
 :func:`botec.formulas.collectives.hierarchical_bytes_per_s`). A group of one rank sends nothing and
 needs no link (``zero_when``). The stage with the most layers sets the per-layer counts. What compute
 does not hide is exposed: the model-parallel share ``1 − model_parallel_overlap``; the data-parallel
-share ``1 − data_parallel_overlap``, but never more hidden than the backward (and, for gathered
-weights, the forwards) it overlaps.
+share ``1 − data_parallel_overlap``, but never more hidden than the backward it overlaps, or, for
+weights gathered per micro-batch (ZeRO-3, FSDP), than each layer's compute hides of the next layer's
+gather and reduce-scatter (prefetch one layer ahead).
 """
 
-from botec.formulas.collectives import all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent
+from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent,
+                                        ring_collectives_seconds)
 from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
-from botec.graph import Formulas, minimum, where
+from botec.graph import Formulas, maximum, minimum, where
 
 formulas = Formulas(account="network")
 
@@ -101,8 +104,7 @@ def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding
                   zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
 def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
                                     gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s):
-    return (gradient_reduce_rounds * (sharding_degree - 1) * shard_link_latency_seconds
-            + gradient_reduce_scatter_bytes_sent_per_step / shard_link_bytes_per_s)
+    return ring_collectives_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds, gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s)
 
 
 @formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
@@ -142,37 +144,103 @@ def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_rank
             * dp_link_latency_seconds + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
 
 
-@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the expert gradients over "
-                                    "the DP / EP ranks holding the same experts",
-                  expression="gradient_reduce_rounds × 2 × (expert_data_parallel_degree − 1)"
-                             " / expert_data_parallel_degree × expert_gradient_bytes",
-                  zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True)
-def expert_gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, expert_gradient_bytes,
-                                                   expert_data_parallel_degree):
-    return gradient_reduce_rounds * all_reduce_bytes_sent(expert_gradient_bytes, expert_data_parallel_degree)
+# --- data parallel: the expert gradients, over the expert data-parallel group ------------------------
+#
+# The ranks that hold the same expert sit EP apart in Megatron's order (TP, CP, DP ⊃ EP): DP / EP of them, or,
+# under ZeRO/FSDP, shard / EP of them in each shard group (memory shards the expert state over these:
+# :func:`botec.training.memory.expert_sharding_degree`). Their collectives run at that group's own link
+# (``edp_link_*``, placed by :mod:`botec.inputs.cluster`): with EP filling a node, one rank per node, one NIC.
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step reduce-scattering the expert gradients "
+                                    "over the expert data-parallel ranks of its shard group",
+                  expression="gradient_reduce_rounds × (expert_sharding_degree − 1) / expert_sharding_degree"
+                             " × expert_gradient_bytes",
+                  source="Megatron-Core distributed optimizer (expert_data_parallel_group) and DeepSpeed MoE "
+                         "(expert_data_parallel_group): each rank keeps the reduced gradients of its shard of its "
+                         "experts, the shard memory holds (gradient_memory_bytes)",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, expert_sharding_degree,
+                                                       expert_gradient_bytes):
+    """(e − 1)/e · M_expert per reduction, e = sharding degree / EP: each rank sends e − 1 shards of the 1/e it
+    keeps, every micro-batch under ZeRO-2/3 (as the dense gradients), once per step under ZeRO-1."""
+    return gradient_reduce_rounds * gather_bytes_sent(expert_gradient_bytes, expert_sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (α–β)",
+                  expression="gradient_reduce_rounds × (expert_sharding_degree − 1) × edp_link_latency_seconds"
+                             " + expert_gradient_reduce_scatter_bytes_sent_per_step / edp_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_gradient_reduce_scatter_seconds(gradient_reduce_rounds, expert_sharding_degree, edp_link_latency_seconds,
+                                           expert_gradient_reduce_scatter_bytes_sent_per_step, edp_link_bytes_per_s):
+    return ring_collectives_seconds(gradient_reduce_rounds, expert_sharding_degree, edp_link_latency_seconds, expert_gradient_reduce_scatter_bytes_sent_per_step, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="the expert gradients each all-reduce carries (ZeRO: one shard)",
+                  expression="expert_gradient_bytes / expert_sharding_degree if zero_stage ≥ 1"
+                             " else expert_gradient_bytes", detail=True)
+def expert_gradient_all_reduce_message_bytes(expert_gradient_bytes, expert_sharding_degree, zero_stage):
+    return expert_gradient_bytes / where(zero_stage >= 1, expert_sharding_degree, 1)
+
+
+@formulas.formula(unit="1", meaning="ranks the expert gradients are all-reduced over: the DP / EP replicas of each "
+                                    "expert (ZeRO: the replicas of each shard group, 1 unless hybrid)",
+                  expression="replica_groups if zero_stage ≥ 1 else expert_data_parallel_degree", detail=True)
+def expert_gradient_all_reduce_ranks(replica_groups, expert_data_parallel_degree, zero_stage):
+    return where(zero_stage >= 1, replica_groups, expert_data_parallel_degree)
+
+
+@formulas.formula(unit="B/s", meaning="bandwidth of the link the expert gradient all-reduce crosses: the expert "
+                                      "data-parallel group's (no ZeRO), the dense replicas' (hybrid sharding: the "
+                                      "same ranks, one of each shard group)",
+                  expression="dp_link_bytes_per_s if zero_stage ≥ 1 else edp_link_bytes_per_s", detail=True)
+def expert_gradient_all_reduce_link_bytes_per_s(dp_link_bytes_per_s, edp_link_bytes_per_s, zero_stage):
+    return where(zero_stage >= 1, dp_link_bytes_per_s, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="s", meaning="latency per step of that link",
+                  expression="dp_link_latency_seconds if zero_stage ≥ 1 else edp_link_latency_seconds", detail=True)
+def expert_gradient_all_reduce_link_latency_seconds(dp_link_latency_seconds, edp_link_latency_seconds, zero_stage):
+    return where(zero_stage >= 1, dp_link_latency_seconds, edp_link_latency_seconds)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the expert gradients (ring)",
+                  expression="gradient_reduce_rounds × 2 × (expert_gradient_all_reduce_ranks − 1)"
+                             " / expert_gradient_all_reduce_ranks × expert_gradient_all_reduce_message_bytes",
+                  zero_when="expert_parameters == 0 or expert_gradient_all_reduce_ranks == 1", detail=True)
+def expert_gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, expert_gradient_all_reduce_message_bytes,
+                                                   expert_gradient_all_reduce_ranks):
+    return gradient_reduce_rounds * all_reduce_bytes_sent(expert_gradient_all_reduce_message_bytes,
+                                                          expert_gradient_all_reduce_ranks)
 
 
 @formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
-                  expression="gradient_reduce_rounds × steps(expert_data_parallel_degree) × dp_link_latency_seconds"
-                             " + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
+                  expression="gradient_reduce_rounds × steps(expert_gradient_all_reduce_ranks)"
+                             " × expert_gradient_all_reduce_link_latency_seconds"
+                             " + expert_gradient_all_reduce_bytes_sent_per_step"
+                             " / expert_gradient_all_reduce_link_bytes_per_s;"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="expert_parameters == 0 or expert_data_parallel_degree == 1", detail=True, prose=True,
-                  symbols={"n": "expert_data_parallel_degree", "tree": "collective_algorithm_tree"})
-def expert_gradient_all_reduce_seconds(gradient_reduce_rounds, expert_data_parallel_degree, collective_algorithm_tree,
-                                       dp_link_latency_seconds, expert_gradient_all_reduce_bytes_sent_per_step,
-                                       dp_link_bytes_per_s):
-    return (gradient_reduce_rounds * all_reduce_latency_steps(expert_data_parallel_degree, collective_algorithm_tree)
-            * dp_link_latency_seconds + expert_gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
+                  zero_when="expert_parameters == 0 or expert_gradient_all_reduce_ranks == 1", detail=True, prose=True,
+                  symbols={"n": "expert_gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
+def expert_gradient_all_reduce_seconds(gradient_reduce_rounds, expert_gradient_all_reduce_ranks,
+                                       collective_algorithm_tree, expert_gradient_all_reduce_link_latency_seconds,
+                                       expert_gradient_all_reduce_bytes_sent_per_step,
+                                       expert_gradient_all_reduce_link_bytes_per_s):
+    return (gradient_reduce_rounds
+            * all_reduce_latency_steps(expert_gradient_all_reduce_ranks, collective_algorithm_tree)
+            * expert_gradient_all_reduce_link_latency_seconds
+            + expert_gradient_all_reduce_bytes_sent_per_step / expert_gradient_all_reduce_link_bytes_per_s)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step to synchronize the gradients",
                   expression="gradient_reduce_scatter_bytes_sent_per_step + gradient_all_reduce_bytes_sent_per_step"
+                             " + expert_gradient_reduce_scatter_bytes_sent_per_step"
                              " + expert_gradient_all_reduce_bytes_sent_per_step")
 def gradient_sync_bytes_sent_per_step(gradient_reduce_scatter_bytes_sent_per_step,
                                       gradient_all_reduce_bytes_sent_per_step,
+                                      expert_gradient_reduce_scatter_bytes_sent_per_step,
                                       expert_gradient_all_reduce_bytes_sent_per_step):
     return (gradient_reduce_scatter_bytes_sent_per_step + gradient_all_reduce_bytes_sent_per_step
-            + expert_gradient_all_reduce_bytes_sent_per_step)
+            + expert_gradient_reduce_scatter_bytes_sent_per_step + expert_gradient_all_reduce_bytes_sent_per_step)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step to synchronize gradients (the lesson's "
@@ -184,10 +252,11 @@ def ring_bytes_sent_per_step(gradient_sync_bytes_sent_per_step):
 
 @formulas.formula(unit="s", meaning="time per step of the gradient synchronization (α–β)",
                   expression="gradient_reduce_scatter_seconds + gradient_all_reduce_seconds"
-                             " + expert_gradient_all_reduce_seconds")
+                             " + expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds")
 def gradient_sync_seconds(gradient_reduce_scatter_seconds, gradient_all_reduce_seconds,
-                          expert_gradient_all_reduce_seconds):
-    return gradient_reduce_scatter_seconds + gradient_all_reduce_seconds + expert_gradient_all_reduce_seconds
+                          expert_gradient_reduce_scatter_seconds, expert_gradient_all_reduce_seconds):
+    return (gradient_reduce_scatter_seconds + gradient_all_reduce_seconds + expert_gradient_reduce_scatter_seconds
+            + expert_gradient_all_reduce_seconds)
 
 
 # --- ZeRO-3 / FSDP: the weights -------------------------------------------------------------------
@@ -216,22 +285,86 @@ def parameter_gather_message_bytes(trainable_parameters_per_device, weight_bytes
     return trainable_parameters_per_device * weight_bytes_per_parameter + frozen
 
 
-@formulas.formula(unit="B", meaning="bytes each accelerator sends per step to all-gather sharded weights",
+@formulas.formula(unit="B", meaning="the expert part of that weight message",
+                  expression="trainable_expert_parameters_per_device × weight_bytes_per_parameter"
+                             " + (frozen_expert_weight_bytes if parameter_gathers_per_microbatch > 0 else 0)",
+                  detail=True)
+def expert_parameter_gather_message_bytes(trainable_expert_parameters_per_device, weight_bytes_per_parameter,
+                                          frozen_expert_weight_bytes, parameter_gathers_per_microbatch):
+    frozen = where(parameter_gathers_per_microbatch > 0, frozen_expert_weight_bytes, 0.0)
+    return trainable_expert_parameters_per_device * weight_bytes_per_parameter + frozen
+
+
+@formulas.formula(unit="B", meaning="the non-expert part of that weight message",
+                  expression="parameter_gather_message_bytes − expert_parameter_gather_message_bytes", detail=True)
+def dense_parameter_gather_message_bytes(parameter_gather_message_bytes, expert_parameter_gather_message_bytes):
+    return parameter_gather_message_bytes - expert_parameter_gather_message_bytes
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded non-expert "
+                                    "weights over the shard group",
                   expression="parameter_gathers_per_step × (sharding_degree − 1) / sharding_degree"
-                             " × parameter_gather_message_bytes",
-                  zero_when="zero_stage < 1 or sharding_degree == 1")
-def parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, sharding_degree, parameter_gather_message_bytes):
-    return parameter_gathers_per_step * gather_bytes_sent(parameter_gather_message_bytes, sharding_degree)
+                             " × dense_parameter_gather_message_bytes",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def dense_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, sharding_degree,
+                                               dense_parameter_gather_message_bytes):
+    return parameter_gathers_per_step * gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree)
 
 
-@formulas.formula(unit="s", meaning="time per step of the ZeRO-3 / FSDP weight all-gathers (α–β)",
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (α–β)",
                   expression="parameter_gathers_per_step × (sharding_degree − 1) × shard_link_latency_seconds"
-                             " + parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s",
-                  zero_when="zero_stage < 1 or sharding_degree == 1")
-def parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
-                             parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s):
-    return (parameter_gathers_per_step * (sharding_degree - 1) * shard_link_latency_seconds
-            + parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s)
+                             " + dense_parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
+                                   dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s):
+    return ring_collectives_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds, dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "
+                                    "over the expert data-parallel ranks of its shard group",
+                  expression="parameter_gathers_per_step × (expert_sharding_degree − 1) / expert_sharding_degree"
+                             " × expert_parameter_gather_message_bytes",
+                  source="Megatron-Core's distributed optimizer gathers the expert parameters over the expert "
+                         "data-parallel group (the ranks memory shards them over), not the whole DP group",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, expert_sharding_degree,
+                                                expert_parameter_gather_message_bytes):
+    """(e − 1)/e · W_expert per gather, e = sharding degree / EP (ZeRO-1/2: once after the step)."""
+    return parameter_gathers_per_step * gather_bytes_sent(expert_parameter_gather_message_bytes,
+                                                          expert_sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (α–β)",
+                  expression="parameter_gathers_per_step × (expert_sharding_degree − 1) × edp_link_latency_seconds"
+                             " + expert_parameter_gather_bytes_sent_per_step / edp_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_parameter_gather_seconds(parameter_gathers_per_step, expert_sharding_degree, edp_link_latency_seconds,
+                                    expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s):
+    return ring_collectives_seconds(parameter_gathers_per_step, expert_sharding_degree, edp_link_latency_seconds, expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step to all-gather sharded weights",
+                  expression="dense_parameter_gather_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step")
+def parameter_gather_bytes_sent_per_step(dense_parameter_gather_bytes_sent_per_step,
+                                         expert_parameter_gather_bytes_sent_per_step):
+    return dense_parameter_gather_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step
+
+
+@formulas.formula(unit="s", meaning="time per step of the weight all-gathers (α–β): the non-expert weights over the "
+                                    "shard group, the experts over the expert data-parallel group",
+                  expression="dense_parameter_gather_seconds + expert_parameter_gather_seconds")
+def parameter_gather_seconds(dense_parameter_gather_seconds, expert_parameter_gather_seconds):
+    return dense_parameter_gather_seconds + expert_parameter_gather_seconds
+
+
+@formulas.formula(unit="s", meaning="the expert data-parallel group's communication per step: the expert gradients' "
+                                    "reductions and the expert weights' gathers",
+                  expression="expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds"
+                             " + expert_parameter_gather_seconds",
+                  zero_when="expert_parameters == 0", detail=True)
+def expert_data_parallel_seconds(expert_gradient_reduce_scatter_seconds, expert_gradient_all_reduce_seconds,
+                                 expert_parameter_gather_seconds):
+    return expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds + expert_parameter_gather_seconds
 
 
 # --- tensor, pipeline, context and expert parallel -------------------------------------------------
@@ -331,8 +464,7 @@ def cp_bytes_sent_per_step(cp_collectives_per_step, context_parallel, kv_sequenc
                   zero_when="context_parallel == 1")
 def cp_communication_seconds(cp_collectives_per_step, context_parallel, cp_link_latency_seconds,
                              cp_bytes_sent_per_step, cp_link_bytes_per_s):
-    return (cp_collectives_per_step * (context_parallel - 1) * cp_link_latency_seconds
-            + cp_bytes_sent_per_step / cp_link_bytes_per_s)
+    return ring_collectives_seconds(cp_collectives_per_step, context_parallel, cp_link_latency_seconds, cp_bytes_sent_per_step, cp_link_bytes_per_s)
 
 
 @formulas.formula(unit="B", meaning="tokens' hidden states one accelerator routes to experts per MoE layer",
@@ -365,8 +497,7 @@ def ep_bytes_sent_per_step(ep_collectives_per_step, expert_parallel, expert_disp
                   zero_when="expert_parallel == 1")
 def ep_communication_seconds(ep_collectives_per_step, expert_parallel, ep_link_latency_seconds,
                              ep_bytes_sent_per_step, ep_link_bytes_per_s):
-    return (ep_collectives_per_step * (expert_parallel - 1) * ep_link_latency_seconds
-            + ep_bytes_sent_per_step / ep_link_bytes_per_s)
+    return ring_collectives_seconds(ep_collectives_per_step, expert_parallel, ep_link_latency_seconds, ep_bytes_sent_per_step, ep_link_bytes_per_s)
 
 
 # --- the host link (PCIe): what offloading copies between device and host memory ------------------------
@@ -398,15 +529,13 @@ def host_weight_bytes_per_step(parameter_gathers_per_microbatch, gradient_accumu
 
 
 @formulas.formula(unit="B", meaning="activations each accelerator copies to host memory and back per step",
-                  expression="2 × activation_offload × gradient_accumulation_steps × activation_bytes"
-                             " × pipeline_stage_layers / activation_layers_in_flight",
-                  source="torchtune's activation offloading: down in the forward, up for the backward, 2·f·A per "
-                         "micro-batch (A: one micro-batch's retained activations on the stage)",
+                  expression="2 × gradient_accumulation_steps × offloaded_activation_bytes_per_microbatch",
+                  source="torchtune's activation offloading: down in the forward, up for the backward, per "
+                         "micro-batch (the blocks' saved tensors only: the output layer and the recomputation stay "
+                         "on the device)",
                   zero_when="activation_offload == 0", detail=True)
-def host_activation_bytes_per_step(activation_offload, gradient_accumulation_steps, activation_bytes,
-                                   pipeline_stage_layers, activation_layers_in_flight):
-    return (2 * activation_offload * gradient_accumulation_steps * activation_bytes * pipeline_stage_layers
-            / activation_layers_in_flight)
+def host_activation_bytes_per_step(gradient_accumulation_steps, offloaded_activation_bytes_per_microbatch):
+    return 2 * gradient_accumulation_steps * offloaded_activation_bytes_per_microbatch
 
 
 @formulas.formula(unit="B", meaning="optimizer pages a paged optimizer moves per step: out at the activation peak, "
@@ -484,23 +613,32 @@ def average_collective_bytes_per_s(collective_bytes_sent_per_step, step_seconds)
 
 
 @formulas.formula(unit="s", meaning="bandwidth-only lower bound on the collective time per step",
-                  expression="(gradient_reduce_scatter_bytes_sent_per_step + parameter_gather_bytes_sent_per_step)"
-                             " / shard_link_bytes_per_s + (gradient_all_reduce_bytes_sent_per_step"
-                             " + expert_gradient_all_reduce_bytes_sent_per_step) / dp_link_bytes_per_s"
+                  expression="(gradient_reduce_scatter_bytes_sent_per_step"
+                             " + dense_parameter_gather_bytes_sent_per_step) / shard_link_bytes_per_s"
+                             " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s"
+                             " + (expert_gradient_reduce_scatter_bytes_sent_per_step"
+                             " + expert_parameter_gather_bytes_sent_per_step) / edp_link_bytes_per_s"
+                             " + expert_gradient_all_reduce_bytes_sent_per_step"
+                             " / expert_gradient_all_reduce_link_bytes_per_s"
                              " + tp_bytes_sent_per_step / tp_link_bytes_per_s + pp_bytes_sent_per_step"
                              " / pp_link_bytes_per_s + cp_bytes_sent_per_step / cp_link_bytes_per_s"
                              " + ep_bytes_sent_per_step / ep_link_bytes_per_s",
                   source="lesson 000: 3 GB / 25 GB/s = 0.12 s", zero_when="collective_bytes_sent_per_step == 0")
-def collective_floor_seconds(gradient_reduce_scatter_bytes_sent_per_step, parameter_gather_bytes_sent_per_step,
-                             shard_link_bytes_per_s, gradient_all_reduce_bytes_sent_per_step,
-                             expert_gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s,
+def collective_floor_seconds(gradient_reduce_scatter_bytes_sent_per_step, dense_parameter_gather_bytes_sent_per_step,
+                             shard_link_bytes_per_s, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s,
+                             expert_gradient_reduce_scatter_bytes_sent_per_step,
+                             expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s,
+                             expert_gradient_all_reduce_bytes_sent_per_step,
+                             expert_gradient_all_reduce_link_bytes_per_s,
                              tp_bytes_sent_per_step, tp_link_bytes_per_s, pp_bytes_sent_per_step, pp_link_bytes_per_s,
                              cp_bytes_sent_per_step, cp_link_bytes_per_s, ep_bytes_sent_per_step, ep_link_bytes_per_s):
     """Each group's bytes at its link's bandwidth; ignores latency, contention and topology."""
-    return ((gradient_reduce_scatter_bytes_sent_per_step + parameter_gather_bytes_sent_per_step)
+    return ((gradient_reduce_scatter_bytes_sent_per_step + dense_parameter_gather_bytes_sent_per_step)
             / shard_link_bytes_per_s
-            + (gradient_all_reduce_bytes_sent_per_step + expert_gradient_all_reduce_bytes_sent_per_step)
-            / dp_link_bytes_per_s
+            + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s
+            + (expert_gradient_reduce_scatter_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step)
+            / edp_link_bytes_per_s
+            + expert_gradient_all_reduce_bytes_sent_per_step / expert_gradient_all_reduce_link_bytes_per_s
             + tp_bytes_sent_per_step / tp_link_bytes_per_s + pp_bytes_sent_per_step / pp_link_bytes_per_s
             + cp_bytes_sent_per_step / cp_link_bytes_per_s + ep_bytes_sent_per_step / ep_link_bytes_per_s)
 
@@ -538,20 +676,60 @@ def data_parallel_communication_seconds(gradient_sync_seconds, parameter_gather_
     return gradient_sync_seconds + parameter_gather_seconds
 
 
+@formulas.formula(unit="s", meaning="one layer's weight all-gather (ZeRO-3 / FSDP: before its forward, and again "
+                                    "before its backward under full shard)",
+                  expression="parameter_gather_seconds / (parameter_gathers_per_step × pipeline_stage_layers)",
+                  source="FSDP and ZeRO-3 gather one layer (one FSDP unit) at a time", detail=True,
+                  zero_when="parameter_gathers_per_microbatch == 0")
+def layer_parameter_gather_seconds(parameter_gather_seconds, parameter_gathers_per_step, pipeline_stage_layers):
+    # a sweep evaluates every row: where no weights are gathered, 0 s / 1 (not 0 / 0) before zero_when applies
+    return parameter_gather_seconds / (maximum(parameter_gathers_per_step, 1.0) * pipeline_stage_layers)
+
+
+@formulas.formula(unit="s", meaning="one layer's share of one gradient reduction (its reduce-scatter, and the "
+                                    "all-reduce across replicas under hybrid sharding)",
+                  expression="gradient_sync_seconds / (gradient_reduce_rounds × pipeline_stage_layers)", detail=True)
+def layer_gradient_reduce_seconds(gradient_sync_seconds, gradient_reduce_rounds, pipeline_stage_layers):
+    return gradient_sync_seconds / (gradient_reduce_rounds * pipeline_stage_layers)
+
+
 @formulas.formula(unit="s", meaning="compute the data-parallel communication can hide behind: the backward of each "
-                                    "micro-batch whose gradients are reduced, and the forwards of those whose weights "
-                                    "are gathered",
-                  expression="microbatch_backward_seconds × gradient_reduce_rounds + (gradient_accumulation_steps"
-                             " × (microbatch_compute_seconds − microbatch_backward_seconds) if"
-                             " parameter_gathers_per_microbatch > 0 else 0)",
+                                    "micro-batch whose gradients are reduced; under ZeRO-3 / FSDP, layer by layer, "
+                                    "what each layer's compute hides of the next layer's gather (and reduce-scatter)",
+                  expression="gradient_accumulation_steps × (L − 1) × (min(g, F / L) + min((G − 1) × g + r, B / L))"
+                             " if G > 0 else B × gradient_reduce_rounds; F = microbatch_compute_seconds − B",
                   source="Megatron-LM and PyTorch DDP overlap the reduction of gradient buckets with the rest of the "
-                         "backward of the last micro-batch only", detail=True, prose=True)
+                         "backward of the last micro-batch only; FSDP (Zhao et al. 2023 §3.3, forward and backward "
+                         "prefetch) and ZeRO-3 issue the next layer's all-gather while this layer computes, one "
+                         "layer ahead: a layer's communication hides behind one layer's compute, the first gather "
+                         "and the last reduce-scatter of each pass behind none", detail=True, prose=True,
+                  symbols={"B": "microbatch_backward_seconds", "L": "pipeline_stage_layers",
+                           "g": "layer_parameter_gather_seconds", "r": "layer_gradient_reduce_seconds",
+                           "G": "parameter_gathers_per_microbatch"})
 def data_parallel_overlap_window_seconds(microbatch_backward_seconds, gradient_reduce_rounds,
                                          gradient_accumulation_steps, microbatch_compute_seconds,
-                                         parameter_gathers_per_microbatch):
-    forwards = gradient_accumulation_steps * (microbatch_compute_seconds - microbatch_backward_seconds)
-    return (microbatch_backward_seconds * gradient_reduce_rounds
-            + where(parameter_gathers_per_microbatch > 0, forwards, 0.0))
+                                         parameter_gathers_per_microbatch, pipeline_stage_layers,
+                                         layer_parameter_gather_seconds, layer_gradient_reduce_seconds):
+    """Replicated weights (ZeRO ≤ 2): the backward of each micro-batch whose gradients are reduced, B × rounds.
+
+    Weights gathered per micro-batch (ZeRO-3, FSDP): with prefetch depth one, layer l + 1's gather runs during
+    layer l's compute, so per micro-batch and layer at most min(communication, compute) hides:
+
+        window = m × (L − 1) × (min(g, F / L) + min((G − 1)·g + r, B / L))
+
+    m: micro-batches, L: layers of the stage, g: one layer's gather, r: one layer's gradient reduction,
+    G: gathers per micro-batch (2 full shard: the backward gathers again; 1 shard_grad_op), F, B: one micro-batch's
+    forward (with recomputation) and backward. What exceeds a layer's compute is exposed, layer by layer, rather
+    than hidden by a share of the total."""
+    forward = microbatch_compute_seconds - microbatch_backward_seconds
+    layers = maximum(pipeline_stage_layers, 1.0)
+    backward_comm = (parameter_gathers_per_microbatch - 1) * layer_parameter_gather_seconds \
+        + layer_gradient_reduce_seconds
+    prefetched = gradient_accumulation_steps * (layers - 1) * (
+        minimum(layer_parameter_gather_seconds, forward / layers)
+        + minimum(maximum(backward_comm, 0.0), microbatch_backward_seconds / layers))
+    return where(parameter_gathers_per_microbatch > 0, prefetched,
+                 microbatch_backward_seconds * gradient_reduce_rounds)
 
 
 @formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",

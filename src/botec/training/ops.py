@@ -47,29 +47,46 @@ formulas.input("kernel_overhead_seconds", unit="s",
 formulas.input("memory_bandwidth_efficiency", unit="1",
                meaning="share of the memory bandwidth a memory-bound op sustains (e_mem)")
 formulas.input("attention_efficiency", unit="1",
-               meaning="share of the 16-bit peak a fused (flash) attention kernel sustains (e_attn)")
+               meaning="share of the 16-bit peak a fused (flash) attention kernel sustains, forward and backward "
+                       "(e_attn; the family's figure for the training stack's kernel)")
 formulas.input("attention_peak_flops_per_s", unit="FLOP/s", detail=True,
                meaning="the accelerator's 16-bit dense peak: attention runs in BF16/FP16 even when the GEMMs run FP8")
 formulas.input("fused_attention", unit="1", detail=True,
                meaning="1: a fused attention kernel (FlashAttention: no s × s tensor in memory); 0: eager attention")
+formulas.input("elementwise_traffic_factor", unit="1", detail=True,
+               meaning="bytes the memory-bound ops of a layer move over the fused kernels' (1 fused; about 4 in "
+                       "eager PyTorch: FP32 up-casts in the norms, RoPE and SiLU apart; catalog/stacks.yaml)")
+formulas.input("elementwise_kernels_per_layer", unit="1", detail=True,
+               meaning="memory-bound kernels of one layer's forward (5 fused: two norms, two residual adds, the "
+                       "activation; 28 in eager PyTorch)")
+formulas.input("cross_entropy_bytes_per_logit", unit="B", detail=True,
+               meaning="bytes the loss reads and writes per logit, forward and backward (12 fused; 36 unfused)")
 formulas.input("expert_load_imbalance", unit="1",
                meaning="tokens the busiest expert receives over the mean (1: perfectly balanced routing)")
 
-# Bytes per element of the fp32 logits the cross entropy reads and writes, forward and backward:
-# the 16-bit logits read, fp32 softmax written and read back, the 16-bit gradient written.
-CROSS_ENTROPY_BYTES_PER_LOGIT = 12
 # Flash attention's backward does 5 matmuls to the forward's 2 (it recomputes the scores): Dao 2023, §3.1.
 FUSED_ATTENTION_BACKWARD_WORK = 2.5
-# Memory-bound kernels of one layer's forward: two norms, two residual adds (bias and dropout fused), the
-# activation function.
-ELEMENTWISE_KERNELS_PER_LAYER = 5
 
 
 def gemm_seconds(m, k, n, element_bytes, peak_flops_per_s, matmul_efficiency, memory_bytes_per_s,
                  memory_bandwidth_efficiency, kernel_overhead_seconds):
     """One GEMM (m × k by k × n) on the roofline: max(2mkn / (e_mm·peak), b·(mk + kn + mn) / (e_mem·BW)) + t0."""
-    flops_seconds = 2 * m * k * n / (matmul_efficiency * peak_flops_per_s)
-    bytes_seconds = element_bytes * (m * k + k * n + m * n) / (memory_bandwidth_efficiency * memory_bytes_per_s)
+    return grouped_gemm_seconds(1, m, k, n, element_bytes, peak_flops_per_s, matmul_efficiency, memory_bytes_per_s,
+                                memory_bandwidth_efficiency, kernel_overhead_seconds)
+
+
+def grouped_gemm_seconds(groups, m, k, n, element_bytes, peak_flops_per_s, matmul_efficiency, memory_bytes_per_s,
+                         memory_bandwidth_efficiency, kernel_overhead_seconds):
+    """G GEMMs of m × k by k × n, each with its own k × n matrix, in one kernel launch:
+
+        t = max(G·2mkn / (e_mm·peak), G·b·(mk + kn + mn) / (e_mem·BW)) + t0
+
+    G: groups (an MoE layer's local experts), b: bytes per element, t0: one kernel's fixed cost for all G
+    (G = 1: a plain GEMM). Source: Megatron-Core GroupedMLP (``--moe-grouped-gemm``) and Transformer Engine's
+    grouped GEMM (CUTLASS grouped GEMM) launch one kernel for the E/EP local experts of a layer."""
+    flops_seconds = groups * 2 * m * k * n / (matmul_efficiency * peak_flops_per_s)
+    bytes_seconds = (groups * element_bytes * (m * k + k * n + m * n)
+                     / (memory_bandwidth_efficiency * memory_bytes_per_s))
     return maximum(flops_seconds, bytes_seconds) + kernel_overhead_seconds
 
 
@@ -132,8 +149,12 @@ def expert_tokens(microbatch_tokens, experts_per_token, expert_parallel, expert_
 
 
 @formulas.formula(unit="s", meaning="forward time of one MoE layer's MLP: router, local routed experts, shared experts",
-                  expression="gemm(T, h, E) + (E / EP) × (gemm(expert_tokens, h, up / (h·t_e)) + gemm(expert_tokens, "
-                             "down / (h·t_e), h)) + S × (gemm(T, h, up / (h·t)) + gemm(T, down / (h·t), h))",
+                  expression="gemm(T, h, E) + grouped(E / EP; expert_tokens, h, up / (h·t_e)) + grouped(E / EP; "
+                             "expert_tokens, down / (h·t_e), h) + S × (gemm(T, h, up / (h·t)) + gemm(T, down / (h·t), "
+                             "h)); grouped(G; m, k, n) = max(G·2mkn / (e_mm·peak), G·b·(mk + kn + mn) / (e_mem·BW)) "
+                             "+ t0: the local experts of each projection in one kernel",
+                  source="Megatron-Core GroupedMLP / Transformer Engine grouped GEMM: one kernel (one t0) for all "
+                         "E/EP local experts of a projection (formula-audit-2 N10)",
                   prose=True, detail=True, zero_when="moe_layers == 0",
                   symbols={"T": "microbatch_tokens", "h": "hidden_size", "E": "experts", "EP": "expert_parallel",
                            "up": "expert_up_parameters", "down": "expert_down_parameters",
@@ -146,9 +167,11 @@ def expert_mlp_seconds(microbatch_tokens, expert_tokens, hidden_size, experts, e
                        kernel_overhead_seconds)
     h, width = hidden_size, activation_bytes_per_element
     router = gemm_seconds(microbatch_tokens, h, experts, width, *machine)
-    routed = (experts / expert_parallel) * (
-        gemm_seconds(expert_tokens, h, expert_up_parameters / (h * expert_tensor_parallel), width, *machine)
-        + gemm_seconds(expert_tokens, expert_down_parameters / (h * expert_tensor_parallel), h, width, *machine))
+    local_experts = experts / expert_parallel   # each projection's local experts: one grouped GEMM, one t0
+    up_width = expert_up_parameters / (h * expert_tensor_parallel)
+    down_width = expert_down_parameters / (h * expert_tensor_parallel)
+    routed = (grouped_gemm_seconds(local_experts, expert_tokens, h, up_width, width, *machine)
+              + grouped_gemm_seconds(local_experts, expert_tokens, down_width, h, width, *machine))
     shared = shared_experts * (
         gemm_seconds(microbatch_tokens, h, expert_up_parameters / (h * tensor_parallel), width, *machine)
         + gemm_seconds(microbatch_tokens, expert_down_parameters / (h * tensor_parallel), h, width, *machine))
@@ -221,23 +244,27 @@ def attention_core_backward_seconds(attention_core_flops, fused_attention, atten
 
 @formulas.formula(unit="s", meaning="forward time of one layer's memory-bound ops: norms, residual adds, activation "
                                     "function, MoE token permutation",
-                  expression="b × (T_n × 10 × h + T × activation_function_elements / t + T × 4 × k_e × h × moe_layers "
-                             "/ layers) / (e_mem × BW) + 5 × t0, T_n = T / t with sequence parallelism (else T)",
-                  source="two norms (read h, write h) and two residual adds (read 2h, write h) per token", prose=True,
-                  detail=True,
+                  expression="x × b × (T_n × 10 × h + T × activation_function_elements / t + T × 4 × k_e × h × "
+                             "moe_layers / layers) / (e_mem × BW) + n × t0, T_n = T / t with sequence parallelism "
+                             "(else T)",
+                  source="two norms (read h, write h) and two residual adds (read 2h, write h) per token in fused "
+                         "kernels; eager PyTorch moves x ≈ 4 times those bytes in n = 28 kernels (catalog/stacks.yaml)",
+                  prose=True, detail=True,
                   symbols={"b": "activation_bytes_per_element", "T": "microbatch_tokens", "h": "hidden_size",
-                           "t": "tensor_parallel", "k_e": "experts_per_token",
+                           "t": "tensor_parallel", "k_e": "experts_per_token", "x": "elementwise_traffic_factor",
+                           "n": "elementwise_kernels_per_layer",
                            "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s",
                            "t0": "kernel_overhead_seconds"})
 def elementwise_seconds(microbatch_tokens, hidden_size, sequence_parallel, tensor_parallel,
                         activation_function_elements, experts_per_token, moe_layers, layers,
                         activation_bytes_per_element, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
-                        kernel_overhead_seconds):
+                        kernel_overhead_seconds, elementwise_traffic_factor, elementwise_kernels_per_layer):
     norm_share = 1 / where(sequence_parallel, tensor_parallel, 1)
     elements = microbatch_tokens * memory_bound_elements_per_token(
         hidden_size, activation_function_elements, tensor_parallel, experts_per_token, moe_layers, layers, norm_share)
-    return (activation_bytes_per_element * elements / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
-            + ELEMENTWISE_KERNELS_PER_LAYER * kernel_overhead_seconds)
+    return (elementwise_traffic_factor * activation_bytes_per_element * elements
+            / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+            + elementwise_kernels_per_layer * kernel_overhead_seconds)
 
 
 @formulas.formula(unit="s", meaning="forward time of one layer on one rank for one micro-batch (all op classes)",
@@ -269,37 +296,56 @@ def layer_backward_seconds(attention_projection_seconds, dense_mlp_seconds, expe
             + adapter_backward_seconds + dequantization_seconds)
 
 
+@formulas.formula(unit="s", meaning="the weight-gradient GEMMs of one layer's backward for one micro-batch (W)",
+                  expression="(1 − frozen_base) × (attention_projection_seconds + (dense_mlp_seconds × (layers − "
+                             "moe_layers) + expert_mlp_seconds × moe_layers) / layers)",
+                  source="one weight-gradient GEMM per forward GEMM, of the forward's size (Qi et al. 2023 §2: the "
+                         "backward as B and W); none for a frozen base; the adapters' own are left in B", detail=True)
+def layer_weight_gradient_seconds(attention_projection_seconds, dense_mlp_seconds, expert_mlp_seconds, layers,
+                                  moe_layers, frozen_base):
+    return (1 - frozen_base) * (attention_projection_seconds + (dense_mlp_seconds * (layers - moe_layers)
+                                                                + expert_mlp_seconds * moe_layers) / layers)
+
+
 @formulas.formula(unit="s", meaning="forward work one layer repeats for recomputation, per micro-batch",
                   expression="full_recompute_share × layer_forward_seconds if recompute = full (per layer, averaged "
-                             "over the layers); attention_core_seconds if selective; else 0",
+                             "over the layers); attention_core_seconds if selective with eager attention; else 0",
                   source="Korthikanti et al. 2022: full recompute repeats the layer's forward, selective the "
-                         "attention core; Megatron --recompute-num-layers: only that share of the layers",
+                         "attention core; Megatron --recompute-num-layers: only that share of the layers. A fused "
+                         "(flash) kernel keeps nothing of the scores and recomputes them in its own backward "
+                         "(Dao et al. 2022), already charged: selective has nothing left to repeat",
                   prose=True, detail=True)
-def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds, full_recompute_share):
+def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds, full_recompute_share,
+                            fused_attention):
+    selective = where(fused_attention, 0.0, attention_core_seconds)
     return where(recompute >= Recompute.FULL, full_recompute_share * layer_forward_seconds,
-                 where(recompute >= Recompute.SELECTIVE, attention_core_seconds, 0.0))
+                 where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 
 
 @formulas.formula(unit="s", meaning="one micro-batch through the output layer on the last stage: LM head forward "
                                     "and backward, cross entropy, and any multi-token-prediction modules",
-                  expression="(1 + mtp_layers) × ((3 − frozen_base) × gemm(T, h, V / t) + 12 × T × V / t / (e_mem × "
+                  expression="(1 + mtp_layers) × ((3 − frozen_base) × gemm(T, h, V / t) + c_ce × T × V / t / (e_mem × "
                              "BW) + t0) + mtp_layers × (layer_forward_seconds + layer_backward_seconds)",
-                  source="vocabulary-parallel LM head and cross entropy (Megatron); DeepSeek-V3's MTP module is a "
-                         "full layer plus the shared head; a frozen (LoRA) head needs no weight gradient",
+                  source="vocabulary-parallel LM head; the cross entropy's bytes per logit c_ce are the loss kernel's "
+                         "(catalog/stacks.yaml: 12 fused, 36 for the unfused Hugging Face / torchtitan loss); "
+                         "DeepSeek-V3's MTP module is a full layer plus the shared head; a frozen (LoRA) head needs no "
+                         "weight gradient",
                   prose=True, detail=True,
                   symbols={"T": "microbatch_tokens", "h": "hidden_size", "V": "vocab_size", "t": "tensor_parallel",
+                           "c_ce": "cross_entropy_bytes_per_logit",
                            "e_mem": "memory_bandwidth_efficiency", "BW": "memory_bandwidth_bytes_per_s",
                            "t0": "kernel_overhead_seconds"})
 def output_layer_seconds(microbatch_tokens, hidden_size, vocab_size, tensor_parallel, mtp_layers,
                          layer_forward_seconds, layer_backward_seconds, activation_bytes_per_element,
                          peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s,
-                         memory_bandwidth_efficiency, kernel_overhead_seconds, frozen_base):
+                         memory_bandwidth_efficiency, kernel_overhead_seconds, frozen_base,
+                         cross_entropy_bytes_per_logit):
     machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
                        kernel_overhead_seconds)
     logits = microbatch_tokens * vocab_size / tensor_parallel
     head = ((3 - frozen_base) * gemm_seconds(microbatch_tokens, hidden_size, vocab_size / tensor_parallel,
                                              activation_bytes_per_element, *machine)
-            + CROSS_ENTROPY_BYTES_PER_LOGIT * logits / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+            + cross_entropy_bytes_per_logit * logits / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
             + kernel_overhead_seconds)
     return (1 + mtp_layers) * head + mtp_layers * (layer_forward_seconds + layer_backward_seconds)
 
