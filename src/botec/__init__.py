@@ -11,7 +11,7 @@ The Python API (:mod:`botec.api`)::
 Nothing heavy is imported by ``import botec``: each name loads its module when first used.
 """
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 __all__ = ["__version__", "Estimate", "estimate", "estimate_file", "load_contract", "sweep"]
 
