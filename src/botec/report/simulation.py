@@ -27,13 +27,29 @@ def _header(sim) -> list[str]:
     lines = [f"{sim.workload}",
              f"{replicas}, {format_quantity(sim.accelerators, 'accelerators')}, engine {engine}, seed {sim.seed}",
              f"the first {sim.warmup_requests:,} requests (5 %) are a warm-up, not measured; "
-             f"{sim.measured_requests:,} measured"]
-    if sim.rejected_requests:
-        lines.append(f"{sim.rejected_requests:,} requests refused: prompt and output exceed the replica's whole "
-                     "KV cache")
+             f"{sim.measured_requests:,} measured; {_accuracy(sim)}"]
+    over_context = getattr(sim, "prompts_over_context", 0)
+    if over_context:
+        lines.append(f"{over_context:,} requests refused: the prompt is longer than the model's "
+                     f"{sim.context_tokens:,}-token context (vLLM refuses it)")
+    if sim.rejected_requests - over_context:
+        lines.append(f"{sim.rejected_requests - over_context:,} requests refused: prompt and output exceed the "
+                     "replica's whole KV cache")
+    if getattr(sim, "outputs_cut_at_context", 0):
+        lines.append(f"{sim.outputs_cut_at_context:,} outputs cut where prompt and output reach the "
+                     f"{sim.context_tokens:,}-token context (the engine stops a request there)")
     if sim.unfinished_requests:
         lines.append(f"{sim.unfinished_requests:,} requests never finished")
     return lines
+
+
+def _accuracy(sim) -> str:
+    """What the percentiles are: exact, or a quantile sketch's within its relative accuracy."""
+    accuracy = getattr(sim, "percentile_relative_accuracy", 0.0)
+    if not accuracy:
+        return "means and percentiles exact"
+    return (f"means exact, percentiles from a quantile sketch within {format_number(accuracy * 100)} % "
+            "(DDSketch, Masson et al. 2019)")
 
 
 def _latency_rows(sim) -> list[list[str]]:
@@ -140,7 +156,8 @@ def _finite(value):
 def _latency_json(latency) -> dict:
     return {"mean_seconds": _finite(latency.mean_seconds), "p50_seconds": _finite(latency.p50_seconds),
             "p90_seconds": _finite(latency.p90_seconds), "p99_seconds": _finite(latency.p99_seconds),
-            "at_target_percentile_seconds": _finite(latency.at_target_percentile_seconds)}
+            "at_target_percentile_seconds": _finite(latency.at_target_percentile_seconds),
+            "percentile_relative_accuracy": latency.relative_accuracy}
 
 
 def simulation_json(sim) -> str:
@@ -150,6 +167,9 @@ def simulation_json(sim) -> str:
         "chunked_prefill": sim.chunked_prefill, "seed": sim.seed,
         "requests": sim.requests, "warmup_requests": sim.warmup_requests, "measured_requests": sim.measured_requests,
         "rejected_requests": sim.rejected_requests, "unfinished_requests": sim.unfinished_requests,
+        "context_tokens": sim.context_tokens, "prompts_over_context": sim.prompts_over_context,
+        "outputs_cut_at_context": sim.outputs_cut_at_context,
+        "percentile_relative_accuracy": sim.percentile_relative_accuracy,
         "replicas": sim.replicas, "accelerators": sim.accelerators, "balancer": sim.balancer,
         "offered_requests_per_s": _finite(sim.offered_requests_per_s), "latency_percentile": sim.latency_percentile,
         "time_to_first_token": _latency_json(sim.ttft), "time_per_output_token": _latency_json(sim.tpot),

@@ -21,60 +21,84 @@ import math
 import numpy as np
 
 from botec.errors import UserError
-from botec.simulate.replica import Engine, Ledger, Replica
+from botec.simulate.ledger import StreamLedger
+from botec.simulate.replica import Engine, Replica
 
 __all__ = ["BALANCERS", "run_fleet"]
 
 BALANCERS = ("round-robin", "least-outstanding", "power-of-two")
 
 
-def run_fleet(engine: Engine, ledger: Ledger, replicas: int, balancer: str = "least-outstanding", seed: int = 0,
+def run_fleet(engine: Engine, ledger, replicas: int, balancer: str = "least-outstanding", seed: int = 0,
               accepted=None, progress=None) -> list[Replica]:
     """Serve every request of ``ledger`` (those ``accepted``, a boolean sequence; default all) on ``replicas``
     replicas behind ``balancer``; return the replicas (their stats) once all are empty. ``progress(done,
-    total)`` is called as the arrivals are dispatched and once at the end."""
+    total)`` is called as the arrivals are dispatched and once at the end.
+
+    ``ledger``: a :class:`~botec.simulate.replica.Ledger` (every request in memory) or a
+    :class:`~botec.simulate.ledger.StreamLedger`, whose blocks are dispatched as they come (``accepted``
+    is its own; a replica knows a request by the slot it holds there) and whose tally is settled after
+    each block and at the end."""
     if balancer not in BALANCERS:
         raise UserError(f"--balancer: expected one of {', '.join(BALANCERS)}, got {balancer!r}")
     if replicas < 1:
         raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
     streams = np.random.SeedSequence(seed).spawn(replicas + 1)
     fleet = [Replica(engine, ledger, k, np.random.default_rng(streams[k])) for k in range(replicas)]
-    arrivals = ledger.arrival
-    total = len(arrivals)
-    accepted = [True] * total if accepted is None else list(accepted)
+    streaming = isinstance(ledger, StreamLedger)
+    total = len(ledger) if streaming else len(ledger.arrival)
+    if streaming:
+        blocks = ledger.blocks()
+    else:
+        blocks = [(0, ledger.arrival, [True] * total if accepted is None else list(accepted), None, None, None)]
     report_every = max(total // 200, 1)
-    balancer_rng = np.random.default_rng(streams[-1])
+    # power-of-two: the first picks of every request, then the second ones, from one generator (the second
+    # generator starts where the first picks of all the requests end)
+    first_rng = np.random.default_rng(streams[-1])
     if balancer == "power-of-two" and replicas > 1:
-        first_pick = balancer_rng.integers(replicas, size=total).tolist()
-        second_pick = ((np.array(first_pick) + balancer_rng.integers(1, replicas, size=total)) % replicas).tolist()
+        second_rng = np.random.default_rng(streams[-1])
+        for start in range(0, total, 1 << 16):
+            second_rng.integers(replicas, size=min(1 << 16, total - start))
     turn = 0
-    for request, at in enumerate(arrivals):
-        if not accepted[request]:
-            continue
-        if replicas == 1:
-            chosen = fleet[0]
-        elif balancer == "round-robin":
-            chosen = fleet[turn % replicas]
-        elif balancer == "least-outstanding":
-            best, chosen = math.inf, None
-            for k in range(replicas):
-                replica = fleet[(turn + k) % replicas]
-                replica.advance(at)
-                count = replica.outstanding(at)
-                if count < best:
-                    best, chosen = count, replica
-        else:
-            one, two = fleet[first_pick[request]], fleet[second_pick[request]]
-            one.advance(at)
-            two.advance(at)
-            chosen = two if two.outstanding(at) < one.outstanding(at) else one
-        turn += 1
-        chosen.advance(at)
-        chosen.arrive(request)
-        if progress is not None and request % report_every == 0:
-            progress(request, total)
+    at = 0.0
+    for first, arrivals, admitted, prompts, outputs, cached in blocks:
+        if balancer == "power-of-two" and replicas > 1:
+            first_pick = first_rng.integers(replicas, size=len(arrivals))
+            second_pick = ((first_pick + second_rng.integers(1, replicas, size=len(arrivals))) % replicas).tolist()
+            first_pick = first_pick.tolist()
+        for offset, at in enumerate(arrivals):
+            if not admitted[offset]:
+                continue
+            if replicas == 1:
+                chosen = fleet[0]
+            elif balancer == "round-robin":
+                chosen = fleet[turn % replicas]
+            elif balancer == "least-outstanding":
+                best, chosen = math.inf, None
+                for k in range(replicas):
+                    replica = fleet[(turn + k) % replicas]
+                    replica.advance(at)
+                    count = replica.outstanding(at)
+                    if count < best:
+                        best, chosen = count, replica
+            else:
+                one, two = fleet[first_pick[offset]], fleet[second_pick[offset]]
+                one.advance(at)
+                two.advance(at)
+                chosen = two if two.outstanding(at) < one.outstanding(at) else one
+            turn += 1
+            chosen.advance(at)
+            request = first + offset
+            chosen.arrive(ledger.dispatch(request, at, prompts[offset], outputs[offset], cached[offset])
+                          if streaming else request)
+            if progress is not None and request % report_every == 0:
+                progress(request, total)
+        if streaming:
+            ledger.settle(at, fleet)
     for replica in fleet:
         replica.advance(math.inf)
+    if streaming:
+        ledger.settle(math.inf, fleet)
     if progress is not None:
         progress(total, total)
     return fleet

@@ -14,29 +14,40 @@ A request is (arrival seconds, prompt tokens, output tokens). Synthetic workload
 Every draw comes from a numpy Generator seeded by the caller (the same seed, the same requests). A trace
 file replays recorded traffic: CSV with the header ``arrival_s,prompt_tokens,output_tokens`` or JSON
 lines with those keys; a bad line is a one-line :class:`~botec.errors.ContractError` naming the file,
-the line and the field.
+the line and the field (:mod:`botec.simulate.trace` reads it line by line).
+
+A simulation takes its requests as a :class:`RequestStream`: blocks of ``BLOCK_REQUESTS`` requests drawn
+(or read) as they are served, so memory does not grow with the count. Drawn in blocks, the requests are
+the very ones drawn at once (numpy's Generators draw element by element; the arrivals' running sum
+carries the last block's last time into the next), as a test checks.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 
 from botec.errors import ContractError, read_text_file
 from botec.units import format_number
 
-__all__ = ["Workload", "arrival_seconds", "length_tokens", "read_histogram", "read_trace", "synthetic_workload",
-           "ARRIVALS", "LENGTHS", "TRACE_FIELDS"]
+__all__ = ["Workload", "RequestStream", "arrival_seconds", "arrival_blocks", "length_tokens", "read_histogram",
+           "read_trace", "synthetic_workload", "synthetic_stream", "ARRIVALS", "LENGTHS", "TRACE_FIELDS",
+           "BLOCK_REQUESTS", "MAX_REQUESTS"]
 
 ARRIVALS = ("poisson", "bursty", "uniform")
 LENGTHS = ("fixed", "uniform", "exponential", "lognormal")
 TRACE_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
+MAX_REQUESTS = 100_000_000
+"""The most requests a simulation serves, drawn or from a trace (at about 30 µs of CPU a request, an hour)."""
+BLOCK_REQUESTS = 65_536
+"""Requests drawn or read at a time (a block's arrays: about 1.5 MB)."""
+MAX_HISTOGRAM_BYTES = 64_000_000
+"""A histogram file larger than this is refused before it is read (a length histogram is kilobytes)."""
 
 
 @dataclass(frozen=True)
@@ -59,20 +70,61 @@ class Workload:
         return (len(self) - 1) / span if span > 0 else math.inf
 
 
+@dataclass(frozen=True)
+class RequestStream:
+    """``count`` requests in arrival order, as blocks: ``blocks()`` yields (arrival seconds, prompt tokens, output
+    tokens) arrays of ``block`` requests (the last one shorter), afresh each call. ``mean_rate_per_s``: the
+    offered rate (a trace's: (n − 1) / the span of its arrivals); ``description`` says where they came from."""
+
+    count: int
+    description: str
+    mean_rate_per_s: float
+    blocks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]
+    block: int = BLOCK_REQUESTS
+
+    def materialize(self) -> Workload:
+        """The whole stream as one :class:`Workload` (arrays of every request: for tests and small runs)."""
+        parts = list(self.blocks())
+        arrivals, prompts, outputs = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
+                                      for k in range(3))
+        return Workload(arrivals, prompts.astype(np.int64), outputs.astype(np.int64), self.description)
+
+
 def arrival_seconds(rng: np.random.Generator, count: int, rate_per_s: float, process: str = "poisson",
                     burst_size: int = 8) -> np.ndarray:
     """``count`` arrival times at a mean ``rate_per_s`` (see the module docstring), starting near 0."""
+    return np.concatenate(list(arrival_blocks(rng, count, rate_per_s, process, burst_size, max(count, 1))) or
+                          [np.zeros(0)])
+
+
+def arrival_blocks(rng: np.random.Generator, count: int, rate_per_s: float, process: str = "poisson",
+                   burst_size: int = 8, block: int = BLOCK_REQUESTS) -> Iterator[np.ndarray]:
+    """:func:`arrival_seconds` in blocks of ``block`` times (bursty: whole bursts a block), the same times: a
+    Poisson block's first gap is added to the last block's last time before the running sum."""
     if process not in ARRIVALS:
         raise ContractError(f"expected one of {', '.join(ARRIVALS)}, got {process!r}", field="arrivals")
-    if math.isinf(rate_per_s):
-        return np.zeros(count)
-    if process == "uniform":
-        return np.arange(count) / rate_per_s
-    if process == "poisson":
-        return np.cumsum(rng.exponential(1 / rate_per_s, count))
-    bursts = -(-count // burst_size)
-    starts = np.cumsum(rng.exponential(burst_size / rate_per_s, bursts))
-    return np.repeat(starts, burst_size)[:count]
+    if process == "bursty":
+        block = max(block // burst_size, 1) * burst_size
+    done, last = 0, 0.0
+    while done < count:
+        size = min(block, count - done)
+        if math.isinf(rate_per_s):
+            times = np.zeros(size)
+        elif process == "uniform":
+            times = np.arange(done, done + size) / rate_per_s
+        elif process == "poisson":
+            gaps = rng.exponential(1 / rate_per_s, size)
+            gaps[0] += last
+            times = np.cumsum(gaps)
+            last = float(times[-1])
+        else:
+            gaps = rng.exponential(burst_size / rate_per_s, -(-size // burst_size))
+            gaps[0] += last
+            starts = np.cumsum(gaps)
+            last = float(starts[-1])
+            times = np.repeat(starts, burst_size)[:size]
+        done += size
+        yield times
 
 
 def length_tokens(rng: np.random.Generator, count: int, mean_tokens: float, distribution: str = "fixed",
@@ -94,7 +146,8 @@ def length_tokens(rng: np.random.Generator, count: int, mean_tokens: float, dist
 def read_histogram(path) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, probabilities) of a CSV histogram with the header ``tokens,weight``."""
     origin = str(path)
-    rows = _csv_rows(read_text_file(path, "histogram file"), ("tokens", "weight"), origin)
+    rows = _csv_rows(read_text_file(path, "histogram file", max_bytes=MAX_HISTOGRAM_BYTES), ("tokens", "weight"),
+                     origin)
     tokens, weights = [], []
     for line, row in rows:
         tokens.append(_positive_int(row["tokens"], "tokens", line, origin))
@@ -109,8 +162,8 @@ def read_histogram(path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(tokens, dtype=np.int64), np.array(weights) / total
 
 
-def _histogram_tokens(rng: np.random.Generator, count: int, path) -> np.ndarray:
-    tokens, probabilities = read_histogram(path)
+def _histogram_tokens(rng: np.random.Generator, count: int, histogram) -> np.ndarray:
+    tokens, probabilities = histogram
     return rng.choice(tokens, size=count, p=probabilities)
 
 
@@ -118,14 +171,32 @@ def synthetic_workload(traffic, count: int, rate_per_s: float, prompt_mean_token
                        seed: int = 0, prompt_histogram=None, output_histogram=None) -> Workload:
     """``count`` requests following a contract's ``workload.traffic`` (its arrivals, burst size, length
     distribution and σ) at ``rate_per_s``, with the given mean lengths; a histogram file replaces the drawn
-    prompt or output lengths. Independent streams for arrivals, prompts and outputs (numpy SeedSequence)."""
-    arrivals_rng, prompts_rng, outputs_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
-    arrivals = arrival_seconds(arrivals_rng, count, rate_per_s, traffic.arrivals, traffic.burst_size)
+    prompt or output lengths. Independent streams for arrivals, prompts and outputs (numpy SeedSequence).
+    The whole of :func:`synthetic_stream`, in memory."""
+    return synthetic_stream(traffic, count, rate_per_s, prompt_mean_tokens, output_mean_tokens, seed,
+                            prompt_histogram, output_histogram, block=max(count, 1)).materialize()
+
+
+def synthetic_stream(traffic, count: int, rate_per_s: float, prompt_mean_tokens: float, output_mean_tokens: float,
+                     seed: int = 0, prompt_histogram=None, output_histogram=None,
+                     block: int = BLOCK_REQUESTS) -> RequestStream:
+    """:func:`synthetic_workload`'s requests drawn ``block`` at a time as they are served (the same requests)."""
     distribution, sigma = traffic.length_distribution, traffic.length_sigma
-    prompts = (_histogram_tokens(prompts_rng, count, prompt_histogram) if prompt_histogram is not None
-               else length_tokens(prompts_rng, count, prompt_mean_tokens, distribution, sigma))
-    outputs = (_histogram_tokens(outputs_rng, count, output_histogram) if output_histogram is not None
-               else length_tokens(outputs_rng, count, output_mean_tokens, distribution, sigma))
+    if traffic.arrivals == "bursty":                  # whole bursts a block: every block but the last holds ``block``
+        block = max(block // traffic.burst_size, 1) * traffic.burst_size
+    histograms = [read_histogram(path) if path is not None else None for path in (prompt_histogram, output_histogram)]
+
+    def draw(rng, size, mean, histogram):
+        return (_histogram_tokens(rng, size, histogram) if histogram is not None
+                else length_tokens(rng, size, mean, distribution, sigma)).astype(np.int64)
+
+    def blocks():
+        arrivals_rng, prompts_rng, outputs_rng = (np.random.default_rng(s)
+                                                  for s in np.random.SeedSequence(seed).spawn(3))
+        for times in arrival_blocks(arrivals_rng, count, rate_per_s, traffic.arrivals, traffic.burst_size, block):
+            yield (times, draw(prompts_rng, len(times), prompt_mean_tokens, histograms[0]),
+                   draw(outputs_rng, len(times), output_mean_tokens, histograms[1]))
+
     rate = ("all at t = 0" if math.isinf(rate_per_s)
             else f"{traffic.arrivals} arrivals at {format_number(rate_per_s)} requests/s"
             + (f" in bursts of {traffic.burst_size}" if traffic.arrivals == "bursty" else ""))
@@ -135,40 +206,20 @@ def synthetic_workload(traffic, count: int, rate_per_s: float, prompt_mean_token
         lengths += " (histogram: " + ", ".join(f"{what} {path}" for what, path in files if path) + ")"
     if distribution == "lognormal":
         lengths += f" (σ = {format_number(sigma)})"
-    return Workload(arrivals, prompts.astype(np.int64), outputs.astype(np.int64), f"{count:,} requests, {rate}, "
-                    f"{lengths} around {format_number(prompt_mean_tokens)} prompt and "
-                    f"{format_number(output_mean_tokens)} output tokens")
+    description = (f"{count:,} requests, {rate}, {lengths} around {format_number(prompt_mean_tokens)} prompt and "
+                   f"{format_number(output_mean_tokens)} output tokens")
+    return RequestStream(count, description, rate_per_s, blocks, block)
 
 
 # --- traces -----------------------------------------------------------------------------------
 
 def read_trace(path) -> Workload:
-    """A recorded workload: CSV (header ``arrival_s,prompt_tokens,output_tokens``) or JSON lines with those
-    keys, sorted by arrival (stably). Arrival times are seconds from any origin; the first becomes t = 0."""
-    origin = str(path)
-    text = read_text_file(path, "trace file")
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    if not first:
-        raise ContractError("the trace is empty: expected a CSV header arrival_s,prompt_tokens,output_tokens or JSON "
-                            "lines", origin=origin)
-    rows = _json_rows(text, origin) if first.startswith("{") else _csv_rows(text, TRACE_FIELDS, origin)
-    if not rows:
-        raise ContractError("the trace has a header but no requests", origin=origin)
-    arrivals = np.empty(len(rows))
-    prompts = np.empty(len(rows), dtype=np.int64)
-    outputs = np.empty(len(rows), dtype=np.int64)
-    for k, (line, row) in enumerate(rows):
-        arrival = _number(row["arrival_s"], "arrival_s", line, origin)
-        if arrival < 0:
-            raise ContractError(f"expected seconds of at least 0, got {row['arrival_s']!r}",
-                                field=f"line {line}: arrival_s", origin=origin)
-        arrivals[k] = arrival
-        prompts[k] = _positive_int(row["prompt_tokens"], "prompt_tokens", line, origin)
-        outputs[k] = _positive_int(row["output_tokens"], "output_tokens", line, origin)
-    order = np.argsort(arrivals, kind="stable")
-    arrivals = arrivals[order] - arrivals[order][0]
-    return Workload(arrivals, prompts[order], outputs[order],
-                    f"{len(rows):,} requests from the trace {Path(path).name}")
+    """A recorded workload, whole: CSV (header ``arrival_s,prompt_tokens,output_tokens``) or JSON lines with those
+    keys, sorted by arrival (stably), the first at t = 0 (:func:`botec.simulate.trace.read_trace`; a simulation
+    streams it with :func:`botec.simulate.trace.trace_stream`)."""
+    from botec.simulate.trace import read_trace as whole
+
+    return whole(path)
 
 
 def _csv_rows(text: str, fields: tuple[str, ...], origin: str) -> list[tuple[int, dict]]:
@@ -191,25 +242,6 @@ def _csv_rows(text: str, fields: tuple[str, ...], origin: str) -> list[tuple[int
         rows.append((line, {name: row[header.index(name)].strip() for name in fields}))
     if header is None:
         raise ContractError(f"expected a CSV header {','.join(fields)}", origin=origin)
-    return rows
-
-
-def _json_rows(text: str, origin: str) -> list[tuple[int, dict]]:
-    rows = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise ContractError(f"not a JSON object ({error.msg})", field=f"line {line}", origin=origin) from None
-        if not isinstance(row, dict):
-            raise ContractError("expected a JSON object with arrival_s, prompt_tokens, output_tokens",
-                                field=f"line {line}", origin=origin)
-        missing = [f for f in TRACE_FIELDS if f not in row]
-        if missing:
-            raise ContractError("missing", field=f"line {line}: {missing[0]}", origin=origin)
-        rows.append((line, row))
     return rows
 
 
