@@ -136,7 +136,9 @@ def _blocks(tokens, window):
 
 
 def reference_schedule(engine, arrival, prompt, output, cached):
-    """The replica's policy, one step at a time, the KV blocks recounted every step: (first token, finish) times."""
+    """The replica's policy, one step at a time, the KV blocks recounted every step: (first token, finish) times.
+    A cached prefix's full blocks are shared: the replica holds the longest admitted once (× its copies), each
+    running request the rest of its blocks."""
     step = engine.round_function()
     window, capacity, budget, stages = (engine.attention_window_tokens, engine.kv_capacity_blocks,
                                         engine.max_batched_tokens, engine.pipeline_parallel)
@@ -144,9 +146,16 @@ def reference_schedule(engine, arrival, prompt, output, cached):
     first, finish = [math.nan] * count, [math.nan] * count
     made, left, position, kind = [0] * count, [0] * count, [0] * count, {}
     running, queue, arrived, t, evictions = [], deque(), 0, 0.0, 0
+    prefix, copies = 0, engine.shared_prefix_copies
+
+    def shared(i):
+        return cached[i] // 16 if prompt[i] + output[i] <= window else 0
 
     def held(i):
-        return _blocks(prompt[i] + made[i] - (kind[i] == "decode"), window)
+        return _blocks(prompt[i] + made[i] - (kind[i] == "decode"), window) - shared(i)
+
+    def admitting(i):
+        return _blocks(prompt[i] + made[i], window) - shared(i) + max(shared(i) - prefix, 0) * copies
 
     def growth(only_prefill):
         return 0 if only_prefill else sum(_blocks(prompt[i] + made[i], window) - _blocks(prompt[i] + made[i] - 1,
@@ -163,9 +172,8 @@ def reference_schedule(engine, arrival, prompt, output, cached):
             t = arrival[arrived]
             continue
         only_prefill = bool(not engine.chunked_prefill and queue and len(running) < engine.max_batch_size
-                            and sum(map(held, running)) + _blocks(prompt[queue[0]] + made[queue[0]], window)
-                            <= capacity)
-        while sum(map(held, running)) + growth(only_prefill) > capacity and len(running) > 1:
+                            and sum(map(held, running)) + prefix * copies + admitting(queue[0]) <= capacity)
+        while sum(map(held, running)) + prefix * copies + growth(only_prefill) > capacity and len(running) > 1:
             victim = running.pop()
             del kind[victim]
             queue.appendleft(victim)
@@ -184,7 +192,7 @@ def reference_schedule(engine, arrival, prompt, output, cached):
                     break
             while queue and len(running) < engine.max_batch_size and (spare > 0 or not chunks):
                 i = queue[0]
-                if sum(map(held, running)) + need + _blocks(prompt[i] + made[i], window) > capacity:
+                if sum(map(held, running)) + prefix * copies + need + admitting(i) > capacity:
                     break
                 start = min(cached[i], prompt[i] - 1)
                 whole = prompt[i] + made[i] - start
@@ -192,6 +200,7 @@ def reference_schedule(engine, arrival, prompt, output, cached):
                     break
                 queue.popleft()
                 running.append(i)
+                prefix = max(prefix, shared(i))
                 kind[i], left[i], position[i] = "prefill", whole, start
                 take = min(whole, room, spare) if engine.chunked_prefill else whole
                 chunks.append((i, take))

@@ -148,7 +148,7 @@ workload:
   kind: serving
   model: {model}         # a catalog model (botec model --list) or {{config: path/to/config.json}}
   traffic:
-    requests_per_second: 10     # the mean load the fleet must carry
+    requests_per_second: 10     # the mean load the fleet must carry (or concurrency: 64, users in flight fleet-wide)
     prompt_tokens: 1024         # mean prompt length (tokens)
     output_tokens: 256          # mean generated length (tokens)
   latency:                      # targets, held at the 90th percentile by default (latency.percentile); leave one out to size for throughput only

@@ -24,6 +24,11 @@ class Traffic(Section):
 
     requests_per_second: Optional[quantity("count", "Mean arrivals per second, e.g. 5", exclusive_minimum=0)] = None
     requests_per_day: Optional[quantity("count", "Mean arrivals per day, e.g. '10M'", exclusive_minimum=0)] = None
+    # the load is a rate or, closed, users: N across the fleet, each sending its next request when its last
+    # returns, after think_time (genai-perf --concurrency, vllm bench serve --max-concurrency; botec.serving.closed)
+    concurrency: Optional[quantity("count", "Users in flight fleet-wide (closed loop), e.g. 64", minimum=1,
+                                   integer=True)] = None
+    think_time: Optional[quantity("seconds", "A user's pause between requests (default 0)", minimum=0)] = None
     prompt_tokens: quantity("count", "Prompt tokens per request (mean)", minimum=1, integer=True)
     output_tokens: quantity("count", "Generated tokens per request (mean)", minimum=1, integer=True)
     length_distribution: Literal["fixed", "uniform", "exponential", "lognormal"] = Field(
@@ -36,24 +41,38 @@ class Traffic(Section):
     burst_size: PositiveInt = Field(8, description="requests per burst when arrivals are bursty")
 
     @model_validator(mode="after")
-    def _one_rate(self) -> "Traffic":
-        stated = [n for n in ("requests_per_second", "requests_per_day") if getattr(self, n) is not None]
+    def _one_load(self) -> "Traffic":
+        stated = [n for n in ("requests_per_second", "requests_per_day", "concurrency") if getattr(self, n) is not None]
         if len(stated) != 1:
-            raise ContractError("state the traffic as requests_per_second or requests_per_day (one of them)",
-                                field="workload.traffic.requests_per_second")
+            field = stated[-1] if stated else "requests_per_second"
+            raise ContractError("state the load as requests_per_second, requests_per_day (open: arrivals at a rate) or "
+                                "concurrency (closed: users in flight), exactly one of them"
+                                + (f"; got {' and '.join(stated)}" if stated else ""),
+                                field=f"workload.traffic.{field}")
+        if self.think_time is not None and self.concurrency is None:
+            raise ContractError("think_time is the pause of a closed loop's users: it needs concurrency, not a rate",
+                                field="workload.traffic.think_time")
         return self
 
     @property
-    def per_second(self) -> Stated:
-        """The arrival rate per second, with its range and distribution (a daily rate divided by 86,400)."""
+    def closed(self) -> bool:
+        """Whether the load is a closed loop of ``concurrency`` users (else arrivals at a rate)."""
+        return self.concurrency is not None
+
+    @property
+    def per_second(self) -> Stated | None:
+        """The arrival rate per second, with its range and distribution (a daily rate divided by 86,400); None for
+        a closed loop, whose rate follows from the replies."""
         if self.requests_per_second is not None:
             return self.requests_per_second
-        return self.requests_per_day.scaled(1 / SECONDS_PER_DAY)
+        if self.requests_per_day is not None:
+            return self.requests_per_day.scaled(1 / SECONDS_PER_DAY)
+        return None
 
     @property
     def rate_field(self) -> str:
         return "workload.traffic." + ("requests_per_second" if self.requests_per_second is not None
-                                      else "requests_per_day")
+                                      else "requests_per_day" if self.requests_per_day is not None else "concurrency")
 
     @property
     def length_variation(self) -> float:
@@ -158,8 +177,31 @@ class SpeculativeDecoding(Section):
 
     draft_tokens: PositiveInt = Field(description="tokens the draft proposes per step, k")
     acceptance_rate: quantity("ratio", "Chance each draft token is accepted, α", minimum=0, maximum=1)
-    draft_cost: quantity("ratio", "One draft token's cost as a share of a target decode step", minimum=0) = \
-        default(0.05, "a draft model about 1/20 of the target's size")
+    method: Literal["draft_model", "eagle", "mtp", "ngram"] = Field(
+        "draft_model", description="what drafts: draft_model (a separate model), eagle (an EAGLE head), mtp (the "
+                                   "model's MTP module, DeepSeek-V3), ngram (prompt lookup)")
+    draft_model: Optional[str] = Field(
+        None, description="method draft_model: a catalog name or a config.json path; its weights, cache and cost "
+                          "are counted")
+    draft_cost: Optional[quantity("ratio", "One draft token's cost as a share of a target decode step (default: "
+                                  "from the draft's shape; 0.05 unnamed)", minimum=0)] = None
+
+    @model_validator(mode="after")
+    def _named_draft(self) -> "SpeculativeDecoding":
+        if self.draft_model is not None and self.method != "draft_model":
+            raise ContractError(f"draft_model names a separate draft; method {self.method} drafts without one: remove "
+                                "draft_model or set method: draft_model",
+                                field="assumptions.speculative_decoding.draft_model")
+        if self.draft_model is not None and not self.draft_model.endswith(".json"):
+            from botec.architecture import model_catalog
+            from botec.catalog import did_you_mean
+
+            catalog = model_catalog()
+            if self.draft_model not in catalog:
+                raise ContractError(f"unknown model {self.draft_model!r}{did_you_mean(self.draft_model, catalog)} "
+                                    "(a catalog name or a config.json path)",
+                                    field="assumptions.speculative_decoding.draft_model")
+        return self
 
 
 class ServingAssumptions(Section):
@@ -193,7 +235,7 @@ class ServingAssumptions(Section):
     prefix_cache_hit_rate: quantity("ratio", "Share of prompt tokens found in the prefix cache", minimum=0,
                                     maximum=1) = default(0.0, "no shared prefixes assumed; state your workload's")
     speculative_decoding: Optional[SpeculativeDecoding] = Field(
-        None, description="draft tokens, acceptance rate and draft cost, when the engine speculates")
+        None, description="draft tokens, acceptance rate, the draft and its cost, when the engine speculates")
     utilization_cap: quantity("ratio", "Largest share of a replica's capacity to load it to", exclusive_minimum=0,
                               maximum=1) = default_range(
         0.8, 0.6, 0.9, "headroom for bursts and failover; queues grow as utilization nears 1")

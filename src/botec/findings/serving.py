@@ -16,6 +16,14 @@ def _percentile(q: dict[str, Quantity]) -> str:
     return f"P{round(q['latency_percentile'].value * 100)}"
 
 
+def _users(q: dict[str, Quantity], f) -> str:
+    """What a closed loop's concurrency means: users across the whole fleet, spread evenly over the replicas."""
+    think = q["think_time_seconds"].value
+    return (f"{f('concurrency')} in flight (a closed loop; concurrency counts users across the whole fleet, "
+            f"{f('concurrency_per_replica')} per replica" + (f", think time {f('think_time_seconds')})" if think
+                                                              else ", no think time)"))
+
+
 def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:
     def f(name: str) -> str:
         return q[name].formatted(system)
@@ -78,14 +86,27 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
         cap = q["utilization_cap"].value * q["offline_requests_per_s_per_replica"].value
         why = "the utilization cap" if per_replica >= cap * (1 - 1e-9) else next(
             (text for name, text in limits.items() if q[name].value <= per_replica * (1 + 1e-9)), "the targets")
-        text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
-                f"{f('requests_per_s')}: each replica carries at most {f('requests_per_s_per_replica')} ({why} binds), "
-                f"{f('serving_utilization')} of the fleet's saturated capacity in use")
+        if "concurrency" in q:
+            text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
+                    f"{_users(q, f)}: they complete {f('requests_per_s')}; each replica holds at most "
+                    f"{f('users_per_replica_within_targets')} within the targets, at most "
+                    f"{f('requests_per_s_per_replica')} ({why} binds), {f('serving_utilization')} of the fleet's "
+                    "saturated capacity in use")
+        else:
+            text = (f"{f('replicas')} × {f('replica_accelerators')} = {f('serving_accelerators')} for "
+                    f"{f('requests_per_s')}: each replica carries at most {f('requests_per_s_per_replica')} ({why} "
+                    f"binds), {f('serving_utilization')} of the fleet's saturated capacity in use")
         found.append(Finding("capacity", "info", text, ("replicas", "serving_accelerators", "serving_utilization")))
     else:
-        found.append(Finding("capacity", "fail", f"no fleet meets the targets: {f('replicas')} replicas would carry "
-                                                 f"{f('requests_per_s')} for throughput alone, missing them; not "
-                                                 "priced", ("replicas", "targets_reachable")))
+        load = f"hold {_users(q, f)} ({f('requests_per_s')})" if "concurrency" in q else f"carry {f('requests_per_s')}"
+        found.append(Finding("capacity", "fail", f"no fleet meets the targets: {f('replicas')} replicas would {load} "
+                                                 "for throughput alone, missing them; not priced",
+                             ("replicas", "targets_reachable")))
+    if q.get("closed_loop_wait_seconds") is not None and q["closed_loop_wait_seconds"].value > 0:
+        found.append(Finding("capacity", "warn",
+                             f"{f('concurrency_per_replica')} users per replica are more than it runs at saturation: "
+                             f"each request waits {f('closed_loop_wait_seconds')} for a slot (in the TTFT)",
+                             ("closed_loop_wait_seconds", "concurrency_per_replica")))
     if not reachable:
         found.append(Finding("cost", "info", "no price: the latency targets cannot be met on this replica",
                              ("targets_reachable",)))

@@ -7,6 +7,7 @@ from typing import Any
 
 from botec.architecture import breakdown
 from botec.contract.serving import ServingContract
+from botec.contract.stated import default
 from botec.errors import ContractError
 from botec.graph import Given
 from botec.graph.elementwise import minimum
@@ -16,6 +17,7 @@ from botec.catalog.engines import engine_presets
 from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
+from botec.inputs.speculation import draft_architecture, draft_kv_split, speculation_given
 from botec.inputs.stated import StatedInputs
 from botec.layout import Layout, layout_of
 
@@ -73,7 +75,6 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         "prompt_tokens": stated.given("prompt_tokens", traffic.prompt_tokens, "workload.traffic.prompt_tokens"),
         "output_tokens": stated.given("output_tokens", traffic.output_tokens, "workload.traffic.output_tokens"),
         "attention_window_tokens": Given(float(window), "assumed", window_source, "workload.model"),
-        "requests_per_s": stated.given("requests_per_s", traffic.per_second, traffic.rate_field),
         "prefix_cache_hit_rate": stated.given("prefix_cache_hit_rate", assumptions.prefix_cache_hit_rate,
                                               "assumptions.prefix_cache_hit_rate"),
         "utilization_cap": stated.given("utilization_cap", assumptions.utilization_cap, "assumptions.utilization_cap"),
@@ -85,10 +86,16 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         "attention_width_per_context_token": Given(float(_attention_width(arch)), "derived",
                                                    "absorbed MLA: a × (2·r_kv + d_rope)" if arch.mla
                                                    else "a × (d_qk + d_v)", "workload.model"),
-    } | _speculation(assumptions.speculative_decoding, stated) | _engine(strategy, assumptions, prompt, stated)
+        "prefill_attention_width_per_context_token": Given(float(_attention_width(arch, prefill=True)), "derived",
+                                                           "MLA prefilled decompressed (MHA form): a × (d_qk + d_v)"
+                                                           if arch.mla else "a × (d_qk + d_v)", "workload.model"),
+    } | _load(traffic, stated) | speculation_given(assumptions.speculative_decoding, arch, base_dir, stated) \
+        | _engine(strategy, assumptions, prompt, stated)
     preset = engine_presets()[strategy.engine]
     choices = {"kv_budget": preset.value("kv_budget_rule"),
                "kv_reservation": strategy.kv_reservation or preset.value("kv_reservation")}
+    if traffic.closed:   # open loads take the graph's default methods (botec.serving.closed: the closed ones)
+        choices["load"] = "closed"
     for target, name, choice in (("time_to_first_token", "time_to_first_token_target_seconds", "ttft_target"),
                                  ("time_per_output_token", "time_per_output_token_target_seconds", "tpot_target")):
         value = getattr(workload.latency, target)
@@ -127,10 +134,11 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                   stated_fields={k: tuple(v) for k, v in stated.fields.items()}, absent=stated.absent, derive=derive)
 
 
-def _attention_width(arch) -> int:
-    """Multiply-adds one query makes per cached token per layer: a·(d_qk + d_v); absorbed MLA attends in the
-    latent, a·(2·r_kv + d_rope) (formula audit row 30: FlashMLA, vLLM)."""
-    if arch.mla:
+def _attention_width(arch, prefill: bool = False) -> int:
+    """Multiply-adds one query makes per cached token per layer: a·(d_qk + d_v); absorbed MLA decode attends in the
+    latent, a·(2·r_kv + d_rope) (formula audit row 30: FlashMLA, vLLM), MLA prefill in the decompressed MHA form,
+    a·(d_qk + d_v) (vLLM's and SGLang's MLA prefill; formula audit 2, §4 N6)."""
+    if arch.mla and not prefill:
         return arch.attention_heads * (2 * arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
     return arch.attention_heads * (arch.qk_head_dim + arch.v_head_dim)
 
@@ -167,17 +175,14 @@ def _engine(strategy, assumptions, prompt_tokens: int, stated: StatedInputs) -> 
     return given
 
 
-def _speculation(speculative, stated: StatedInputs) -> dict[str, Given]:
-    if speculative is None:
-        off = "no speculative decoding"
-        return {"draft_tokens": Given(0.0, "assumed", off, "assumptions.speculative_decoding"),
-                "draft_acceptance_rate": Given(0.0, "assumed", off, "assumptions.speculative_decoding"),
-                "draft_step_cost": Given(0.0, "assumed", off, "assumptions.speculative_decoding")}
-    field = "assumptions.speculative_decoding"
-    return {"draft_tokens": Given(float(speculative.draft_tokens), "assumed", None, f"{field}.draft_tokens"),
-            "draft_acceptance_rate": stated.given("draft_acceptance_rate", speculative.acceptance_rate,
-                                                  f"{field}.acceptance_rate"),
-            "draft_step_cost": stated.given("draft_step_cost", speculative.draft_cost, f"{field}.draft_cost")}
+def _load(traffic, stated: StatedInputs) -> dict[str, Given]:
+    """The load: an open one's arrival rate, or a closed loop's users in flight and their think time."""
+    if not traffic.closed:
+        return {"requests_per_s": stated.given("requests_per_s", traffic.per_second, traffic.rate_field)}
+    think = traffic.think_time if traffic.think_time is not None else default(0.0, "no think time: a user sends "
+                                                                                   "its next request as one returns")
+    return {"concurrency": stated.given("concurrency", traffic.concurrency, "workload.traffic.concurrency"),
+            "think_time_seconds": stated.given("think_time_seconds", think, "workload.traffic.think_time")}
 
 
 def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
@@ -196,7 +201,10 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
     valid = checked(layout, rows)
     arch = inputs.architecture
     tp = layout.tensor_parallel
-    if inputs.contract.strategy.data_parallel_attention:
+    speculative = inputs.contract.assumptions.speculative_decoding
+    draft = draft_architecture(speculative, inputs.base_dir)
+    spread = inputs.contract.strategy.data_parallel_attention
+    if spread:
         split, split_source = tp, "data-parallel attention: each TP rank caches only its own requests"
         attention_per_layer = breakdown(arch).parts["attention_per_layer"]
         replicated = attention_per_layer * layout.pipeline_stage_layers * (1 - 1 / tp)
@@ -221,6 +229,12 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         "kv_tensor_split": Given(split, "assumed", split_source, "strategy.tensor_parallel"),
         "replicated_attention_parameters": Given(replicated, "derived", replicated_source,
                                                  "strategy.data_parallel_attention"),
+        "shared_prefix_copies": Given(tp if spread else 1.0, "assumed", "data-parallel attention: every rank caches "
+                                      "a shared prefix for its own requests" if spread else "one copy, split like any "
+                                      "token's KV", "strategy.data_parallel_attention"),
+        "draft_kv_tensor_split": Given(draft_kv_split(speculative, draft, tp, split), "assumed", "a separate draft: "
+                                       "min(TP, its KV heads); a head: as the target's layers",
+                                       "assumptions.speculative_decoding"),
     }
     given |= _disaggregation(inputs.contract.strategy, layout, tiers, inputs.stated_fields)
     links, placement, missing, unplaced = place(layout, tiers, rows)

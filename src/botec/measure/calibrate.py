@@ -630,6 +630,9 @@ TPOT_NOTE = ("{tool}'s TPOT is per request (end-to-end − TTFT) / (output token
 RATE_NOTE = ("at a given load botec's output rate is that load × its output tokens per request: agreement checks "
              "the traffic as read, not the step model; the step model's saturated capacity is {capacity} per "
              "accelerator")
+CLOSED_RATE_NOTE = ("with {users:,} users in a closed loop botec's output rate is its own: X solving X × R(X) = "
+                    "{users:,} with its response time R, so agreement checks the step model; its saturated capacity "
+                    "is {capacity} per accelerator")
 # The quantities compared, and where a serving run's figure of each is read.
 _TTFT, _TPOT = "time_to_first_token_seconds", "time_per_output_token_seconds"
 _TTFT_P, _TPOT_P = "time_to_first_token_percentile_seconds", "time_per_output_token_percentile_seconds"
@@ -637,7 +640,7 @@ _E2E, _RATE = "end_to_end_latency_seconds", "output_tokens_per_s_per_accelerator
 _CAPACITY = "offline_requests_per_s_per_replica"
 _LOAD = "requests_per_s_on_a_replica"
 _COMPARED = (_TTFT, _TPOT, _TTFT_P, _TPOT_P, _E2E, _RATE, "replica_accelerators",
-             "offline_output_tokens_per_s_per_accelerator", _CAPACITY)
+             "offline_output_tokens_per_s_per_accelerator", _CAPACITY, _LOAD)
 
 
 def _set_path(data: dict, dotted: str, value) -> None:
@@ -651,22 +654,36 @@ def _set_path(data: dict, dotted: str, value) -> None:
     node[keys[-1]] = value
 
 
+def closed_loop_users(run) -> int | None:
+    """The users of a closed-loop run: ``max_concurrency`` when nothing else paced the requests (``request_rate``
+    inf or not stated: each client sent its next request as its last returned); None for a run at a rate (a
+    finite ``request_rate`` paces it, even under a concurrency cap)."""
+    import math
+
+    if run.max_concurrency is None or (run.request_rate is not None and math.isfinite(run.request_rate)):
+        return None
+    return int(run.max_concurrency)
+
+
 def measured_contract_data(data: dict, run) -> dict:
     """A serving contract's data with its traffic replaced by a measured run's, on one replica.
 
     prompt_tokens = round(total_input_tokens / completed), output_tokens = round(total_output_tokens /
-    completed) (each at least 1), requests_per_second = request_throughput (the achieved load), no latency
-    targets (the percentile set to the one the run gives), utilization_cap = 1 (so one replica carries the
-    load whenever botec's saturated capacity allows), no candidate accelerators. Everything else (model,
-    accelerator, layout, engine, assumptions) is the contract's.
+    completed) (each at least 1), the load: concurrency = max_concurrency for a closed-loop run
+    (:func:`closed_loop_users`: the users, whose rate botec then derives), else requests_per_second =
+    request_throughput (the achieved load); no latency targets (the percentile set to the one the run gives),
+    utilization_cap = 1 (so one replica carries the load whenever botec's saturated capacity allows), no
+    candidate accelerators. Everything else (model, accelerator, layout, engine, assumptions) is the contract's.
     """
     import copy
 
     data = copy.deepcopy(data)
     traffic = dict(data["workload"].get("traffic") or {})
-    traffic.pop("requests_per_day", None)
-    traffic |= {"requests_per_second": float(run.requests_per_s),
-                "prompt_tokens": max(1, round(run.prompt_tokens)),
+    for key in ("requests_per_second", "requests_per_day", "concurrency", "think_time"):
+        traffic.pop(key, None)
+    users = closed_loop_users(run)
+    traffic |= ({"concurrency": users} if users is not None else {"requests_per_second": float(run.requests_per_s)})
+    traffic |= {"prompt_tokens": max(1, round(run.prompt_tokens)),
                 "output_tokens": max(1, round(run.output_tokens))}
     data["workload"]["traffic"] = traffic
     latency = data["workload"].get("latency")
@@ -813,7 +830,11 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
     contract = parse_contract(measured_data, origin=f"{contract_path} at the load measured in {Path(run.path).name}")
     result = estimate(contract, base_dir=contract_path.resolve().parent, compare=False)
     q, inputs = result.quantities, result.inputs
-    load = {_LOAD: run.requests_per_s}
+    users = closed_loop_users(run)
+    # a rate is held at the measured one; a closed loop's users on one replica give botec's own rate
+    load = {_LOAD: run.requests_per_s} if users is None else {"replicas": 1.0}
+    at_load = (f"at {run.requests_per_s:.4g} requests/s" if users is None
+               else f"with {users:,} users in a closed loop")
     estimated = _evaluate(inputs, load, _COMPARED)
     capacity = estimated[_CAPACITY]
     overloaded = capacity < run.requests_per_s
@@ -832,7 +853,7 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
         f"traffic: {run.prompt_tokens:,.1f} prompt + {run.output_tokens:,.1f} output tokens per request (the totals "
         f"over the completed requests), {run.requests_per_s:.4g} requests/s achieved, "
         f"{run.output_tokens_per_s:,.1f} output tokens/s; {_arrivals(run)}",
-        f"estimated as one replica of {accelerators:g} accelerator(s) at {run.requests_per_s:.4g} requests/s of "
+        f"estimated as one replica of {accelerators:g} accelerator(s) {at_load} of "
         f"{prompt:,} + {output:,} tokens" + (f", latencies at P{percentile}" if percentile else ""),
     ]
     if run.mean_itl_seconds is not None:
@@ -851,10 +872,14 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
         if isinstance(stated, (int, float)) and abs(stated - measured_mean) > LENGTH_TOLERANCE * measured_mean:
             notes.append(f"the contract's {words} length is {stated:,.0f} tokens, the run's {measured_mean:,.1f} "
                          f"(more than {_percent(LENGTH_TOLERANCE)} apart): the calibration is of the measured lengths")
-    if run.closed_loop:
+    if users is not None:
         notes.append(f"a closed-loop run (max_concurrency {run.max_concurrency:,}): a client sends its next request "
-                     "when one returns, so prompts queue less than under botec's M/G/1 queue of random arrivals; "
-                     "the achieved rate is the load")
+                     f"when one returns; estimated as workload.traffic.concurrency {users:,}, botec's rate the root of "
+                     "X × R(X) = users (botec.serving.closed), its prompts' queue still the M/G/1 of random arrivals "
+                     "(which errs long for a closed loop's smoother ones)")
+    elif run.closed_loop:
+        notes.append(f"a closed-loop run (max_concurrency {run.max_concurrency:,}) paced by a request rate of "
+                     f"{run.request_rate:g}/s: estimated at the rate it achieved, the load")
     if not overloaded and run.requests_per_s > CROWDED * capacity:
         notes.append(f"at {_percent(run.requests_per_s / capacity)} of botec's saturated capacity the prompt queue "
                      "dominates the TTFT and each efficiency moves both figures: other pairs may give the same means; "
@@ -887,9 +912,10 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
     elif run.mean_e2e_seconds is None:
         missing.append("end_to_end_latency_seconds: no mean end-to-end latency in the file"
                        + (" (add e2el to --percentile-metrics)" if run.format == "vllm-bench" else ""))
+    capacity_text = format_quantity(estimated["offline_output_tokens_per_s_per_accelerator"], "tokens/s")
     comparisons.append(Comparison(_RATE, "tokens/s", estimated[_RATE], run.output_tokens_per_s / accelerators,
-                                  RATE_NOTE.format(capacity=format_quantity(
-                                      estimated["offline_output_tokens_per_s_per_accelerator"], "tokens/s"))))
+                                  RATE_NOTE.format(capacity=capacity_text) if users is None
+                                  else CLOSED_RATE_NOTE.format(users=users, capacity=capacity_text)))
 
     # back-solving: each solve holds the load and the other solved assumptions
     held: dict[str, float] = dict(load)
@@ -980,8 +1006,7 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
         what = {"TPOT": f"mean TPOT {format_quantity(measured_value, 's')}",
                 "TTFT": f"mean TTFT {format_quantity(measured_value, 's')}"}.get(
             figure, f"{run.requests_per_s:.4g} requests/s at saturation")
-        assumptions[path] = (value, f"{note}: {what} at {run.requests_per_s:.4g} requests/s of {prompt:,} + "
-                                    f"{output:,} tokens")
+        assumptions[path] = (value, f"{note}: {what} {at_load} of {prompt:,} + {output:,} tokens")
     if solved and not overloaded:
         after = _evaluate(inputs, held, (_TTFT, _TPOT, _TTFT_P, _TPOT_P))
         parts = [f"TTFT {format_quantity(after[_TTFT], 's')} (measured {format_quantity(run.mean_ttft_seconds, 's')})",
@@ -991,7 +1016,8 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
                       f"{format_quantity(run.percentiles['ttft'][percentile], 's')})",
                       f"P{percentile} TPOT {format_quantity(after[_TPOT_P], 's')} (measured "
                       f"{format_quantity(run.percentiles['tpot'][percentile], 's')})"]
-        notes.append("with the back-solved assumptions at the measured load: " + ", ".join(parts))
+        notes.append(f"with the back-solved assumptions at the measured {'load' if users is None else 'users'}: "
+                     + ", ".join(parts))
         checked = [(name, target) for name, target, path in ((_TTFT, run.mean_ttft_seconds, ttft_path),
                                                              (_TPOT, run.mean_tpot_seconds, tpot_path)) if path]
         if any(abs(after[name] / target - 1) > 0.01 for name, target in checked):
@@ -1005,9 +1031,10 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
                          "botec's step model is too slow for this server, and matmul_efficiency is back-solved "
                          "from the throughput instead")
     else:
-        diagnosis.append(f"load: {run.requests_per_s:.4g} requests/s on one replica, "
-                         f"{_percent(run.requests_per_s / capacity)} of botec's saturated capacity of {capacity:.4g} "
-                         "requests/s")
+        diagnosis.append(f"load: {run.requests_per_s:.4g} requests/s on one replica"
+                         + (f" ({users:,} users; botec's own rate with them {estimated[_LOAD]:.4g})" if users else "")
+                         + f", {_percent(run.requests_per_s / capacity)} of botec's saturated capacity of "
+                         f"{capacity:.4g} requests/s")
     if solved:
         def distance(item):
             path, (value, *_rest) = item
@@ -1031,7 +1058,8 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
                              f"{shown(value)} measured ({gap})")
     diagnosis += unsolved
     context = {"format": run.format, "tool": tool, "run": run.run, "runs": run.runs,
-               "requests_per_s": run.requests_per_s, "prompt_tokens": prompt, "output_tokens": output,
+               "requests_per_s": run.requests_per_s, "concurrency": users, "prompt_tokens": prompt,
+               "output_tokens": output,
                "percentile": percentile, "replica_accelerators": accelerators,
                "capacity_requests_per_s_per_replica": capacity, "overloaded": overloaded}
     return Calibration(comparisons, assumptions, diagnosis, notes, measured_lines, missing, context)

@@ -86,8 +86,10 @@ def methods(result: Estimate) -> list[str]:
     model = contract.workload.model
     if result.kind == "serving":
         strategy = contract.strategy
+        load = ("load: users in a closed loop, X·(R(X) + Z) = N solved for the rate; at that rate by Little's law"
+                if contract.workload.traffic.closed else "load by Little's law")
         lines = [f"serving: {strategy.engine} engine steps of in-flight batching (decode tokens + a prefill chunk) "
-                 "on the rooflines; load by Little's law, the prompt queue as M/G/1; targets at "
+                 f"on the rooflines; {load}, the prompt queue as M/G/1; targets at "
                  f"P{contract.workload.latency.percentile}"]
         flops = f"FLOPs 2·N(active, matmul) per token + attention scores counted {contract.assumptions.attention_flops}"
         lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")

@@ -1,14 +1,15 @@
 """The serving estimate: weights and KV cache, the engine step of in-flight batching on the rooflines, a
-replica at saturation and under load, replicas for a traffic target within its latency targets, unit
-economics, composed into the ``SERVING`` graph."""
+replica at saturation and under load, replicas for a traffic target (a rate, or users in a closed loop:
+:mod:`botec.serving.closed`) within its latency targets, unit economics, composed into the ``SERVING`` graph."""
 
 from botec import economics
 from botec.formulas import device, links, transformer, weights
 from botec.graph import Graph
-from botec.serving import capacity, latency, memory
+from botec.serving import attention, capacity, closed, latency, memory, speculation
 
 SERVING = Graph("serving", transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas,
-                latency.formulas, capacity.formulas, economics.facility, economics.serving)
+                attention.formulas, latency.formulas, speculation.formulas, capacity.formulas,
+                closed.formulas, economics.facility, economics.serving)
 
 # What every serving estimate must resolve; a missing one names the contract field to state.
 REQUIRED = ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests", "time_to_first_token_seconds",

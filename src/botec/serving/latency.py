@@ -20,7 +20,7 @@ in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serv
 from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.graph import Formulas, maximum, minimum, where
 from botec.serving import load as model
-from botec.serving.step import speculative_tokens_per_step
+from botec.serving.step import critical_step_tokens, speculative_tokens_per_step
 
 formulas = Formulas(account="serving")
 
@@ -39,16 +39,9 @@ formulas.input("attention_efficiency", unit="1", account="compute",
                meaning="share of the 16-bit peak a fused attention kernel sustains (e_attn)")
 formulas.input("kernel_overhead_seconds", unit="s", account="compute",
                meaning="fixed time of every kernel (the engine's, the decode step in CUDA graphs)")
-formulas.input("attention_peak_flops_per_s", unit="FLOP/s", account="compute", detail=True,
-               meaning="the 16-bit dense peak attention runs at")
-formulas.input("attention_width_per_context_token", unit="1", detail=True,
-               meaning="per layer, a·(d_qk + d_v): multiply-adds one query makes per cached token (absorbed MLA: "
-                       "a·(2·r_kv + d_rope))")
 formulas.input("prefix_cache_hit_rate", unit="fraction", meaning="share of prompt tokens found in the prefix cache")
 formulas.input("draft_tokens", unit="tokens", meaning="speculative decoding: draft tokens proposed per step (0: off)")
 formulas.input("draft_acceptance_rate", unit="fraction", meaning="speculative decoding: chance a draft token is accepted")
-formulas.input("draft_step_cost", unit="fraction",
-               meaning="speculative decoding: one draft token's cost as a share of a target decode step")
 formulas.input("prompt_length_variation", unit="1", detail=True,
                meaning="squared coefficient of variation of prompt lengths (0 for fixed lengths)")
 formulas.input("utilization_cap", unit="fraction", meaning="the largest share of a replica's capacity it is loaded to")
@@ -100,12 +93,14 @@ def expert_weight_bytes(expert_parameters_per_device, weight_bytes_per_parameter
     return expert_parameters_per_device * weight_bytes_per_parameter
 
 
-@formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts)",
-                  expression="(weight_memory_bytes − expert_weight_bytes)"
+@formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts and "
+                                    "the speculative draft's, which its own steps read)",
+                  expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes)"
                              " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)")
-def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, memory_bandwidth_efficiency,
+def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, draft_weight_bytes, memory_bandwidth_efficiency,
                         memory_bandwidth_bytes_per_s):
-    return (weight_memory_bytes - expert_weight_bytes) / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+    return ((weight_memory_bytes - expert_weight_bytes - draft_weight_bytes)
+            / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
 @formulas.formula(unit="s", meaning="time to read every routed expert resident on one accelerator",
@@ -119,23 +114,6 @@ def expert_read_seconds(expert_weight_bytes, memory_bandwidth_efficiency, memory
                   expression="experts_per_token / experts", zero_when="experts == 0", detail=True)
 def expert_pick_probability(experts_per_token, experts):
     return experts_per_token / experts
-
-
-@formulas.formula(unit="s", meaning="attention compute per cached token a query reads (compute-bound side)",
-                  expression="2 × pipeline_stage_layers × attention_width_per_context_token / tensor_parallel"
-                             " / (attention_efficiency × attention_peak_flops_per_s)", detail=True)
-def attention_seconds_per_context_token(pipeline_stage_layers, attention_width_per_context_token, tensor_parallel,
-                                        attention_efficiency, attention_peak_flops_per_s):
-    return (2 * pipeline_stage_layers * attention_width_per_context_token / tensor_parallel
-            / (attention_efficiency * attention_peak_flops_per_s))
-
-
-@formulas.formula(unit="s", meaning="time to read one cached token's K and V (memory-bound side)",
-                  expression="kv_bytes_per_token_per_device / (memory_bandwidth_efficiency"
-                             " × memory_bandwidth_bytes_per_s)", detail=True)
-def kv_read_seconds_per_context_token(kv_bytes_per_token_per_device, memory_bandwidth_efficiency,
-                                      memory_bandwidth_bytes_per_s):
-    return kv_bytes_per_token_per_device / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
 
 
 @formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
@@ -428,7 +406,12 @@ def output_tokens_per_s_per_accelerator(decode_tokens_per_s_per_replica, replica
 
 
 @formulas.formula(unit="requests", meaning="decode tokens per step above which the weight GEMMs turn compute-bound",
-                  expression="weight_read_seconds / gemm_seconds_per_token")
-def critical_batch_size(weight_read_seconds, gemm_seconds_per_token):
-    """g · T = w  ⇒  T* = w / g: below it a step's time is the weight read (Databricks' MBU; the scaling book's B*)."""
-    return weight_read_seconds / gemm_seconds_per_token
+                  expression="T* solving gemm_seconds_per_token × T = weight_read_seconds + expert_read_seconds × (1 − "
+                             "(1 − expert_pick_probability)^T) (dense: weight_read_seconds / gemm_seconds_per_token)",
+                  source="the roofline crossover (Databricks' MBU; the scaling book's B*), the routed experts' reads "
+                         "included (formula audit 2, §4 N4)", prose=True)
+def critical_batch_size(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability):
+    """g·T = w + x·(1 − (1 − k/E)^T): below T* a step's time is the weight read, the experts its tokens touch
+    included (:func:`botec.serving.step.critical_step_tokens`)."""
+    return critical_step_tokens(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds,
+                                expert_pick_probability)

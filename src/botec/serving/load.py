@@ -64,6 +64,7 @@ class Replica:
     expert_read_seconds: object
     expert_pick_probability: object
     attention_seconds_per_context_token: object
+    prefill_attention_seconds_per_context_token: object
     kv_read_seconds_per_context_token: object
     logit_seconds_per_token: object
     communication_seconds_per_token: object
@@ -85,10 +86,13 @@ class Replica:
 
     def stage_step(self, decoding, prefill):
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
-        plus the draft model's k steps at their stated cost."""
+        plus the draft's k steps at their cost. Verifying, each request's k + 1 queries attend its cache in one
+        read: the step's decode context is the requests' contexts once, its queries k + 1 per context read
+        (engine_step_seconds's q)."""
         costs = dict(gemm_seconds_per_token=self.gemm_seconds_per_token, weight_read_seconds=self.weight_read_seconds,
                      expert_read_seconds=self.expert_read_seconds, expert_pick_probability=self.expert_pick_probability,
                      attention_seconds_per_context_token=self.attention_seconds_per_context_token,
+                     prefill_attention_seconds_per_context_token=self.prefill_attention_seconds_per_context_token,
                      kv_read_seconds_per_context_token=self.kv_read_seconds_per_context_token,
                      logit_seconds_per_token=self.logit_seconds_per_token,
                      communication_seconds_per_token=self.communication_seconds_per_token,
@@ -97,8 +101,8 @@ class Replica:
         verify = self.draft_tokens + 1
         context = decoding * self.mean_kv_tokens_per_request
         finishing = prefill / maximum(self.prefill_tokens_per_request, 1.0)
-        step = engine_step_seconds(decoding * verify, context * verify, prefill,
-                                   prefill * self.prefill_attention_tokens, decoding + finishing, **costs)
+        step = engine_step_seconds(decoding * verify, context, prefill, prefill * self.prefill_attention_tokens,
+                                   decoding + finishing, verify, **costs)
         draft = engine_step_seconds(decoding, context, 0.0, 0.0, decoding, **costs)
         return step + self.draft_tokens * self.draft_step_cost * draft
 

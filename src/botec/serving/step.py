@@ -7,7 +7,7 @@ Sarathi-Serve). On one accelerator of a replica a step of ``T = d + p`` tokens (
 sequences, p prefill tokens) takes
 
     t = max(F_gemm / (e_mm · peak), W(T) / (e_mem · BW))                 the weight GEMMs
-      + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache
+      + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache, read once
       + F_logits / (e_mm · peak)                                          the LM head, sampled tokens only
       + n_ar · (α_ar + 2(t−1)/t · T·h·b / B_link)                        tensor-parallel all-reduces
       + T · e                                                             norms, residuals, activation, permutation
@@ -16,7 +16,11 @@ sequences, p prefill tokens) takes
 with F_gemm = 2·N_active·T / t (matmul parameters per device), W(T) the weights read once per
 step — the dense ones always, each expert only when one of the T tokens picks it (expected
 experts touched: E·(1 − (1 − k/E)^T)) — F_attn = 2 · (attention width per context token) ×
-(the context tokens the step's queries attend), KV the cache bytes those contexts read, α_ar the
+(the context tokens the step's queries attend; prefill and decode each at their own width: MLA prefills
+in the decompressed MHA form, a·(d_qk + d_v), and decodes in the absorbed latent form, a·(2·r_kv + d_rope),
+as vLLM and SGLang do), KV the cache bytes those contexts read — once per sequence per step, however
+many queries attend it (a speculative verification runs k + 1 queries of a sequence against one read
+of its cache: FlashAttention and FlashInfer tile the queries over the same K/V blocks) — α_ar the
 small-message latency of one all-reduce (the engine's custom all-reduce or NCCL's low-latency
 protocol), t0 a fixed cost per kernel with the decode step captured in CUDA graphs, and t_step the
 engine's CPU overhead per step not hidden behind the GPU (scheduling, sampling). The figures
@@ -27,7 +31,8 @@ Every function here is elementwise: the estimate calls it on floats or numpy arr
 simulator on the batch each step really holds. Sources: the roofline (Williams et al. 2009);
 the decode roofline max(B·a, w + B·k) of Databricks' MBU and the scaling book; the expected
 number of distinct experts (formula audit row 29); speculative decoding's expected tokens
-(Leviathan et al. 2023, eq. 1).
+(Leviathan et al. 2023, eq. 1); the verification's single cache read and MLA's two attention widths
+(formula audit 2, §4 N3 and N6).
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ from dataclasses import dataclass, fields
 
 from botec.graph.elementwise import maximum, where
 
-__all__ = ["engine_step_seconds", "experts_touched_share", "speculative_tokens_per_step", "StepModel",
-           "STEP_INPUTS"]
+__all__ = ["engine_step_seconds", "experts_touched_share", "speculative_tokens_per_step", "critical_step_tokens",
+           "StepModel", "STEP_INPUTS"]
+
+BISECTIONS = 80   # halvings of [0, (w + x)/g] in critical_step_tokens: far below float precision
 
 
 def experts_touched_share(tokens, expert_pick_probability):
@@ -52,30 +59,56 @@ def speculative_tokens_per_step(draft_tokens, acceptance_rate):
     return where(alpha < 1, (1 - alpha ** (draft_tokens + 1)) / maximum(1 - alpha, 1e-12), draft_tokens + 1)
 
 
+def critical_step_tokens(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability):
+    """The tokens T* at which a step's weight GEMMs turn compute-bound: the root of
+
+        g·T = w + x·(1 − (1 − k/E)^T)
+
+    (g = gemm_seconds_per_token, w = weight_read_seconds, x = expert_read_seconds, k/E =
+    expert_pick_probability). Dense models (k/E = 0): T* = w / g (Databricks' MBU; the scaling book's
+    B*). MoE: the right side grows with T as more experts are touched, so the crossover is later; the
+    left side minus the right is convex in T, −w at T = 0 and ≥ 0 at T = (w + x)/g, so it has one root
+    in between, found by bisection (elementwise; formula audit 2, §4 N4)."""
+    high = (weight_read_seconds + expert_read_seconds) / gemm_seconds_per_token
+    low = high * 0.0
+    for _ in range(BISECTIONS):
+        middle = (low + high) / 2
+        above = gemm_seconds_per_token * middle >= weight_read_seconds + expert_read_seconds * experts_touched_share(
+            middle, expert_pick_probability)
+        low, high = where(above, low, middle), where(above, middle, high)
+    return where(expert_pick_probability > 0, (low + high) / 2, weight_read_seconds / gemm_seconds_per_token)
+
+
 def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
-                        *, gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability,
-                        attention_seconds_per_context_token, kv_read_seconds_per_context_token,
+                        queries_per_context_read=1.0, *, gemm_seconds_per_token, weight_read_seconds,
+                        expert_read_seconds, expert_pick_probability, attention_seconds_per_context_token,
+                        prefill_attention_seconds_per_context_token, kv_read_seconds_per_context_token,
                         logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
                         elementwise_seconds_per_token=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
     ``decode_tokens`` d (one per decoding request, k + 1 when speculating) and ``prefill_tokens`` p make the
-    step's T tokens; ``decode_context_tokens`` is the sum of the decoding tokens' contexts (each reads its
-    whole cache) and ``prefill_context_tokens`` the sum, over prefill tokens, of the tokens each attends;
-    ``sampled_tokens`` the positions the LM head runs for.
+    step's T tokens; ``decode_context_tokens`` C_d is the sum of the decoding requests' contexts (each
+    sequence's cache, read once) and ``prefill_context_tokens`` C_p the sum, over prefill tokens, of the
+    tokens each attends; ``sampled_tokens`` s the positions the LM head runs for;
+    ``queries_per_context_read`` q the queries each decoding sequence runs against its one read of the
+    cache (k + 1 verifying k speculative drafts, else 1).
 
-        t = max(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·(C_d + C_p), c·(C_d + p)) + l·s + (r + e)·T + f
+        t = max(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r + e)·T + f
 
     g = gemm_seconds_per_token, w = weight_read_seconds, x = expert_read_seconds, a =
-    attention_seconds_per_context_token, c = kv_read_seconds_per_context_token, l =
-    logit_seconds_per_token, r = communication_seconds_per_token, f = fixed_seconds_per_step, e =
-    elementwise_seconds_per_token (the memory-bound ops of each token).
+    attention_seconds_per_context_token (decode), a_p = prefill_attention_seconds_per_context_token, c =
+    kv_read_seconds_per_context_token, l = logit_seconds_per_token, r = communication_seconds_per_token,
+    f = fixed_seconds_per_step, e = elementwise_seconds_per_token (the memory-bound ops of each token).
+    Speculating, the compute side counts the k + 1 queries (a·q·C_d) and the memory side the cache once
+    (c·C_d): a verification kernel tiles the queries of a sequence over one pass of its K/V blocks.
     """
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
     gemms = maximum(gemm_seconds_per_token * tokens, weights)
-    attention = maximum(attention_seconds_per_context_token * (decode_context_tokens + prefill_context_tokens),
+    attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
+                        + prefill_attention_seconds_per_context_token * prefill_context_tokens,
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
     return (gemms + attention + logit_seconds_per_token * sampled_tokens
             + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
@@ -83,8 +116,9 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
 
 # The graph quantities an engine step reads, in the order of engine_step_seconds's keyword arguments.
 STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds", "expert_pick_probability",
-               "attention_seconds_per_context_token", "kv_read_seconds_per_context_token", "logit_seconds_per_token",
-               "communication_seconds_per_token", "fixed_seconds_per_step", "elementwise_seconds_per_token")
+               "attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
+               "kv_read_seconds_per_context_token", "logit_seconds_per_token", "communication_seconds_per_token",
+               "fixed_seconds_per_step", "elementwise_seconds_per_token")
 
 
 @dataclass(frozen=True)
@@ -96,6 +130,7 @@ class StepModel:
     expert_read_seconds: float
     expert_pick_probability: float
     attention_seconds_per_context_token: float
+    prefill_attention_seconds_per_context_token: float
     kv_read_seconds_per_context_token: float
     logit_seconds_per_token: float
     communication_seconds_per_token: float
@@ -108,9 +143,10 @@ class StepModel:
         return cls(*(float(quantities[name].value) for name in STEP_INPUTS))
 
     def step(self, decode_tokens, decode_context_tokens, prefill_tokens=0.0, prefill_context_tokens=0.0,
-             sampled_tokens=None):
+             sampled_tokens=None, queries_per_context_read=1.0):
         """Seconds of a step (``sampled_tokens`` defaults to the decoding tokens)."""
         if sampled_tokens is None:
             sampled_tokens = decode_tokens
         return engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
-                                   sampled_tokens, **{f.name: getattr(self, f.name) for f in fields(self)})
+                                   sampled_tokens, queries_per_context_read,
+                                   **{f.name: getattr(self, f.name) for f in fields(self)})

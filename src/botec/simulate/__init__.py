@@ -22,6 +22,18 @@ Measurements (:class:`Simulation`):
   and per step, the most requests running at once; preemptions; the simulated time;
 - beside them, the analytic model's figures at the same load per replica (``at_load`` of
   :mod:`botec.serving.load`, the estimate's own functions).
+
+**Streaming.** Nothing grows with the number of requests: they are drawn (or read from a trace) in blocks as
+they are served (:mod:`botec.simulate.workload`, :mod:`botec.simulate.trace`), a request's state lives only
+while it is in the system (:class:`botec.simulate.ledger.StreamLedger`), and a finished one is folded into
+running aggregates (:class:`botec.simulate.tally.Tally`): exact counts and means, percentiles exact up to
+100,000 values and then from a quantile sketch within 1 % of the exact ones
+(:mod:`botec.simulate.streaming`; ``Latency.relative_accuracy`` says which). Per-request records
+(``Simulation.records``) are kept for the first 100,000 requests. Memory is then what the requests in the
+system at once take: a steady load holds a few hundred; a fleet over capacity, or ``rate=inf``, queues
+requests without bound, each waiting one holding its scheduler state (about 0.6 kB, as before streaming).
+Before a request queues, a prompt longer than the model's context is refused and an output the context cannot
+hold is cut, as vLLM does (:func:`botec.simulate.ledger.screen`).
 """
 
 from __future__ import annotations
@@ -31,23 +43,28 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Callable, Optional
 
-__all__ = ["simulate", "Simulation", "Latency", "Analytic", "Verdict", "WARMUP_SHARE", "PERCENTILES"]
+__all__ = ["simulate", "Simulation", "Latency", "Analytic", "Verdict", "WARMUP_SHARE", "PERCENTILES", "RECORDS"]
 
 WARMUP_SHARE = 0.05
 """Share of the requests, first by arrival, left out of every measurement (the replica fills up meanwhile)."""
+
+RECORDS = 100_000
+"""Requests, first by arrival, whose per-request times ``Simulation.records`` keeps (memory: 60 bytes each)."""
 
 PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True)
 class Latency:
-    """A latency's mean and percentiles, seconds (NaN when no request measured it)."""
+    """A latency's mean and percentiles, seconds (NaN when no request measured it); the mean is exact, the
+    percentiles exact (``relative_accuracy`` 0) or within ``relative_accuracy`` of exact (a quantile sketch)."""
 
     mean_seconds: float
     p50_seconds: float
     p90_seconds: float
     p99_seconds: float
     at_target_percentile_seconds: float   # at the contract's latency percentile
+    relative_accuracy: float = 0.0
 
     def percentile(self, level: int) -> float:
         return {50: self.p50_seconds, 90: self.p90_seconds, 99: self.p99_seconds}[level]
@@ -87,7 +104,9 @@ class Verdict:
 
 @dataclass
 class Simulation:
-    """What a simulation measured (see the module docstring); per-request records in ``records``."""
+    """What a simulation measured (see the module docstring). ``records``: per-request arrays (arrival_s,
+    first_token_s, finish_s, prompt_tokens, output_tokens as served, replica, preemptions,
+    prefill_tokens_computed, measured) of the first ``RECORDS`` requests by arrival (all of a smaller run)."""
 
     contract_name: str
     workload: str
@@ -125,7 +144,15 @@ class Simulation:
     prefill_tokens_computed: int
     speculative_tokens_per_step: Optional[float]
     analytic: Analytic
+    context_tokens: Optional[int] = None          # the model's context, L (None: it states none)
+    prompts_over_context: int = 0                 # refused: the prompt is longer than L (counted in rejected)
+    outputs_cut_at_context: int = 0               # served, the output cut at L − P tokens
     records: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def percentile_relative_accuracy(self) -> float:
+        """0 when every percentile is exact, else the sketch's relative accuracy."""
+        return max(self.ttft.relative_accuracy, self.tpot.relative_accuracy, self.end_to_end.relative_accuracy)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -140,17 +167,23 @@ class Simulation:
 def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float] = None,
              replicas: Optional[int] = None, balancer: str = "least-outstanding", trace=None,
              progress: Optional[Callable[[int, int], None]] = None, prompt_histogram=None,
-             output_histogram=None) -> Simulation:
+             output_histogram=None, concurrency: Optional[int] = None,
+             think_time: Optional[float] = None, records: int = RECORDS) -> Simulation:
     """Simulate a serving estimate (``botec.estimate.estimate_file``'s result) serving ``requests`` requests.
 
     ``rate``: the fleet's arrivals per second (default the contract's traffic; ``math.inf``: all at t = 0);
-    ``replicas``: default the estimate's; ``trace``: a CSV or JSON-lines file of recorded requests instead
-    of drawn ones (it sets the count and the arrivals); the histogram files replace the drawn lengths.
-    ``progress(done, total)`` follows the arrivals. Bad input raises a one-line UserError."""
+    ``concurrency``: instead, that many users in a closed loop, each sending its next request when its last one
+    ends, after ``think_time`` seconds (:mod:`botec.simulate.closed`; the default for a contract whose traffic
+    states concurrency); ``replicas``: default the estimate's; ``trace``: a CSV or JSON-lines file of recorded
+    requests instead of drawn ones (it sets the count and the arrivals); the histogram files replace the drawn
+    lengths. ``progress(done, total)`` follows the arrivals; ``records``: per-request records kept for that many
+    requests, first by arrival. Bad input raises a one-line UserError."""
     from botec.errors import UserError
     from botec.simulate.fleet import run_fleet
-    from botec.simulate.replica import Engine, Ledger
-    from botec.simulate.workload import read_trace, synthetic_workload
+    from botec.simulate.ledger import StreamLedger
+    from botec.simulate.replica import Engine
+    from botec.simulate.trace import trace_stream
+    from botec.simulate.workload import MAX_REQUESTS, synthetic_stream
 
     if getattr(result, "kind", None) != "serving":
         raise UserError("botec simulate needs a serving contract (workload.kind: serving); this one is "
@@ -163,6 +196,7 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         raise UserError(f"--rate: expected a positive number of requests per second, got {rate:g}")
     if trace is not None and rate is not None:
         raise UserError("--rate and --trace exclude each other: a trace carries its own arrival times")
+    users, think = _closed_loop(result, rate, trace, concurrency, think_time)
     if replicas is None:
         estimated = float(q["replicas"].value)
         if not (math.isfinite(estimated) and estimated >= 1):
@@ -171,30 +205,69 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     if replicas < 1:
         raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
     engine = Engine.from_estimate(result)
+    if users is not None:
+        from botec.simulate.closed import simulate_closed
+
+        return simulate_closed(result, engine, requests, users, think, replicas, seed, progress, prompt_histogram,
+                               output_histogram)
     if trace is not None:
-        workload = read_trace(trace)
+        stream = trace_stream(trace)
+        offered = stream.mean_rate_per_s
     else:
         if requests < 1:
             raise UserError(f"--requests: expected at least 1 request, got {requests}")
+        if requests > MAX_REQUESTS:
+            raise UserError(f"--requests: expected at most {MAX_REQUESTS:,} requests, got {requests:,}")
         offered = float(q["requests_per_s"].value) if rate is None else float(rate)
-        workload = synthetic_workload(result.contract.workload.traffic, int(requests), offered,
-                                      q["prompt_tokens"].value, q["output_tokens"].value, seed,
-                                      prompt_histogram, output_histogram)
-    offered = workload.mean_rate_per_s if trace is not None else offered
-    cached = engine.cached_tokens(workload.prompt_tokens)
-    ledger = Ledger(workload.arrival_seconds, workload.prompt_tokens, workload.output_tokens, cached)
-    accepted = engine.footprint_blocks(workload.prompt_tokens, workload.output_tokens) <= engine.kv_capacity_blocks
-    fleet = run_fleet(engine, ledger, replicas, balancer, seed, accepted.tolist(), progress)
-    return _measure(result, engine, workload, ledger, fleet, accepted, replicas, balancer, seed, offered)
+        stream = synthetic_stream(result.contract.workload.traffic, int(requests), offered,
+                                  q["prompt_tokens"].value, q["output_tokens"].value, seed,
+                                  prompt_histogram, output_histogram)
+    tally = _tally(result, stream.count, records)
+    ledger = StreamLedger(stream, engine, _context_tokens(result), tally)
+    fleet = run_fleet(engine, ledger, replicas, balancer, seed, None, progress)
+    return _simulation(result, engine, stream.description, tally, fleet, replicas, balancer, seed, offered)
 
 
-def _percentiles(values, level: int) -> "Latency":
-    import numpy as np
+def _closed_loop(result, rate, trace, concurrency, think_time) -> tuple[Optional[int], float]:
+    """(users, think seconds) of a closed loop, or (None, 0) for arrivals at a rate: ``concurrency`` when given,
+    else the contract's when its traffic states concurrency and no rate or trace replaces it."""
+    from botec.errors import UserError
 
-    if len(values) == 0:
-        return Latency(*(math.nan,) * 5)
-    p50, p90, p99, at = np.percentile(values, [50, 90, 99, level])
-    return Latency(float(np.mean(values)), float(p50), float(p90), float(p99), float(at))
+    if concurrency is not None:
+        if rate is not None or trace is not None:
+            raise UserError(f"--concurrency and --{'rate' if rate is not None else 'trace'} exclude each other: a "
+                            "closed loop's users send as their replies come back")
+        if concurrency < 1:
+            raise UserError(f"--concurrency: expected at least 1 user in flight, got {concurrency}")
+    if think_time is not None and not (think_time >= 0 and math.isfinite(think_time)):
+        raise UserError(f"--think-time: expected seconds of at least 0, got {think_time:g}")
+    q = result.quantities
+    if concurrency is None and rate is None and trace is None and "concurrency" in q:
+        concurrency = int(round(q["concurrency"].value))
+    if concurrency is None:
+        if think_time is not None:
+            raise UserError("--think-time is a closed loop's pause: give --concurrency (or a contract whose traffic "
+                            "states concurrency)")
+        return None, 0.0
+    if think_time is None:
+        think_time = float(q["think_time_seconds"].value) if "think_time_seconds" in q else 0.0
+    return int(concurrency), float(think_time)
+
+
+def _context_tokens(result) -> Optional[int]:
+    """The model's context L (config.json's max_position_embeddings), None when it states none."""
+    length = getattr(getattr(result, "architecture", None), "max_sequence_length", None)
+    return int(length) if length else None
+
+
+def _tally(result, count: int, records: int = RECORDS):
+    """The running aggregates of ``count`` requests, with the contract's latency percentile and targets."""
+    from botec.simulate.tally import Tally
+
+    q = result.quantities
+    targets = [float(q[name].value) if name in q else None
+               for name in ("time_to_first_token_target_seconds", "time_per_output_token_target_seconds")]
+    return Tally(count, int(round(float(q["latency_percentile"].value) * 100)), *targets, records=records)
 
 
 def _analytic(result, rate_per_replica: float) -> Analytic:
@@ -214,82 +287,72 @@ def _analytic(result, rate_per_replica: float) -> Analytic:
 
 
 def _measure(result, engine, workload, ledger, fleet, accepted, replicas, balancer, seed, offered) -> Simulation:
+    """A :class:`Simulation` from a whole :class:`~botec.simulate.replica.Ledger` (every request's times in memory,
+    as a closed loop keeps them): its finished requests folded into a :class:`~botec.simulate.tally.Tally` at once."""
+    import numpy as np
+
+    count = len(workload)
+    tally = _tally(result, count)
+    accepted = np.asarray(accepted, dtype=bool)
+    nothing = np.zeros(count, dtype=bool)
+    tally.screened(0, workload.arrival_seconds, workload.prompt_tokens, workload.output_tokens, accepted, nothing,
+                   nothing)
+    finish = np.array(ledger.finish_s, dtype=float)
+    ids = np.flatnonzero(np.isfinite(finish))
+    tally.add_finished(ids, np.asarray(workload.arrival_seconds, dtype=float)[ids],
+                       np.array(ledger.first_token_s, dtype=float)[ids], finish[ids], workload.output_tokens[ids],
+                       np.array(ledger.replica)[ids], np.array(ledger.preemptions)[ids],
+                       np.array(ledger.prefill_computed)[ids])
+    tally.settle(math.inf, _window_end(fleet))
+    return _simulation(result, engine, workload.description, tally, fleet, replicas, balancer, seed, offered)
+
+
+def _window_end(fleet) -> float:
+    """The measurement window's end: the last admission of the replica that stopped admitting first."""
+    admissions = [r.stats.last_admission_s for r in fleet if r.assigned]
+    return min(admissions) if admissions else math.nan
+
+
+def _simulation(result, engine, description, tally, fleet, replicas, balancer, seed, offered) -> Simulation:
+    """The :class:`Simulation` a settled tally and the replicas' stats measured."""
     import numpy as np
 
     q = result.quantities
-    count = len(workload)
-    arrival = workload.arrival_seconds
-    first = np.array(ledger.first_token_s)
-    finish = np.array(ledger.finish_s)
-    outputs = workload.output_tokens
-    warmup = math.ceil(WARMUP_SHARE * count) if count > 1 else 0
-    done = np.isfinite(finish)
-    kept = done.copy()
-    kept[:warmup] = False
-    level = int(round(float(q["latency_percentile"].value) * 100))
-    ttft = first - arrival
-    multi = outputs > 1
-    tpot = np.where(multi, (finish - first) / np.maximum(outputs - 1, 1), np.nan)
-    e2e = finish - arrival
-
-    targets = {name: float(q[name].value) if name in q else None
-               for name in ("time_to_first_token_target_seconds", "time_per_output_token_target_seconds")}
-    meets = np.ones(count, dtype=bool)
-    if targets["time_to_first_token_target_seconds"] is not None:
-        meets &= ttft <= targets["time_to_first_token_target_seconds"]
-    if targets["time_per_output_token_target_seconds"] is not None:
-        meets &= ~multi | (tpot <= targets["time_per_output_token_target_seconds"])
-    meets &= done
-
-    # the window: from the warm-up's end (5 % of the requests done) to the last admission anywhere
-    finished_sorted = np.sort(finish[done])
-    start = float(finished_sorted[max(warmup - 1, 0)]) if len(finished_sorted) else 0.0
-    admissions = [r.stats.last_admission_s for r in fleet if r.assigned]
-    end = min(admissions) if admissions else math.nan
-    in_window = None
-    if not (end - start > 0) or np.count_nonzero((finish > start) & (finish <= end)) < 2:
-        start, end = float(arrival[0]), float(finished_sorted[-1]) if len(finished_sorted) else 0.0
-        in_window = done
-    else:
-        in_window = done & (finish > start) & (finish <= end)
+    start, end, in_window, window_tokens, window_meeting = tally.measurement_window(_window_end(fleet))
     span = end - start
-    throughput = np.count_nonzero(in_window) / span if span > 0 else math.nan
-    tokens_per_s = float(outputs[in_window].sum()) / span if span > 0 else math.nan
-    goodput = np.count_nonzero(in_window & meets) / span if span > 0 else math.nan
+    throughput = in_window / span if span > 0 else math.nan
+    tokens_per_s = window_tokens / span if span > 0 else math.nan
+    goodput = window_meeting / span if span > 0 else math.nan
     accelerators = replicas * int(round(q["replica_accelerators"].value))
 
     stats = [r.stats for r in fleet]
-    last = float(np.nanmax(finish)) if done.any() else float(arrival[0])
-    duration = last - float(arrival[0])
+    last = tally.last_finish if tally.finished else tally.first_arrival
     busy_span = [max(s.last_finish_s - s.first_arrival_s, 0.0) for s in stats if s.steps]
     mean_decode = (sum(s.decode_batch_seconds for s in stats) / sum(busy_span)) if sum(busy_span) > 0 else 0.0
     steps = sum(s.steps for s in stats)
     spec_steps = sum(s.speculative_steps for s in stats)
-    kept_count = int(np.count_nonzero(kept))
+    records = dict(tally.records)
+    records["measured"] = np.isfinite(records["finish_s"]) & (np.arange(len(records["finish_s"])) >= tally.warmup)
+    level = tally.level
     return Simulation(
-        contract_name=result.contract.name or "contract", workload=workload.description,
-        engine=result.contract.strategy.engine, chunked_prefill=engine.chunked_prefill, requests=count,
-        warmup_requests=warmup, measured_requests=kept_count,
-        rejected_requests=int(np.count_nonzero(~np.asarray(accepted))),
-        unfinished_requests=int(np.count_nonzero(np.asarray(accepted) & ~done)), replicas=replicas,
-        accelerators=accelerators, balancer=balancer, seed=seed, offered_requests_per_s=float(offered),
-        latency_percentile=level, ttft=_percentiles(ttft[kept], level),
-        tpot=_percentiles(tpot[kept & multi], level), end_to_end=_percentiles(e2e[kept], level),
-        ttft_target_seconds=targets["time_to_first_token_target_seconds"],
-        tpot_target_seconds=targets["time_per_output_token_target_seconds"],
-        share_meeting_targets=float(np.count_nonzero(meets & kept)) / kept_count if kept_count else math.nan,
+        contract_name=result.contract.name or "contract", workload=description,
+        engine=result.contract.strategy.engine, chunked_prefill=engine.chunked_prefill, requests=tally.count,
+        warmup_requests=tally.warmup, measured_requests=tally.measured,
+        rejected_requests=tally.count - tally.accepted, unfinished_requests=tally.accepted - tally.finished,
+        replicas=replicas, accelerators=accelerators, balancer=balancer, seed=seed,
+        offered_requests_per_s=float(offered), latency_percentile=level,
+        ttft=Latency(*tally.ttft.summary(level)), tpot=Latency(*tally.tpot.summary(level)),
+        end_to_end=Latency(*tally.end_to_end.summary(level)),
+        ttft_target_seconds=tally.ttft_target, tpot_target_seconds=tally.tpot_target,
+        share_meeting_targets=tally.measured_meeting / tally.measured if tally.measured else math.nan,
         goodput_requests_per_s=float(goodput), throughput_requests_per_s=float(throughput),
         output_tokens_per_s=tokens_per_s, output_tokens_per_s_per_accelerator=tokens_per_s / accelerators,
         mean_decode_batch=float(mean_decode),
         mean_step_batch=sum(s.decode_request_steps for s in stats) / steps if steps else 0.0,
         max_running_batch=max(s.max_running for s in stats), preemptions=sum(s.preemptions for s in stats),
-        simulated_seconds=duration, measurement_window_seconds=(start, end), steps=steps,
-        prompt_tokens=int(workload.prompt_tokens[np.asarray(accepted)].sum()),
-        prefill_tokens_computed=sum(s.prefill_tokens for s in stats),
+        simulated_seconds=last - tally.first_arrival, measurement_window_seconds=(start, end), steps=steps,
+        prompt_tokens=tally.prompt_tokens, prefill_tokens_computed=sum(s.prefill_tokens for s in stats),
         speculative_tokens_per_step=(sum(s.speculative_tokens for s in stats) / spec_steps) if spec_steps else None,
-        analytic=_analytic(result, offered / replicas),
-        records={"arrival_s": arrival, "first_token_s": first, "finish_s": finish,
-                 "prompt_tokens": workload.prompt_tokens, "output_tokens": outputs,
-                 "replica": np.array(ledger.replica), "preemptions": np.array(ledger.preemptions),
-                 "prefill_tokens_computed": np.array(ledger.prefill_computed), "measured": kept},
+        analytic=_analytic(result, offered / replicas), context_tokens=_context_tokens(result),
+        prompts_over_context=tally.refused_over_context, outputs_cut_at_context=tally.outputs_cut, records=records,
     )

@@ -11,14 +11,20 @@ Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keep
 
 - **admission**: the queue's head joins while fewer than ``max_batch_size`` requests run, the step has
   token budget left (chunked prefill), and the KV cache has the blocks for its prompt (paged attention,
-  Kwon et al. 2023: blocks of 16 tokens; capacity ⌊kv_budget_bytes / kv_bytes_per_token_per_device / 16⌋
-  blocks). First come, first served: a head that does not fit blocks the queue.
+  Kwon et al. 2023: blocks of 16 tokens; capacity ⌊kv_budget_bytes / cache_bytes_per_token_per_device / 16⌋
+  blocks, a token's bytes the target's KV and a speculative draft's). First come, first served: a head that
+  does not fit blocks the queue.
 - **prefill**: chunked, a step carries the decode tokens and then prompt chunks up to the budget b (b −
   ⌈B/p⌉·(k+1) per micro-batch, at least one token); without chunked prefill (TensorRT-LLM's preset) a step
   prefills whole prompts, as many as the budget holds (at least one), and decodes pause for it. The last
   prompt token's step samples the first output token: the time to first token ends with that step.
 - **prefix caching** removes ⌊h·P⌉ of a prompt's P tokens (h = ``prefix_cache_hit_rate``) from its prefill
-  (at least the last token is computed); they still occupy KV blocks and are attended.
+  (at least the last token is computed); they are attended. Their full blocks are shared, held once per
+  replica (vLLM's automatic prefix caching hashes and reference-counts full blocks; SGLang's radix tree):
+  the requests' cached prefixes are read as one shared prefix (each request's the first ⌊h·P⌉ tokens of
+  it), the replica holds the longest it has admitted (× ``shared_prefix_copies``: every rank's own
+  copy under data-parallel attention), a request its other blocks. The prefix is never evicted; a
+  request whose context outgrows the sliding window shares nothing.
 - **decode**: a request's context (prompt + tokens generated) grows by a token per step and its blocks
   with it; a sliding attention window W caps both what a token attends and what the cache keeps.
 - **preemption** (recompute): when the decoders' new blocks would overflow the cache, the most recently
@@ -26,8 +32,8 @@ Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keep
   as prompt, to be prefilled again.
 - **speculative decoding** (Leviathan et al. 2023): each step a request gains 1 + the accepted prefix of
   k drafts, each accepted with probability α, at most what its output still needs; the step verifies
-  k + 1 tokens per request and adds the draft model's k steps at ``draft_step_cost`` of a decode step
-  (as :meth:`botec.serving.load.Replica.stage_step` does).
+  k + 1 tokens per request, their queries against one read of its cache, and adds the draft's k steps
+  at ``draft_step_cost`` of a decode step (as :meth:`botec.serving.load.Replica.stage_step` does).
 
 **Pipeline parallelism** follows :mod:`botec.serving.load`: p stages keep p micro-batches in flight (vLLM's
 virtual engines), each of B/p requests, so one simulated step is a *round* in which every running request
@@ -80,6 +86,7 @@ class Engine:
     draft_acceptance_rate: float
     draft_step_cost: float
     chunked_prefill: bool
+    shared_prefix_copies: int = 1
 
     @classmethod
     def from_estimate(cls, result) -> "Engine":
@@ -87,7 +94,7 @@ class Engine:
         from botec.catalog.engines import engine_presets
 
         q = {name: quantity.value for name, quantity in result.quantities.items()}
-        tokens = q["kv_budget_bytes"] / q["kv_bytes_per_token_per_device"]
+        tokens = q["kv_budget_bytes"] / q["cache_bytes_per_token_per_device"]
         blocks = math.floor(tokens / BLOCK_TOKENS) if math.isfinite(tokens) else 0
         if blocks < 1:
             raise UserError("the weights leave no room for a KV cache on this replica: nothing to simulate "
@@ -100,7 +107,8 @@ class Engine:
                    prefix_cache_hit_rate=float(q["prefix_cache_hit_rate"]), draft_tokens=int(q["draft_tokens"]),
                    draft_acceptance_rate=float(q["draft_acceptance_rate"]),
                    draft_step_cost=float(q["draft_step_cost"]),
-                   chunked_prefill=bool(engine_presets()[engine].value("chunked_prefill")))
+                   chunked_prefill=bool(engine_presets()[engine].value("chunked_prefill")),
+                   shared_prefix_copies=int(q["shared_prefix_copies"]))
 
     def round_function(self):
         """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,
@@ -110,16 +118,16 @@ class Engine:
         stages, drafts, draft_cost = self.pipeline_parallel, self.draft_tokens, self.draft_step_cost
         verified = drafts + 1
 
-        def step(decoding, decode_context, prefill, prefill_context, sampled):
-            return engine_step_seconds(decoding, decode_context, prefill, prefill_context, sampled, **costs)
+        def step(decoding, decode_context, prefill, prefill_context, sampled, queries=1.0):
+            return engine_step_seconds(decoding, decode_context, prefill, prefill_context, sampled, queries, **costs)
 
         if stages == 1 and drafts == 0:
             return step
 
         def round_seconds(decoding, decode_context, prefill, prefill_context, sampled):
             micro, context = decoding / stages, decode_context / stages
-            stage = step(micro * verified, context * verified, prefill / stages, prefill_context / stages,
-                         sampled / stages)
+            stage = step(micro * verified, context, prefill / stages, prefill_context / stages, sampled / stages,
+                         verified)   # k + 1 queries a request, its cache read once
             if drafts:
                 stage += drafts * draft_cost * step(micro, context, 0.0, 0.0, micro)
             return stages * stage
@@ -226,9 +234,10 @@ class Replica:
         self.rng = rng if rng is not None else np.random.default_rng(index)
         self.queue: deque = deque()
         self.assigned = 0
-        self.finish_times: list[float] = []
-        self._finished_by = 0
-        self.stats = ReplicaStats()
+        self.finish_times: deque = deque()   # finish times not yet counted by outstanding() (memory: those only)
+        self._finished_by = 0                # finishes counted by outstanding()
+        self.pause_at_finish = False   # a closed loop (botec.simulate.closed): advance() returns after each step in
+        self.stats = ReplicaStats()    # which a request finished, so that its user sends the next one in time
         self._loop = self._run()
         next(self._loop)
 
@@ -246,11 +255,11 @@ class Replica:
 
     def outstanding(self, at: float) -> int:
         """Requests sent here and not finished by ``at`` (``at`` never decreasing between calls)."""
-        times, done = self.finish_times, self._finished_by
-        while done < len(times) and times[done] <= at:
-            done += 1
-        self._finished_by = done
-        return self.assigned - done
+        times = self.finish_times
+        while times and times[0] <= at:
+            times.popleft()
+            self._finished_by += 1
+        return self.assigned - self._finished_by
 
     # --- the scheduler ------------------------------------------------------------------------
 
@@ -275,7 +284,9 @@ class Replica:
         decoding = 0             # decoding requests
         context = 0              # Σ min(P + generated, W) over them: the decode context of the next step
         growers = 0              # decoding requests whose context still grows
-        used = 0                 # KV blocks held
+        used = 0                 # KV blocks held (the shared prefix's included)
+        prefix = 0               # blocks of the shared prefix held (once, × copies)
+        copies = engine.shared_prefix_copies
         phases = [0] * 16        # growers by the counter mod 16 at which they need a new block
         running: dict = {}       # admitted requests in admission order (popitem(): the most recent)
         decoders: dict = {}      # decoding requests
@@ -286,11 +297,22 @@ class Replica:
         def blocks(tokens):
             return (min(tokens, window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS
 
+        def shared(i):
+            """Full blocks of request i's cached prefix: shared, held by the replica once (0 past the window)."""
+            return cached[i] // BLOCK_TOKENS if prompt[i] + output[i] <= window else 0
+
+        def admitted(i):
+            """Blocks admitting request i takes: its own, and the shared prefix's growth if its prefix is longer."""
+            own = shared(i)
+            growth = (own - prefix) * copies if own > prefix else 0
+            return blocks(prompt[i] + generated[i]) - own + growth
+
         until = yield
         while True:
             if not running:
                 if not queue:
-                    stats.idle_state = {"blocks": used, "decoding": decoding, "context": context, "growers": growers}
+                    stats.idle_state = {"blocks": used - prefix * copies, "decoding": decoding, "context": context,
+                                        "growers": growers}
                     until = yield
                     continue
                 if t < arrival[queue[0]]:
@@ -308,8 +330,7 @@ class Replica:
             else:
                 need = phases[counter & 15] if growers else 0
             prefill_step = False
-            if not chunked and queue and len(running) < max_batch and used + blocks(
-                    prompt[queue[0]] + generated[queue[0]]) <= capacity:
+            if not chunked and queue and len(running) < max_batch and used + admitted(queue[0]) <= capacity:
                 prefill_step = True                # whole prompts first; decodes wait for them
                 need = 0
             while used + need > capacity and len(running) > 1:
@@ -332,10 +353,10 @@ class Replica:
                         need -= blocks(x - 1 + verified) - blocks(x - 1)
                     finish_at[victim] = window_at[victim] = -1
                     generated[victim] = made
-                    used -= blocks(x - 1)
+                    used -= blocks(x - 1) - shared(victim)
                 else:
                     prefilling.remove(victim)
-                    used -= blocks(prompt[victim] + generated[victim])
+                    used -= blocks(prompt[victim] + generated[victim]) - shared(victim)
                 state[victim] = _WAITING
                 queue.appendleft(victim)
 
@@ -359,9 +380,11 @@ class Replica:
                         break
                 while queue and len(running) < max_batch and (left > 0 or not chunks):
                     i = queue[0]
-                    held = blocks(prompt[i] + generated[i])
+                    held = admitted(i)
                     if used + need + held > capacity:
                         break
+                    before = prefix
+                    prefix = max(prefix, shared(i))
                     queue.popleft()
                     running[i] = None
                     state[i] = _PREFILLING
@@ -378,6 +401,7 @@ class Replica:
                         prefilling.pop()
                         running.pop(i)
                         used -= held
+                        prefix = before
                         state[i] = _WAITING
                         queue.appendleft(i)
                         break
@@ -467,7 +491,7 @@ class Replica:
                         decoding -= 1
                         del decoders[i]
                         context -= min(x + gain, window)
-                        used -= blocks(x - 1 + gain)
+                        used -= blocks(x - 1 + gain) - shared(i)
                         del running[i]
                         state[i] = _DONE
                         finish_s[i] = t
@@ -499,7 +523,7 @@ class Replica:
                         growing[i] = False
                     else:
                         context -= window
-                    used -= blocks(x - 1)
+                    used -= blocks(x - 1) - shared(i)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
@@ -514,7 +538,7 @@ class Replica:
                     first_token_s[i] = t
                 x = prompt[i] + made
                 if made >= output[i]:
-                    used -= blocks(x - 1)
+                    used -= blocks(x - 1) - shared(i)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
@@ -541,3 +565,5 @@ class Replica:
                         heappush(windows, (reached, i))
             if finish_times:
                 stats.last_finish_s = finish_times[-1]
+                if finish_times[-1] == t and self.pause_at_finish:
+                    until = t                          # back to the caller before the next step
