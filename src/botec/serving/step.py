@@ -41,8 +41,8 @@ from dataclasses import dataclass, fields
 
 from botec.graph.elementwise import maximum, where
 
-__all__ = ["engine_step_seconds", "experts_touched_share", "speculative_tokens_per_step", "critical_step_tokens",
-           "StepModel", "STEP_INPUTS"]
+__all__ = ["engine_step_seconds", "scalar_engine_step", "experts_touched_share", "speculative_tokens_per_step",
+           "critical_step_tokens", "StepModel", "STEP_INPUTS"]
 
 BISECTIONS = 80   # halvings of [0, (w + x)/g] in critical_step_tokens: far below float precision
 
@@ -114,6 +114,47 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
             + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
 
 
+def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability,
+                       attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
+                       kv_read_seconds_per_context_token, logit_seconds_per_token, communication_seconds_per_token,
+                       fixed_seconds_per_step, elementwise_seconds_per_token=0.0):
+    """:func:`engine_step_seconds` with a replica's costs bound once, for plain numbers (int or float) only: the
+    simulator's hot path (about two calls a request). The same formula, term by term and in the same order of
+    operations (``maximum(a, b)`` is ``b if b > a else a``, as :func:`botec.graph.elementwise.maximum` computes it
+    on scalars), so the two agree to the bit; a test holds them together on random inputs. Arrays go to
+    :func:`engine_step_seconds`."""
+    g, w, x, k = gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability
+    a, a_p, c = (attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
+                 kv_read_seconds_per_context_token)
+    l, f = logit_seconds_per_token, fixed_seconds_per_step
+    r_e = communication_seconds_per_token + elementwise_seconds_per_token
+    if k > 0:
+        kept = 1 - k            # experts_touched_share: 1 − (1 − k/E)^max(T, 0)
+
+        def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
+                 queries_per_context_read=1.0):
+            tokens = decode_tokens + prefill_tokens
+            weights = w + x * (1 - kept ** (0 if 0 > tokens else tokens))
+            gemms = g * tokens
+            gemms = weights if weights > gemms else gemms
+            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
+            memory = c * (decode_context_tokens + prefill_tokens)
+            return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
+    else:
+        weights = w + x * 0.0    # no expert is picked (dense): experts_touched_share is 0
+
+        def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
+                 queries_per_context_read=1.0):
+            tokens = decode_tokens + prefill_tokens
+            gemms = g * tokens
+            gemms = weights if weights > gemms else gemms
+            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
+            memory = c * (decode_context_tokens + prefill_tokens)
+            return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
+
+    return step
+
+
 # The graph quantities an engine step reads, in the order of engine_step_seconds's keyword arguments.
 STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds", "expert_pick_probability",
                "attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
@@ -141,6 +182,12 @@ class StepModel:
     def from_quantities(cls, quantities) -> "StepModel":
         """From an estimate's quantities (``result.quantities``: name -> Quantity)."""
         return cls(*(float(quantities[name].value) for name in STEP_INPUTS))
+
+    def scalar_step(self):
+        """``step``'s formula with these costs bound, for plain numbers: :func:`scalar_engine_step` (all six
+        arguments positional: decode tokens, decode context, prefill tokens, prefill context, sampled tokens, and
+        optionally the queries per context read)."""
+        return scalar_engine_step(**{f.name: getattr(self, f.name) for f in fields(self)})
 
     def step(self, decode_tokens, decode_context_tokens, prefill_tokens=0.0, prefill_context_tokens=0.0,
              sampled_tokens=None, queries_per_context_read=1.0):

@@ -39,6 +39,10 @@ __all__ = ["StreamLedger", "screen"]
 FLUSH_REQUESTS = 8_192
 """Finished requests handed to the tally at a time."""
 
+_RECORD = 8
+"""Figures buffered per finished request (``_Finish``): request, arrival, first token, finish, output, replica,
+preemptions, prompt tokens computed — one flat list, read back as rows of eight."""
+
 GROW_SLOTS = 4_096
 """Slots added at a time, once the list has that many."""
 
@@ -76,12 +80,12 @@ class _Finish:
 
     def __setitem__(self, slot, seconds):
         request, arrival, first, output, replica, preemptions, prefill = self.columns
-        self.done.append((request[slot], arrival[slot], first[slot], seconds, output[slot], replica[slot],
+        self.done.extend((request[slot], arrival[slot], first[slot], seconds, output[slot], replica[slot],
                           preemptions[slot], prefill[slot]))
         for column, initial in self.resets:
             column[slot] = initial
         self.free.append(slot)
-        if len(self.done) >= FLUSH_REQUESTS:
+        if len(self.done) >= FLUSH_REQUESTS * _RECORD:
             self.ledger.flush()
 
 
@@ -94,7 +98,7 @@ class StreamLedger:
         self.request: list[int] = []                # slot -> request number
         self._free: list[int] = []
         self._resets: list[tuple[list, object]] = []
-        self._done: list[tuple] = []
+        self._done: list = []                       # finished requests' figures, _RECORD a request, flat
         self.finished_by: dict[int, int] = {}       # replica -> requests finished there
         template = Ledger([0.0], [1], [1], [0])
         self._columns = []
@@ -150,7 +154,7 @@ class StreamLedger:
         """Hand the finished requests to the tally."""
         if not self._done:
             return
-        done = np.array(self._done, dtype=float)
+        done = np.fromiter(self._done, dtype=float, count=len(self._done)).reshape(-1, _RECORD)
         self._done.clear()
         ids, replicas = done[:, 0].astype(np.int64), done[:, 5].astype(np.int64)
         for replica, count in enumerate(np.bincount(replicas).tolist()):

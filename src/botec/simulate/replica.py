@@ -56,12 +56,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from botec.errors import UserError
-from botec.serving.step import StepModel, engine_step_seconds
+from botec.serving.step import StepModel
 
 __all__ = ["BLOCK_TOKENS", "Engine", "Ledger", "Replica", "ReplicaStats", "steps_to_reach", "attended_tokens"]
 
@@ -113,13 +113,11 @@ class Engine:
     def round_function(self):
         """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,
         p × a stage step on 1/p of the batch (see the module docstring), plus the draft model's k steps when
-        speculating. Every term is :func:`engine_step_seconds` with the StepModel's costs bound once."""
-        costs = {f.name: getattr(self.step_model, f.name) for f in fields(self.step_model)}
+        speculating. Every term is :func:`engine_step_seconds` with the StepModel's costs bound once, in its
+        scalar form (:func:`botec.serving.step.scalar_engine_step`: the scheduler passes plain numbers)."""
+        step = self.step_model.scalar_step()
         stages, drafts, draft_cost = self.pipeline_parallel, self.draft_tokens, self.draft_step_cost
         verified = drafts + 1
-
-        def step(decoding, decode_context, prefill, prefill_context, sampled, queries=1.0):
-            return engine_step_seconds(decoding, decode_context, prefill, prefill_context, sampled, queries, **costs)
 
         if stages == 1 and drafts == 0:
             return step
@@ -204,7 +202,8 @@ def steps_to_reach(seconds: float, first: float, slope: float) -> int:
         j = math.ceil(2 * seconds / (half + math.sqrt(half * half + 2 * slope * seconds)))
     else:
         j = math.ceil(seconds / first)
-    j = max(j, 1)
+    if j < 1:
+        j = 1
     while j > 1 and (j - 1) * first + slope * (j - 1) * (j - 2) / 2 >= seconds:
         j -= 1
     while j * first + slope * j * (j - 1) / 2 < seconds:
@@ -380,11 +379,13 @@ class Replica:
                         break
                 while queue and len(running) < max_batch and (left > 0 or not chunks):
                     i = queue[0]
-                    held = admitted(i)
+                    own = shared(i)                # admitted(i), written out: its shared prefix computed once
+                    held = (blocks(prompt[i] + generated[i]) - own
+                            + ((own - prefix) * copies if own > prefix else 0))
                     if used + need + held > capacity:
                         break
                     before = prefix
-                    prefix = max(prefix, shared(i))
+                    prefix = own if own > prefix else prefix
                     queue.popleft()
                     running[i] = None
                     state[i] = _PREFILLING
@@ -447,7 +448,12 @@ class Replica:
                         runs = taken
                         need = grown
                     elif growers:
-                        need = (runs >> 4) * growers + sum(phases[(counter + j) & 15] for j in range(runs & 15))
+                        need = (runs >> 4) * growers      # whole turns of the 16 phases, then the rest's
+                        start, rest = counter & 15, runs & 15
+                        if start + rest <= 16:
+                            need += sum(phases[start:start + rest])
+                        else:
+                            need += sum(phases[start:]) + sum(phases[:start + rest - 16])
                 seconds = runs * first + slope * runs * (runs - 1) / 2
             else:
                 until = yield                          # nothing can run: wait for arrivals
@@ -523,7 +529,9 @@ class Replica:
                         growing[i] = False
                     else:
                         context -= window
-                    used -= blocks(x - 1) - shared(i)
+                    x -= 1                                 # blocks(x − 1) − shared(i), written out
+                    used -= ((x if x < window else window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS - (
+                        cached[i] // BLOCK_TOKENS if prompt[i] + output[i] <= window else 0)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
