@@ -326,3 +326,87 @@ def test_the_simulator_holds_a_shared_prefix_once():
     assert replica.stats.preemptions == 0
     assert np.isfinite(ledger.finish_s).all()
     assert replica.stats.idle_state["blocks"] == 0
+
+
+# --- N5: data-parallel attention in the time model ----------------------------------------------------------------
+# DeepSeek-V3 on one DGX H200 (TP 8, EP 8, attention data-parallel, FP8 weights): 61 layers (3 dense, 58 MoE), h = 7,168,
+# 128 heads, MLA prefilled in MHA form at a·(d_qk + d_v) = 128 × (192 + 128); attention projections 11,413,547,008
+# parameters in all; k = 8 of 256 experts. H200: 1,978.9 TFLOP/s FP8, 989.4 TFLOP/s BF16; the node's NVLink at
+# 370 GB/s (the dgx-h200 preset botec reads for TP). GEMMs and attention stated at 0.5 of their peaks.
+
+DSV3 = {"tensor_parallel": 8, "expert_parallel": 8, "data_parallel_attention": True, "weight_precision": "fp8",
+        "engine": "sglang"}
+
+
+def deepseek(strategy=None, **traffic):
+    return run(serving("deepseek-v3", "h200", strategy={**DSV3, **(strategy or {})},
+                       traffic={"prompt_tokens": 4096, "output_tokens": 1024, **traffic},
+                       supply={"cluster": {"node": "dgx-h200"}},
+                       assumptions={"matmul_efficiency": 0.5, "attention_efficiency": 0.5}))
+
+
+def test_data_parallel_attention_sends_the_moe_tokens_all_to_all():
+    """Balanced ranks: each of the 8 ranks sends its own 1/8 of the step's tokens, once to each other rank holding one
+    of a token's 8 experts (DeepEP), FP8 out and BF16 back; the 3 dense layers gather and scatter (one all-reduce's
+    bytes). Remote ranks R = 8 × (1 − (7/8)^8) × 7/8 = 8 × 0.656391 × 0.875 = 4.594737.
+    Per token: 58 × 4.594737 × 7,168 × 3 B / 8 = 716,339 B; dense 3 × 2 × 7/8 × 7,168 × 2 B = 75,264 B;
+    (716,339 + 75,264) / 370e9 = 2.1395 µs (plain TP's two all-reduces: 61 × 2 × 1.75 × 14,336 B / 370e9 = 8.27 µs)."""
+    q = deepseek().quantities
+    assert float(q["expert_destination_ranks"].value) == pytest.approx(4.594737, rel=1e-6)
+    assert float(q["communication_seconds_per_token"].value) == pytest.approx(791_603 / 370e9, rel=1e-4)
+    plain = run(serving("deepseek-v3", "h200", strategy={**DSV3, "data_parallel_attention": False},
+                        supply={"cluster": {"node": "dgx-h200"}})).quantities
+    assert float(plain["communication_seconds_per_token"].value) == pytest.approx(61 * 2 * 1.75 * 14336 / 370e9,
+                                                                                 rel=1e-6)
+    assert float(plain["lone_prompt_excess_seconds"].value) == 0
+
+
+def test_one_prompt_prefills_on_its_own_attention_rank():
+    """A 4,096-token prompt's attention and projections run on its one rank; the step's costs divide them by 8, so
+    the prompt takes (8/1 − 1) = 7 × its per-rank share more, per token:
+      projections 2 × 11,413,547,008 / (8 × 0.5 × 1,978.9e12) = 2.88382 µs
+      attention   2 × 61 × 40,960 / (8 × 0.5 × 989.4e12) × 2,048 attended = 2.58594 µs (1.262665 ns per token)
+      all-to-all  58 × 4.594737 × 7,168 × 3 / (8 × 370e9) = 1.93612 µs
+    Δ = 4,096 × 7 × 7.40588 µs = 0.212345 s, added to the floor, the mean and the percentile TTFT (not to the TPOT).
+    The audit's 71 ms attention and 90 ms projections on one rank: here 4,096 × 8 × 2.58594 µs = 84.7 ms of
+    attention (e_attn 0.5, not 0.6) and 4,096 × 8 × 2.88382 µs = 94.5 ms of projections."""
+    q = deepseek().quantities
+    excess = 4096 * 7 * (2 * 11_413_547_008 / (8 * 0.5 * 1978.9e12) + 2 * 61 * 40_960 / (8 * 0.5 * 989.4e12) * 2048
+                         + 58 * 4.594737 * 7168 * 3 / (8 * 370e9))
+    assert excess == pytest.approx(0.212345, rel=1e-4)
+    assert float(q["lone_prompt_excess_seconds"].value) == pytest.approx(excess, rel=1e-5)
+    # the floor: the balanced prefill step (a 4,096-token chunk, compute-bound) plus Δ; the step alone is the floor
+    # of the same replica with Δ taken out, so the floor must exceed Δ by at least the chunk's GEMMs 4,096 × g
+    floor = float(q["time_to_first_token_floor_seconds"].value)
+    assert floor > excess + 4096 * float(q["gemm_seconds_per_token"].value)
+    for name in ("time_to_first_token_seconds", "time_to_first_token_percentile_seconds"):
+        assert float(q[name].value) >= floor
+    # an attention group of 8 ranks is plain TP's split of the prompt: no excess
+    assert float(deepseek({"attention_tensor_parallel": 8}).quantities["lone_prompt_excess_seconds"].value) == 0
+
+
+def test_attention_tensor_parallel_groups_the_ranks():
+    """Llama-3.1-8B (32 heads, 8 KV heads; attention 32 × 4,096 × (4,096 + 2 × 1,024 + 4,096) = 1,342,177,280
+    parameters). TP 8 with attention groups of 4: D = 2 groups, each caching its own requests and splitting its heads
+    4 ways: the KV splits 2 × min(4, 8) = 8 ways; each rank holds 1/4 of the attention, 1/8 beyond its TP share:
+    1,342,177,280 × (1/4 − 1/8) = 167,772,160 replicated parameters."""
+    q = run(serving(strategy={"tensor_parallel": 8, "data_parallel_attention": True,
+                              "attention_tensor_parallel": 4})).quantities
+    assert float(q["kv_tensor_split"].value) == 8
+    assert float(q["replicated_attention_parameters"].value) == pytest.approx(167_772_160)
+    assert float(q["shared_prefix_copies"].value) == 2
+
+
+def test_data_parallel_attention_frees_tp_from_the_heads():
+    """TP 6 does not divide 32 heads: refused under plain TP, allowed under DP attention (groups of 1, or of 2, which
+    divides both 32 and 6); groups of 3 do not divide the heads, groups of 4 not TP 6."""
+    with pytest.raises(ContractError, match="does not divide"):
+        run(serving(strategy={"tensor_parallel": 6}))
+    run(serving(strategy={"tensor_parallel": 6, "data_parallel_attention": True}))
+    run(serving(strategy={"tensor_parallel": 6, "data_parallel_attention": True, "attention_tensor_parallel": 2}))
+    with pytest.raises(ContractError, match="attention_tensor_parallel 3 does not divide the 32"):
+        run(serving(strategy={"tensor_parallel": 6, "data_parallel_attention": True, "attention_tensor_parallel": 3}))
+    with pytest.raises(ContractError, match="does not divide tensor_parallel 6"):
+        run(serving(strategy={"tensor_parallel": 6, "data_parallel_attention": True, "attention_tensor_parallel": 4}))
+    with pytest.raises(ContractError, match="set data_parallel_attention"):
+        run(serving(strategy={"tensor_parallel": 8, "attention_tensor_parallel": 2}))

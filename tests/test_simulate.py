@@ -348,7 +348,10 @@ def test_agrees_with_the_analytic_model_at_low_load(example):
     assert q["requests_per_s_on_a_replica"].value == pytest.approx(rate)
     run = simulated(example, (f"workload.traffic.requests_per_second={rate!r}",), requests=2_000, rate=rate,
                     replicas=1)
-    assert run.ttft.mean_seconds == pytest.approx(q["time_to_first_token_seconds"].value, rel=0.05)
+    # data-parallel attention: the simulator runs the step's balanced costs; a prompt's attention on its own rank
+    # (lone_prompt_excess_seconds, formula audit 2 N5) is the analytic model's alone until simulate/replica.py adds it
+    excess = float(q["lone_prompt_excess_seconds"].value)
+    assert run.ttft.mean_seconds + excess == pytest.approx(q["time_to_first_token_seconds"].value, rel=0.05)
     tolerance = 0.12 if example.name in MOE else 0.05
     assert run.tpot.mean_seconds == pytest.approx(q["time_per_output_token_seconds"].value, rel=tolerance)
     assert run.throughput_requests_per_s == pytest.approx(rate, rel=0.1)

@@ -15,6 +15,7 @@ from botec.errors import UserError
 
 MAX_REQUESTS = 100_000_000
 """botec.simulate.workload.MAX_REQUESTS, checked here before the contract is read (without importing numpy)."""
+MAX_SEEDS = 100   # independent runs of --seeds: enough for a narrow interval, few enough to finish
 
 PROGRESS_FROM_REQUESTS = 20_000
 """Runs of at least this many requests show a progress bar on stderr (when it is a terminal)."""
@@ -52,6 +53,8 @@ def simulate(
     output_histogram: Optional[Path] = typer.Option(None, "--output-histogram", help="Draw output lengths from a "
                                                     "CSV histogram (tokens,weight).", show_default=False),
     seed: int = typer.Option(0, "--seed", help="Seed for the arrivals, lengths, balancer and speculation."),
+    seeds: int = typer.Option(1, "--seeds", help="Independent runs (seeds --seed, --seed + 1, ...): each "
+                              "percentile's mean over them and its 95 % confidence interval."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
@@ -78,6 +81,8 @@ def simulate(
         raise UserError(f"--requests: expected at most {MAX_REQUESTS:,} requests, got {requests:,}")
     if replicas is not None and replicas < 1:
         raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds: expected 1 to {MAX_SEEDS} runs, got {seeds}")
     if concurrency is not None and concurrency < 1:
         raise UserError(f"--concurrency: expected at least 1 user in flight, got {concurrency}")
     think_seconds = None
@@ -95,14 +100,18 @@ def simulate(
     from botec.report.simulation import simulation_json, simulation_markdown, simulation_progress, simulation_text
     from botec.simulate import simulate as run
 
-    show = sys.stderr.isatty() and (trace is not None or requests >= PROGRESS_FROM_REQUESTS)
+    from botec.simulate.replications import replicate
+
+    show = sys.stderr.isatty() and (trace is not None or requests * seeds >= PROGRESS_FROM_REQUESTS)
     with simulation_progress(show) as progress:
-        sim = run(result, requests=requests, seed=seed, rate=rate, replicas=replicas, balancer=balancer.value,
-                  trace=trace, progress=progress, prompt_histogram=prompt_histogram,
-                  output_histogram=output_histogram, concurrency=concurrency, think_time=think_seconds)
+        runs = replicate(lambda **options: run(result, **options), seeds, seed=seed, requests=requests, rate=rate,
+                         replicas=replicas, balancer=balancer.value, trace=trace, progress=progress,
+                         prompt_histogram=prompt_histogram, output_histogram=output_histogram,
+                         concurrency=concurrency, think_time=think_seconds)
+    sim, spread = runs.runs[0], (runs if seeds > 1 else None)
     if format is Format.json:
-        emit(simulation_json(sim), output)
+        emit(simulation_json(sim, spread), output)
     elif format is Format.markdown:
-        emit(simulation_markdown(sim), output)
+        emit(simulation_markdown(sim, spread), output)
     else:
-        emit_drawn(lambda console: simulation_text(sim, console), output)
+        emit_drawn(lambda console: simulation_text(sim, console, spread), output)

@@ -92,6 +92,10 @@ class LatencyTargets(Section):
                                              exclusive_minimum=0)] = None
     percentile: Literal[50, 90, 95, 99] = Field(
         90, description="the percentile the targets hold at: 90 means 90 % of requests meet them (MLPerf: 99)")
+    margin: quantity("ratio", "Share of each target the fleet keeps free: it is sized to target × (1 − margin)",
+                     minimum=0, maximum=0.9) = default(
+        0.10, "planning margin: the analytic load model's percentiles stand within about 10-15 % of botec simulate's "
+              "(tests/test_simulate.py); a plan at a target's edge cannot tell a pass from a miss")
 
 
 class ServingWorkload(Section):
@@ -139,6 +143,10 @@ class ServingStrategy(Section):
         False, description="attention data-parallel over the TP ranks (SGLang --enable-dp-attention, TensorRT-LLM "
                            "enable_attention_dp, vLLM data-parallel + expert-parallel): each rank holds whole attention "
                            "weights and caches only its own requests, so MLA's latent is no longer copied on every rank")
+    attention_tensor_parallel: Optional[PositiveInt] = Field(
+        None, description="data-parallel attention: ranks one attention group splits its heads over (default 1: each "
+                          "rank runs its requests' attention whole; SGLang's attention TP = tp_size / dp_size); must "
+                          "divide the attention heads and tensor_parallel, which then need not divide the heads")
     weight_precision: Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"] = Field(
         "bf16", description="weight format (fp4: NVFP4, a scale per 16 weights; int8/int4 weight-only, with per-group "
                             "scales)")
@@ -165,6 +173,15 @@ class ServingStrategy(Section):
         if self.data_parallel_attention and self.tensor_parallel == 1:
             raise ContractError("data-parallel attention spreads requests over the tensor-parallel ranks: it needs "
                                 "tensor_parallel > 1", field="strategy.data_parallel_attention")
+        if self.attention_tensor_parallel is not None:
+            if not self.data_parallel_attention:
+                raise ContractError("attention_tensor_parallel splits the attention of data-parallel attention groups: "
+                                    "set data_parallel_attention: true (without it attention runs at tensor_parallel)",
+                                    field="strategy.attention_tensor_parallel")
+            if self.tensor_parallel % self.attention_tensor_parallel:
+                raise ContractError(f"attention_tensor_parallel {self.attention_tensor_parallel} does not divide "
+                                    f"tensor_parallel {self.tensor_parallel}: the ranks form tensor_parallel / "
+                                    "attention_tensor_parallel attention groups", field="strategy.attention_tensor_parallel")
         return self
 
 

@@ -77,9 +77,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                                  f"the {short} target {f(target)} is below the physical floor of {f(floor)} (one "
                                  f"request on an idle replica): no load meets it; {advice}", (floor, target)))
         else:
-            level = "ok" if q[at].value <= q[target].value * (1 + 1e-9) else "warn"
-            found.append(Finding("serving", level, f"{short} {f(at)} ({percentile}) at the fleet's load, target "
-                                                   f"{f(target)}; floor {f(floor)}", (at, target, floor)))
+            found.append(_verdict(q, f, short, target, floor, at, percentile))
     if reachable:
         limits = {"ttft_limited_requests_per_s": "the TTFT target", "tpot_limited_requests_per_s": "the TPOT target"}
         per_replica = q["requests_per_s_per_replica"].value
@@ -133,3 +131,19 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                                              "token at the fleet's average draw, PUE included",
                              ("energy_per_token_joules",)))
     return found
+
+
+def _verdict(q, f, short: str, target: str, floor: str, at: str, percentile: str) -> Finding:
+    """Met (within the margin kept), marginal (met, but inside the margin the analytic model cannot resolve:
+    botec simulate settles it) or missed."""
+    value, goal = q[at].value, q[target].value
+    margin = q["latency_margin"].value if "latency_margin" in q else 0.0
+    text = f"{short} {f(at)} ({percentile}) at the fleet's load, target {f(target)}; floor {f(floor)}"
+    if value <= goal * (1 - margin) * (1 + 1e-9):
+        return Finding("serving", "ok", text, (at, target, floor))
+    if value <= goal * (1 + 1e-9):
+        return Finding("serving", "warn", f"marginal: {text}, inside the {margin:.0%} margin "
+                                          "(workload.latency.margin) the analytic model cannot resolve: settle it "
+                                          "with botec simulate", (at, target, floor, "latency_margin"))
+    return Finding("serving", "warn", text, (at, target, floor))
+

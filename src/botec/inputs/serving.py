@@ -29,6 +29,11 @@ KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
 SCALE_BYTES = 2.0
 
 
+
+# The squared coefficient of variation c_a² of the gaps between arrival epochs: Poisson 1; evenly spaced 0; bursty
+# arrivals are Poisson epochs (c_a² = 1), each bringing burst_size requests (botec.simulate.workload).
+ARRIVAL_VARIATION = {"poisson": 1.0, "bursty": 1.0, "uniform": 0.0}
+
 def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
     """Everything but the replica's layout-derived inputs, which :func:`derive` adds."""
     from botec.catalog import accelerators
@@ -80,9 +85,16 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         "utilization_cap": stated.given("utilization_cap", assumptions.utilization_cap, "assumptions.utilization_cap"),
         "latency_percentile": Given(workload.latency.percentile / 100, "assumed", f"P{workload.latency.percentile}",
                                     "workload.latency.percentile"),
+        "latency_margin": stated.given("latency_margin", workload.latency.margin, "workload.latency.margin"),
         "prompt_length_variation": Given(traffic.length_variation, "assumed",
                                          f"{traffic.length_distribution} lengths: c² = Var / mean²",
                                          "workload.traffic.length_distribution"),
+        "arrival_variation": Given(ARRIVAL_VARIATION[traffic.arrivals], "assumed",
+                                   f"{traffic.arrivals} arrivals: c_a² = {ARRIVAL_VARIATION[traffic.arrivals]:g} "
+                                   "(a burst's epochs are Poisson: c_a² = 1)", "workload.traffic.arrivals"),
+        "burst_size": Given(float(traffic.burst_size if traffic.arrivals == "bursty" else 1), "assumed",
+                            "requests arriving together" if traffic.arrivals == "bursty" else "one request at a time",
+                            "workload.traffic.burst_size"),
         "attention_width_per_context_token": Given(float(_attention_width(arch)), "derived",
                                                    "absorbed MLA: a × (2·r_kv + d_rope)" if arch.mla
                                                    else "a × (d_qk + d_v)", "workload.model"),
@@ -189,10 +201,12 @@ def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
     stages = inputs.contract.strategy.pipeline_stage_layers
     tp, pp = spec["strategy.tensor_parallel"], spec["strategy.pipeline_parallel"]
     replica = tp * pp
+    strategy = inputs.contract.strategy
+    attention_tp = (strategy.attention_tensor_parallel or 1) if strategy.data_parallel_attention else None
     return layout_of("serving", inputs.model, accelerators=replica,
                      accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else replica,
                      tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=spec["strategy.expert_parallel"],
-                     stage_layers=tuple(stages) if stages else None)
+                     attention_tensor_parallel=attention_tp, stage_layers=tuple(stages) if stages else None)
 
 
 def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
@@ -204,11 +218,20 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
     speculative = inputs.contract.assumptions.speculative_decoding
     draft = draft_architecture(speculative, inputs.base_dir)
     spread = inputs.contract.strategy.data_parallel_attention
+    attention_per_layer = breakdown(arch).parts["attention_per_layer"]
+    attention_tp = layout.attention_split if spread else tp
+    groups = tp / attention_tp   # D: attention groups (DP ranks of attention), each caching its own requests
     if spread:
-        split, split_source = tp, "data-parallel attention: each TP rank caches only its own requests"
-        attention_per_layer = breakdown(arch).parts["attention_per_layer"]
-        replicated = attention_per_layer * layout.pipeline_stage_layers * (1 - 1 / tp)
-        replicated_source = "data-parallel attention: the stage's attention weights × (1 − 1/TP) beyond the TP share"
+        # D groups each cache their own requests; inside a group of t_a ranks the heads split as under plain TP
+        # (MLA's latent is not split: each of the group's ranks holds it)
+        within = 1.0 if arch.mla else minimum(attention_tp, float(arch.kv_heads))
+        split = groups * within
+        split_source = ("data-parallel attention: each TP rank caches only its own requests" if attention_tp == 1 else
+                        "data-parallel attention: TP / t_a groups cache their own requests, each split "
+                        f"{'not at all (MLA latent)' if arch.mla else 'min(t_a, KV heads) ways'} within")
+        replicated = attention_per_layer * layout.pipeline_stage_layers * (1 / attention_tp - 1 / tp)
+        replicated_source = ("data-parallel attention: the stage's attention weights × (1/t_a − 1/TP) beyond the TP "
+                             "share (t_a = attention_tensor_parallel)")
     else:
         split = 1.0 if arch.mla else minimum(tp, float(arch.kv_heads))
         split_source = ("MLA's latent is shared by all heads: not split by TP" if arch.mla
@@ -229,7 +252,14 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         "kv_tensor_split": Given(split, "assumed", split_source, "strategy.tensor_parallel"),
         "replicated_attention_parameters": Given(replicated, "derived", replicated_source,
                                                  "strategy.data_parallel_attention"),
-        "shared_prefix_copies": Given(tp if spread else 1.0, "assumed", "data-parallel attention: every rank caches "
+        "attention_tensor_parallel": Given(attention_tp, "assumed", "data-parallel attention: ranks per attention "
+                                           "group (default 1)" if spread else "attention split over the TP ranks",
+                                           "strategy.attention_tensor_parallel"),
+        "data_parallel_attention": Given(1.0 if spread else 0.0, "assumed", None, "strategy.data_parallel_attention"),
+        "attention_parameters_per_layer": Given(float(attention_per_layer), "derived", "the model's QKV and output "
+                                                "projections per layer (MLA: its down- and up-projections)",
+                                                "workload.model"),
+        "shared_prefix_copies": Given(groups if spread else 1.0, "assumed", "data-parallel attention: every rank caches "
                                       "a shared prefix for its own requests" if spread else "one copy, split like any "
                                       "token's KV", "strategy.data_parallel_attention"),
         "draft_kv_tensor_split": Given(draft_kv_split(speculative, draft, tp, split), "assumed", "a separate draft: "

@@ -117,6 +117,7 @@ class Layout:
     virtual_pipeline_stages: Any = 1
     context_parallel: Any = 1
     expert_parallel: Any = 1
+    attention_tensor_parallel: Any = None  # serving, data-parallel attention: ranks of one attention group (None: TP)
     sequence_parallel: Any = 0             # 1 when SP splits the TP region's activations
     zero_stage: Any = 0
     sharding_group: Any = None             # stated ZeRO/FSDP group, or None for the default
@@ -162,6 +163,11 @@ class Layout:
     def replica_groups(self):
         """Replicas of each shard group (torchtitan's dp_replicate; > 1 under hybrid sharding)."""
         return self.data_parallel / self.sharding_degree
+
+    @property
+    def attention_split(self):
+        """Ways one request's attention heads are split: TP, or under data-parallel attention its group's ranks."""
+        return self.tensor_parallel if self.attention_tensor_parallel is None else self.attention_tensor_parallel
 
     @property
     def expert_tensor_parallel(self):

@@ -96,16 +96,21 @@ def _schedule_rules() -> list[Rule]:
     ]
 
 
+def _split_name(l: Layout) -> str:
+    """The degree that splits the heads: TP, or the attention groups' under data-parallel attention."""
+    return "tensor_parallel" if l.attention_tensor_parallel is None else "attention_tensor_parallel"
+
+
 def _tensor_rules() -> list[Rule]:
     return [
         Rule("strategy.tensor_parallel",
-             lambda l: (not l.model.has_shape) or _divides(l.tensor_parallel, l.model.attention_heads),
-             lambda l: f"tensor_parallel {number_text(l.tensor_parallel)} does not divide the {l.model.attention_heads} "
-                       "attention heads"),
+             lambda l: (not l.model.has_shape) or _divides(l.attention_split, l.model.attention_heads),
+             lambda l: f"{_split_name(l)} {number_text(l.attention_split)} does not divide the "
+                       f"{l.model.attention_heads} attention heads"),
         Rule("strategy.tensor_parallel",
-             lambda l: (not l.model.has_shape) or (_divides(l.tensor_parallel, l.model.kv_heads)
-                                                   | _divides(l.model.kv_heads, l.tensor_parallel)),
-             lambda l: f"tensor_parallel {number_text(l.tensor_parallel)} neither divides nor is a multiple of the "
+             lambda l: (not l.model.has_shape) or (_divides(l.attention_split, l.model.kv_heads)
+                                                   | _divides(l.model.kv_heads, l.attention_split)),
+             lambda l: f"{_split_name(l)} {number_text(l.attention_split)} neither divides nor is a multiple of the "
                        f"{l.model.kv_heads} KV heads"),
     ]
 

@@ -111,7 +111,34 @@ def verdict_lines(sim) -> list[tuple[bool, str]]:
     return out
 
 
-def simulation_text(sim, console) -> None:
+def _spread_header(spread) -> list[str]:
+    return ["percentile", "TTFT", "TPOT", "end to end"]
+
+
+def _spread_rows(spread) -> list[list[str]]:
+    """Per percentile: the mean over the runs ± the 95 % half-width, per metric."""
+    rows = []
+    for level in (50, 90, 99):
+        cells = [f"P{level}"]
+        for short in ("ttft", "tpot", "end_to_end"):
+            found = spread.intervals[(short, level)]
+            cells.append(f"{_s(found.mean_seconds)} ± {_s(found.half_width_seconds)}")
+        rows.append(cells)
+    return rows
+
+
+def _spread_lines(spread) -> list[str]:
+    seeds = spread.seeds
+    lines = [f"{len(seeds)} independent runs (seeds {seeds[0]} to {seeds[-1]}): each percentile's mean over the runs "
+             "± its 95 % confidence half-width (Student's t); the tables above are the first run"]
+    thin = spread.thin_tails()
+    if thin:
+        lines.append(f"{', '.join(thin)} rest on fewer than 100 measured requests beyond them in a run: raise "
+                     "--requests before trusting them")
+    return lines
+
+
+def simulation_text(sim, console, spread=None) -> None:
     from rich.text import Text
 
     from botec.report.tables import rich_table
@@ -132,9 +159,18 @@ def simulation_text(sim, console) -> None:
         console.print()
     for met, line in verdicts:
         console.print(Text(f"  {'✔' if met else '✘'} {line}", style="green" if met else "red"), soft_wrap=True)
+    if spread is not None:
+        table = rich_table("Across the runs")
+        for k, column in enumerate(_spread_header(spread)):
+            table.add_column(column, justify="left" if k == 0 else "right")
+        for cells in _spread_rows(spread):
+            table.add_row(*(Text(c) for c in cells))
+        console.print(table)
+        for line in _spread_lines(spread):
+            console.print(Text(f"  {line}"), soft_wrap=True)
 
 
-def simulation_markdown(sim) -> str:
+def simulation_markdown(sim, spread=None) -> str:
     from botec.report.tables import markdown_table
 
     lines = [f"# botec simulate: {sim.contract_name}", ""] + [f"- {line}" for line in _header(sim)] + [""]
@@ -144,6 +180,9 @@ def simulation_markdown(sim) -> str:
     verdicts = verdict_lines(sim)
     if verdicts:
         lines += ["", "## Targets", ""] + [f"- {'✔' if met else '✘'} {line}" for met, line in verdicts]
+    if spread is not None:
+        lines += ["", "## Across the runs", ""] + markdown_table(_spread_header(spread), _spread_rows(spread))
+        lines += [""] + [f"- {line}" for line in _spread_lines(spread)]
     return "\n".join(lines)
 
 
@@ -160,9 +199,17 @@ def _latency_json(latency) -> dict:
             "percentile_relative_accuracy": latency.relative_accuracy}
 
 
-def simulation_json(sim) -> str:
+def _spread_json(spread) -> dict:
+    return {"seeds": list(spread.seeds), "confidence": 0.95, "thin_tails": spread.thin_tails(),
+            **{f"{short}_p{level}": {"mean_seconds": _finite(found.mean_seconds),
+                                      "half_width_seconds": _finite(found.half_width_seconds),
+                                      "runs_seconds": [_finite(x) for x in found.runs]}
+               for (short, level), found in spread.intervals.items()}}
+
+
+def simulation_json(sim, spread=None) -> str:
     a = sim.analytic
-    return json.dumps({
+    return json.dumps(({"replications": _spread_json(spread)} if spread is not None else {}) | {
         "contract": sim.contract_name, "workload": sim.workload, "engine": sim.engine,
         "chunked_prefill": sim.chunked_prefill, "seed": sim.seed,
         "requests": sim.requests, "warmup_requests": sim.warmup_requests, "measured_requests": sim.measured_requests,

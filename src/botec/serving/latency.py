@@ -27,6 +27,8 @@ formulas = Formulas(account="serving")
 formulas.input("time_to_first_token_target_seconds", unit="s", meaning="target time to first token (TTFT)")
 formulas.input("time_per_output_token_target_seconds", unit="s", meaning="target time per output token (TPOT)")
 formulas.input("latency_percentile", unit="fraction", meaning="the percentile the latency targets hold at (0.9: P90)")
+formulas.input("latency_margin", unit="fraction",
+               meaning="share of each latency target the fleet keeps free (sized to target × (1 − margin))")
 formulas.input("max_batch_size", unit="requests", meaning="cap on running sequences (max_num_seqs)")
 formulas.input("max_batched_tokens", unit="tokens", meaning="tokens one engine step may carry (its token budget)")
 formulas.input("step_overhead_seconds", unit="s", meaning="engine CPU time per step not hidden behind the GPU")
@@ -44,12 +46,27 @@ formulas.input("draft_tokens", unit="tokens", meaning="speculative decoding: dra
 formulas.input("draft_acceptance_rate", unit="fraction", meaning="speculative decoding: chance a draft token is accepted")
 formulas.input("prompt_length_variation", unit="1", detail=True,
                meaning="squared coefficient of variation of prompt lengths (0 for fixed lengths)")
+formulas.input("arrival_variation", unit="1", detail=True,
+               meaning="squared coefficient of variation of the gaps between arrival epochs (c_a²: Poisson 1, evenly "
+                       "spaced 0)")
+formulas.input("burst_size", unit="requests", detail=True,
+               meaning="requests arriving together at each epoch (1 unless arrivals are bursty)")
 formulas.input("utilization_cap", unit="fraction", meaning="the largest share of a replica's capacity it is loaded to")
 formulas.input("prefill_instances", unit="1",
                meaning="disaggregated serving: prefill instances per decode instance (0: prefill and decode share "
                        "every step)")
 formulas.input("kv_transfer_bytes_per_s", unit="B/s", detail=True,
                meaning="disaggregated serving: bytes per second one accelerator sends its KV shard at")
+formulas.input("data_parallel_attention", unit="1", detail=True,
+               meaning="1 when attention runs data-parallel over the TP ranks (each request on one attention group), "
+                       "else 0")
+formulas.input("attention_tensor_parallel", unit="1", detail=True,
+               meaning="t_a: ranks one request's attention heads are split over (TP; data-parallel attention: the "
+                       "attention group's, default 1)")
+formulas.input("attention_parameters_per_layer", unit="parameters", detail=True,
+               meaning="one layer's attention projections (QKV and output; MLA's down- and up-projections)")
+
+MOE_DISPATCH_BYTES, MOE_COMBINE_BYTES = 1.0, 2.0   # DeepEP: tokens dispatched in FP8, combined back in BF16
 
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
 _NORMAL = {0.5: 0.0, 0.9: 1.2815516, 0.95: 1.6448536, 0.99: 2.3263479}   # standard normal quantiles z_q
@@ -123,14 +140,79 @@ def logit_seconds_per_token(lm_head_matmul_parameters, tensor_parallel, matmul_e
     return 2 * lm_head_matmul_parameters / tensor_parallel / (matmul_efficiency * peak_flops_per_s)
 
 
-@formulas.formula(unit="s", meaning="tensor-parallel all-reduce time per token a step carries (bandwidth side)",
-                  expression="2 × pipeline_stage_layers × 2 × (tensor_parallel − 1) / tensor_parallel × hidden_size"
-                             " × activation_bytes_per_element / tp_link_bytes_per_s",
-                  zero_when="tensor_parallel == 1", detail=True)
+@formulas.formula(unit="ranks", meaning="data-parallel attention: the other EP ranks one token's hidden state is "
+                                        "sent to per MoE layer (one copy per rank holding any of its experts)",
+                  expression="expert_parallel × (1 − (1 − 1/expert_parallel)^experts_per_token) × (expert_parallel − 1)"
+                             " / expert_parallel",
+                  source="DeepEP (deepseek-ai/DeepEP README): dispatch sends a token once to each rank holding one of "
+                         "its k experts; the k experts taken as independent uniform picks over the EP ranks (for "
+                         "DeepSeek-V3, k = 8 of 256 on EP 8: 4.59 remote ranks, 4.64 picking without replacement)",
+                  prose=True, zero_when="experts == 0", detail=True)
+def expert_destination_ranks(expert_parallel, experts_per_token, experts):
+    ranks = expert_parallel * (1 - (1 - 1 / expert_parallel) ** experts_per_token)
+    return where(experts > 0, ranks * (expert_parallel - 1) / expert_parallel, 0.0)
+
+
+@formulas.formula(unit="s", meaning="communication time per token a step carries (bandwidth side): tensor-parallel "
+                                    "all-reduces; data-parallel attention: the MoE all-to-all, dense layers gathered",
+                  expression="TP: 2·L_s · 2(t − 1)/t · h·b / B. DP attention: (L_s/L)·[L_moe · R · h·(b₈ + b₁₆) / t + "
+                             "(L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · t_a/t] / B",
+                  prose=True, zero_when="tensor_parallel == 1", detail=True,
+                  source="all-reduce: Megatron-LM's two per layer (Shoeybi et al. 2019), ring bytes 2(t − 1)/t. "
+                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter over "
+                         "the ranks, one all-reduce's bytes; the attention output all-reduced within its group of t_a); "
+                         "DeepEP's README: dispatch in FP8 (b₈ = 1 B), combine in BF16 (b₁₆ = 2 B), one copy per "
+                         "destination rank; DeepSeek-V3 report §3.4 (the all-to-all of expert parallelism). Balanced "
+                         "ranks: each of the t ranks sends the copies of its own 1/t of the step's tokens",
+                  symbols={"L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
+                           "t": "tensor_parallel", "t_a": "attention_tensor_parallel", "h": "hidden_size",
+                           "b": "activation_bytes_per_element", "B": "tp_link_bytes_per_s",
+                           "R": "expert_destination_ranks", "b₈": "1 B (FP8 dispatch)", "b₁₆": "2 B (BF16 combine)"})
 def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidden_size, activation_bytes_per_element,
-                                    tp_link_bytes_per_s):
-    return (2 * pipeline_stage_layers * 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size
-            * activation_bytes_per_element / tp_link_bytes_per_s)
+                                    tp_link_bytes_per_s, data_parallel_attention, attention_tensor_parallel, layers,
+                                    moe_layers, expert_destination_ranks):
+    ring = 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size * activation_bytes_per_element
+    all_reduces = 2 * pipeline_stage_layers * ring / tp_link_bytes_per_s
+    t_a = attention_tensor_parallel
+    all_to_all = moe_layers * expert_destination_ranks * hidden_size * (MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) \
+        / tensor_parallel
+    gathered = (layers - moe_layers) * ring
+    within = layers * 2 * (t_a - 1) / t_a * hidden_size * activation_bytes_per_element * t_a / tensor_parallel
+    spread = pipeline_stage_layers / layers * (all_to_all + gathered + within) / tp_link_bytes_per_s
+    return where(data_parallel_attention > 0, spread, all_reduces)
+
+
+@formulas.formula(unit="s", meaning="data-parallel attention: the time a prompt's prefill takes beyond its balanced "
+                                    "share, its attention and attention projections running on its own group of t_a "
+                                    "ranks (the others wait at the MoE layer)",
+                  expression="pipeline_parallel × P × (t/t_a − 1) × [2·N_attn·L_s / (t·e_mm·peak) + "
+                             "prefill_attention_tokens × prefill_attention_seconds_per_context_token + "
+                             "(L_s/L)·L_moe·R·h·(b₈ + b₁₆) / (t·B)]",
+                  prose=True, zero_when="data_parallel_attention == 0",
+                  source="SGLang DP attention docs (each request's attention, with its QKV and output projections, on "
+                         "one DP rank); DeepSeek-V3 report §3.4 (attention DP, experts EP, the MoE all-to-all); DeepEP "
+                         "README (dispatch FP8, combine BF16). The step's per-unit costs divide attention by t (the "
+                         "ranks balanced: right for the aggregate); one prompt cannot use the other groups, so its "
+                         "prefill exceeds the step's by (t/t_a − 1) × its share of those terms. Added on the "
+                         "compute-bound side: a prompt's prefill is compute-bound",
+                  symbols={"P": "prefill_tokens_per_request", "t": "tensor_parallel",
+                           "t_a": "attention_tensor_parallel", "N_attn": "attention_parameters_per_layer",
+                           "L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
+                           "R": "expert_destination_ranks", "h": "hidden_size", "B": "tp_link_bytes_per_s",
+                           "e_mm": "matmul_efficiency", "peak": "peak_flops_per_s"})
+def lone_prompt_excess_seconds(data_parallel_attention, pipeline_parallel, prefill_tokens_per_request,
+                               tensor_parallel, attention_tensor_parallel, attention_parameters_per_layer,
+                               pipeline_stage_layers, matmul_efficiency, peak_flops_per_s, prefill_attention_tokens,
+                               prefill_attention_seconds_per_context_token, layers, moe_layers,
+                               expert_destination_ranks, hidden_size, tp_link_bytes_per_s):
+    projections = 2 * attention_parameters_per_layer * pipeline_stage_layers / (
+        tensor_parallel * matmul_efficiency * peak_flops_per_s)
+    attention = prefill_attention_tokens * prefill_attention_seconds_per_context_token
+    sends = pipeline_stage_layers / layers * moe_layers * expert_destination_ranks * hidden_size * (
+        MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) / (tensor_parallel * tp_link_bytes_per_s)
+    excess = pipeline_parallel * prefill_tokens_per_request * (tensor_parallel / attention_tensor_parallel - 1) * (
+        projections + attention + sends)
+    return where(data_parallel_attention > 0, excess, 0.0)
 
 
 @formulas.formula(unit="s", meaning="memory-bound ops per token a step carries: norms, residual adds, the activation "
@@ -216,9 +298,10 @@ def time_per_output_token_floor_seconds(**values):
 
 @formulas.formula(unit="s", meaning="fastest time to first token: one prompt on an idle replica",
                   expression="⌈prefill_tokens_per_request / max_batched_tokens⌉ chunks, each an engine step through "
-                             "the pipeline_parallel stages", reads=REPLICA)
+                             "the pipeline_parallel stages, + lone_prompt_excess_seconds (data-parallel attention: "
+                             "the prompt's attention on its own group)", reads=REPLICA + ("lone_prompt_excess_seconds",))
 def time_to_first_token_floor_seconds(**values):
-    return _at(values, 0.0).prefill_seconds
+    return _at(values, 0.0).prefill_seconds + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="s", meaning="time for every request of a saturated replica to take one step",
@@ -266,17 +349,29 @@ def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_repli
 
 @formulas.formula(unit="requests/s", meaning="the largest load per replica whose TTFT meets its target at the stated "
                                              "percentile (within the utilization cap)",
-                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target",
+                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target × "
+                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
                   reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
-                                   "time_to_first_token_target_seconds"),
+                                   "time_to_first_token_target_seconds", "latency_margin",
+                                   "lone_prompt_excess_seconds"),
                   choice=("ttft_target", "stated"), detail=True,
                   symbols={"λ": "requests/s on one replica", "q": "latency_percentile",
                            "target": "time_to_first_token_target_seconds"})
 def ttft_limited_requests_per_s(**values):
     replica, q = _replica(values), values["latency_percentile"]
-    target = values["time_to_first_token_target_seconds"]
+    excess = values["lone_prompt_excess_seconds"]   # data-parallel attention: the prompt on its own group
+    target = _sizing_target(values, replica, values["time_to_first_token_target_seconds"],
+                            lambda load: model.ttft_quantile(load, q) + excess)
     return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
-                                     lambda load: model.ttft_quantile(load, q) <= target)
+                                     lambda load: model.ttft_quantile(load, q) + excess <= target)
+
+
+def _sizing_target(values: dict, replica: model.Replica, target, latency):
+    """The latency the fleet is sized to: target × (1 − latency_margin), or the target itself where even an idle
+    replica's latency is above that (the margin cannot be kept; the findings call the plan marginal)."""
+    kept = target * (1 - values["latency_margin"])
+    idle = latency(model.at_load(replica, values["offline_requests_per_s_per_replica"] * 1e-9))
+    return where(idle <= kept, kept, target)
 
 
 @formulas.formula(unit="requests/s", meaning="the load per replica the TTFT allows (no target: the utilization cap)",
@@ -288,15 +383,17 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
 
 @formulas.formula(unit="requests/s", meaning="the largest load per replica whose TPOT meets its target at the stated "
                                              "percentile (within the utilization cap)",
-                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target",
+                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target × "
+                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
                   reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
-                                   "time_per_output_token_target_seconds"),
+                                   "time_per_output_token_target_seconds", "latency_margin"),
                   choice=("tpot_target", "stated"), detail=True,
                   symbols={"λ": "requests/s on one replica", "q": "latency_percentile",
                            "target": "time_per_output_token_target_seconds"})
 def tpot_limited_requests_per_s(**values):
     replica, z = _replica(values), _z(values["latency_percentile"])
-    target = values["time_per_output_token_target_seconds"]
+    target = _sizing_target(values, replica, values["time_per_output_token_target_seconds"],
+                            lambda load: model.tpot_quantile(replica, load, z))
     return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
                                      lambda load: model.tpot_quantile(replica, load, z) <= target)
 
@@ -354,25 +451,26 @@ def time_per_output_token_percentile_seconds(**values):
                   expression="ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S: the M/G/1 wait for the prefill "
                              "chunk, the step in progress, S the prompt's chunks through the stages (disaggregated: "
                              "the prefill instance's queue, its prefill and the KV transfer)",
-                  source="Pollaczek–Khinchine (Kleinrock 1975)", reads=REPLICA + ("requests_per_s_on_a_replica",),
+                  source="Pollaczek–Khinchine (Kleinrock 1975)",
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "lone_prompt_excess_seconds"),
                   symbols={"ρ": "the prompt queue's utilization (requests_per_s_on_a_replica × S)",
                            "S": "a prompt's prefill, its chunks through the pipeline_parallel stages",
                            "c²": "prompt_length_variation", "B": "decode_batch_size",
                            "t₀": "the decode step in progress (B requests, no chunk)"})
-def time_to_first_token_seconds(**values):
-    return model.ttft_mean(_at(values, values["requests_per_s_on_a_replica"]))
+def time_to_first_token_seconds(**values):   # + the prompt's attention on its own group (data-parallel attention)
+    return model.ttft_mean(_at(values, values["requests_per_s_on_a_replica"])) + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="s", meaning="time to first token at the targets' percentile, at the fleet's load",
                   expression="(W̄ / ρ) × ln(ρ / (1 − q)) when ρ > 1 − q (the wait's exponential tail) + the step in "
                              "progress at its quantile + S",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"),
+                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile", "lone_prompt_excess_seconds"),
                   symbols={"W̄": "the mean wait for the prefill chunk (as in time_to_first_token_seconds)",
                            "ρ": "the prompt queue's utilization", "q": "latency_percentile",
-                           "S": "a prompt's prefill through the stages"})
+                           "S": "a prompt's prefill through the stages (+ lone_prompt_excess_seconds)"})
 def time_to_first_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
-    return model.ttft_quantile(load, values["latency_percentile"])
+    return model.ttft_quantile(load, values["latency_percentile"]) + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="fraction", meaning="share of a replica's time spent on prompts at the fleet's load",

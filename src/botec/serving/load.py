@@ -22,10 +22,12 @@ running request to take one step (p stage steps), b the token budget of a step.
   Cooper 1985). Prompts are its customers: one needs ⌈P / room⌉ chunk steps t₁ (S, through the p
   stages), so they keep the engine busy a share ρ_q = λ·⌈P/room⌉·t₁ of the time; between them the engine
   takes decode steps t₀ (the vacations), stepping whenever a request decodes (probability 1 − e^(−B),
-  B Poisson-distributed). Wait: Pollaczek–Khinchine W̄ = ρ_q·S·(1 + c²)/(2(1 − ρ_q)), its q-quantile
-  ≈ (W̄/ρ_q)·ln(ρ_q/(1 − q)) (an exponential tail with P(W > 0) = ρ_q), plus the decode step in
-  progress, t₀/2 on average. TTFT = W + that + S. (Engines also put several waiting prompts in one
-  step, which this queue of one prompt at a time leaves out: it errs long.)
+  B Poisson-distributed). Wait: Pollaczek–Khinchine W̄ = ρ_q·S·(1 + c²)/(2(1 − ρ_q)) for Poisson arrivals,
+  with the arrivals' burstiness in general (:func:`queue_wait`: bursts of m, evenly spaced arrivals); its
+  q-quantile ≈ (W̄/π)·ln(π/(1 − q)) (an exponential tail with P(W > 0) = π, ρ_q for single arrivals), plus
+  the decode step in progress, t₀/2 on average. TTFT = W + that + S. (Engines also put several waiting
+  prompts in one step, which this queue of one prompt at a time leaves out: it errs long, the more so for
+  bursts, whose deterministic burst service has a lighter tail than the exponential.)
 - TPOT: a request's steps carry a chunk with probability ρ: per token μ = p·((1 − ρ)·t₀ + ρ·t₁)/E; its
   q-quantile over the request's O/E steps ≈ μ + z_q · p·√(ρ(1 − ρ))·(t₁ − t₀)/(E·√(O/E)).
 
@@ -47,7 +49,7 @@ from dataclasses import dataclass
 from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
-__all__ = ["Replica", "Load", "at_load", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
+__all__ = ["Replica", "Load", "at_load", "queue_wait", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
            "largest_rate_within"]
 
 ITERATIONS = 60
@@ -83,6 +85,8 @@ class Replica:
     prompt_length_variation: object   # c²
     prefill_instances: object = 0.0   # n: prefill instances per decode instance (0: in-flight batching of both)
     kv_transfer_seconds: object = 0.0  # X: a prompt's KV from its prefill instance to the decode instance
+    arrival_variation: object = 1.0   # c_a²: of the gaps between arrival epochs (Poisson 1, evenly spaced 0)
+    burst_size: object = 1.0          # m: requests arriving together at each epoch
 
     def stage_step(self, decoding, prefill):
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
@@ -138,6 +142,7 @@ class Load:
     queue_busy_share: object = None  # the prompt queue's utilization (ρ; ρ_p when disaggregated)
     stepping_share: object = 0.0     # chance an arriving prompt finds a step in progress (1 − e^(−B))
     step_in_progress: object = 0.0   # the length of that step (uniformly far through it)
+    waiting_share: object = None     # π: the share of prompts that wait (ρ for single Poisson arrivals)
 
 
 def _chunks(replica: Replica, micro, prompts_per_step):
@@ -195,10 +200,26 @@ def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
     queue_busy = where(replica.disaggregated, pool_busy, prompt_busy)
     service = where(replica.disaggregated, pool_service, prefill_seconds)
     prefill_seconds = where(replica.disaggregated, pool_prefill + replica.kv_transfer_seconds, prefill_seconds)
-    free = maximum(1 - queue_busy, 1e-9)
-    wait = queue_busy * service * (1 + replica.prompt_length_variation) / (2 * free)
+    wait, waiting = queue_wait(queue_busy, service, replica.prompt_length_variation, replica.arrival_variation,
+                               replica.burst_size)
     return Load(rate, batch, round_seconds, busy, mean, low, high, prefill_seconds, wait, queue_busy, stepping,
-                in_progress)
+                in_progress, waiting)
+
+
+def queue_wait(busy, service, service_variation, arrival_variation=1.0, burst=1.0):
+    """(W̄, π): the prompt queue's mean wait and the share of prompts that wait at all.
+
+    W̄ = (ρ·S·(c_a² + c_s²) + (m − 1)·S) / (2(1 − ρ)), ρ the queue's utilization, S the mean service, c_s² the
+    service's squared coefficient of variation, c_a² the arrival epochs' and m the requests each epoch brings.
+    Poisson single arrivals (c_a² = 1, m = 1) give Pollaczek–Khinchine exactly; Poisson bursts of m give the
+    M^X/G/1 queue's exact mean (the burst waits as one customer of service m·S, ρ·S·(m + c_s²)/(2(1 − ρ)), then
+    for the (m − 1)/2 ahead of it in its burst; Chaudhry and Templeton 1983); evenly spaced arrivals (c_a² = 0)
+    take Kingman's (1961) G/G/1 approximation. π = 1 − (1 − ρ)/m: a burst's first request waits when the
+    server is busy (ρ, the PASTA property), the other m − 1 always wait.
+    """
+    free = maximum(1 - busy, 1e-9)
+    wait = (busy * service * (arrival_variation + service_variation) + (burst - 1) * service) / (2 * free)
+    return wait, 1 - (1 - busy) / maximum(burst, 1.0)
 
 
 def ttft_mean(load: Load):
@@ -215,9 +236,10 @@ def tpot_quantile(replica: Replica, load: Load, z):
 
 def ttft_quantile(load: Load, q):
     """The q-quantile of the time to first token, taken term by term (an upper bound of the sum's quantile): the
-    wait's exponential tail, the step in progress (uniform over its length, found with probability s: its
-    quantile (q − (1 − s))/s of the step, 0 when q ≤ 1 − s), and the prefill."""
-    busy = maximum(load.queue_busy_share, 1e-12)
+    wait's exponential tail (a share π of the prompts wait, W̄/π on average: (W̄/π)·ln(π/(1 − q)) when π > 1 − q),
+    the step in progress (uniform over its length, found with probability s: its quantile (q − (1 − s))/s of the
+    step, 0 when q ≤ 1 − s), and the prefill."""
+    busy = maximum(load.queue_busy_share if load.waiting_share is None else load.waiting_share, 1e-12)
     tail = where(busy > 1 - q, load.wait_mean / busy * log(busy / maximum(1 - q, 1e-12)), 0.0)
     stepping = maximum(load.stepping_share, 1e-12)
     residual = maximum(q - (1 - stepping), 0.0) / stepping * load.step_in_progress
