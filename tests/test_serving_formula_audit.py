@@ -53,9 +53,10 @@ E = 2 * 32 * (10 * 4096 + 3 * 14336) / BANDWIDTH   # memory-bound ops per token 
 
 def decode_step(requests, context, queries=1):
     """One decode step of ``requests`` requests of ``context`` cached tokens each, ``queries`` tokens each:
-    max(g·T, w) + max(a·q·C_d, c·C_d) + l·B + e·T (the cache read once per request)."""
+    max(g·T, w) + max(a·q·C_d, c·C_d) + l·T + e·T (the cache read once per request, the LM head at every
+    position verified)."""
     tokens = requests * queries
-    return max(G * tokens, W) + max(A * queries * requests * context, C * requests * context) + L * requests \
+    return max(G * tokens, W) + max(A * queries * requests * context, C * requests * context) + L * tokens \
         + E * tokens
 
 
@@ -70,35 +71,37 @@ def test_speculative_verification_reads_the_cache_once():
     0.05 of a decode step. One request's mean context C̄ = 16,000 + 1,000/2 = 16,500 tokens. The verification step
     carries 5 tokens whose queries attend C̄ in one read of the cache:
 
-        t_v = max(5g, w) + max(5·a·C̄, c·C̄) + l + 5e ≈ 5.99 + 0.807 + 0.001 + 0.012 ms = 6.81 ms
+        t_v = max(5g, w) + max(5·a·C̄, c·C̄) + 5l + 5e ≈ 5.99 + 0.807 + 0.011 + 0.012 ms = 6.82 ms
 
-    (the memory side c·C̄ = 16,500 × 131,072 B / 2.68 TB/s = 0.807 ms, the compute side 5·a·C̄ = 0.087 ms), and the
-    draft's 4 steps 4 × 0.05 × t(1) = 0.2 × 6.80 ms. Tokens per step (1 − 0.8⁵)/0.2 = 3.3616:
-    TPOT floor = (6.81 + 1.36) / 3.3616 ≈ 2.43 ms. Reading the cache 5 times (c·5·C̄ = 4.03 ms) gave ≈ 3.39 ms."""
+    (the memory side c·C̄ = 16,500 × 131,072 B / 2.68 TB/s = 0.807 ms, the compute side 5·a·C̄ = 0.087 ms; the LM
+    head scores all 5 positions, 5 × 2·V·h / (0.5 × peak) = 5 × 2.12 µs), and the draft's 4 steps
+    4 × 0.05 × t(1) = 0.2 × 6.80 ms. Tokens per step (1 − 0.8⁵)/0.2 = 3.3616: TPOT floor = (6.82 + 1.36) / 3.3616
+    ≈ 2.434 ms. Reading the cache 5 times (c·5·C̄ = 4.03 ms) gave ≈ 3.39 ms."""
     result = run(serving(traffic=LONG, assumptions=FIGURES | {"speculative_decoding": SPECULATING}))
     context = 16_500
-    verify = max(5 * G, W) + max(5 * A * context, C * context) + L + 5 * E
+    verify = max(5 * G, W) + max(5 * A * context, C * context) + 5 * L + 5 * E
     assert verify == pytest.approx(decode_step(1, context, queries=5))
     emitted = (1 - 0.8 ** 5) / (1 - 0.8)
     floor = (verify + 4 * 0.05 * decode_step(1, context)) / emitted
     assert result.value("time_per_output_token_floor_seconds") == pytest.approx(floor, rel=1e-9)
-    assert floor == pytest.approx(2.431e-3, rel=1e-3)
-    read_five_times = (max(5 * G, W) + 5 * C * context + L + 5 * E + 4 * 0.05 * decode_step(1, context)) / emitted
+    assert floor == pytest.approx(2.434e-3, rel=1e-3)
+    read_five_times = (max(5 * G, W) + 5 * C * context + 5 * L + 5 * E + 4 * 0.05 * decode_step(1, context)) / emitted
     assert read_five_times == pytest.approx(3.391e-3, rel=1e-3)
 
 
 def test_the_step_and_the_simulator_count_k_plus_1_queries_per_cache_read():
     """At a batch where attention turns compute-bound the k + 1 queries still count: B = 64 requests of 1,152 cached
-    tokens verifying 5 tokens each: the step is max(320g, w) + max(5·a·C_d, c·C_d) + 64·l + 320·e, C_d = 64 × 1,152
-    (one read); the simulator's round takes the same step plus the draft's 4 × 0.05 × t(64)."""
+    tokens verifying 5 tokens each: the step is max(320g, w) + max(5·a·C_d, c·C_d) + 320·l + 320·e, C_d = 64 × 1,152
+    (one read; the LM head at all 320 positions); the simulator's round takes the same step plus the draft's
+    4 × 0.05 × t(64)."""
     from botec.serving.step import StepModel
     from botec.simulate.replica import Engine
 
     result = run(serving(assumptions=FIGURES | {"speculative_decoding": SPECULATING}))
     model = StepModel.from_quantities(result.quantities)
     context = 64 * 1152
-    hand = max(320 * G, W) + max(5 * A * context, C * context) + 64 * L + 320 * E
-    assert model.step(320, context, 0, 0, 64, 5) == pytest.approx(hand, rel=1e-12)
+    hand = max(320 * G, W) + max(5 * A * context, C * context) + 320 * L + 320 * E
+    assert model.step(320, context, 0, 0, 320, 5) == pytest.approx(hand, rel=1e-12)
     round_seconds = Engine.from_estimate(result).round_function()
     assert round_seconds(64, context, 0, 0, 64) == pytest.approx(hand + 4 * 0.05 * decode_step(64, 1152), rel=1e-12)
 

@@ -92,7 +92,8 @@ class Replica:
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
         plus the draft's k steps at their cost. Verifying, each request's k + 1 queries attend its cache in one
         read: the step's decode context is the requests' contexts once, its queries k + 1 per context read
-        (engine_step_seconds's q)."""
+        (engine_step_seconds's q); the LM head scores all k + 1 positions of each request (the target's
+        probabilities at every draft are what acceptance compares; Leviathan et al. 2023, Algorithm 1)."""
         costs = dict(gemm_seconds_per_token=self.gemm_seconds_per_token, weight_read_seconds=self.weight_read_seconds,
                      expert_read_seconds=self.expert_read_seconds, expert_pick_probability=self.expert_pick_probability,
                      attention_seconds_per_context_token=self.attention_seconds_per_context_token,
@@ -106,7 +107,7 @@ class Replica:
         context = decoding * self.mean_kv_tokens_per_request
         finishing = prefill / maximum(self.prefill_tokens_per_request, 1.0)
         step = engine_step_seconds(decoding * verify, context, prefill, prefill * self.prefill_attention_tokens,
-                                   decoding + finishing, verify, **costs)
+                                   decoding * verify + finishing, verify, **costs)   # the LM head at k + 1 positions
         draft = engine_step_seconds(decoding, context, 0.0, 0.0, decoding, **costs)
         return step + self.draft_tokens * self.draft_step_cost * draft
 

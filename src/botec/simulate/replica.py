@@ -124,7 +124,8 @@ class Engine:
 
         def round_seconds(decoding, decode_context, prefill, prefill_context, sampled):
             micro, context = decoding / stages, decode_context / stages
-            stage = step(micro * verified, context, prefill / stages, prefill_context / stages, sampled / stages,
+            stage = step(micro * verified, context, prefill / stages, prefill_context / stages,
+                         (sampled + decoding * drafts) / stages,   # the LM head at each of the k + 1 positions
                          verified)   # k + 1 queries a request, its cache read once
             if drafts:
                 stage += drafts * draft_cost * step(micro, context, 0.0, 0.0, micro)
