@@ -111,8 +111,7 @@ def verdict_lines(sim) -> list[tuple[bool, str]]:
     return out
 
 
-def _spread_header(spread) -> list[str]:
-    return ["percentile", "TTFT", "TPOT", "end to end"]
+SPREAD_HEADER = ["percentile", "TTFT", "TPOT", "end to end"]
 
 
 def _spread_rows(spread) -> list[list[str]]:
@@ -138,20 +137,28 @@ def _spread_lines(spread) -> list[str]:
     return lines
 
 
-def simulation_text(sim, console, spread=None) -> None:
+def _table(title: str, header: list[str], rows: list[list[str]]):
+    """A rich table: the first column left-aligned, the figures right-aligned."""
     from rich.text import Text
 
     from botec.report.tables import rich_table
 
+    table = rich_table(title)
+    for k, column in enumerate(header):
+        table.add_column(column, justify="left" if k == 0 else "right")
+    for cells in rows:
+        table.add_row(*(Text(c) for c in cells))
+    return table
+
+
+def simulation_text(sim, console, spread=None) -> None:
+    from rich.text import Text
+
     console.print(Text(f"botec simulate: {sim.contract_name}", style="bold"))
     for line in _header(sim):
         console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
-    table = rich_table("Latency (simulated, and the analytic model at the same load per replica)")
-    for k, column in enumerate(_latency_header(sim)):
-        table.add_column(column, justify="left" if k == 0 else "right")
-    for cells in _latency_rows(sim):
-        table.add_row(*(Text(c) for c in cells))
-    console.print(table)
+    console.print(_table("Latency (simulated, and the analytic model at the same load per replica)",
+                         _latency_header(sim), _latency_rows(sim)))
     for line in _summary(sim):
         console.print(Text(f"  {line}"), soft_wrap=True)
     verdicts = verdict_lines(sim)
@@ -160,12 +167,7 @@ def simulation_text(sim, console, spread=None) -> None:
     for met, line in verdicts:
         console.print(Text(f"  {'✔' if met else '✘'} {line}", style="green" if met else "red"), soft_wrap=True)
     if spread is not None:
-        table = rich_table("Across the runs")
-        for k, column in enumerate(_spread_header(spread)):
-            table.add_column(column, justify="left" if k == 0 else "right")
-        for cells in _spread_rows(spread):
-            table.add_row(*(Text(c) for c in cells))
-        console.print(table)
+        console.print(_table("Across the runs", SPREAD_HEADER, _spread_rows(spread)))
         for line in _spread_lines(spread):
             console.print(Text(f"  {line}"), soft_wrap=True)
 
@@ -181,7 +183,7 @@ def simulation_markdown(sim, spread=None) -> str:
     if verdicts:
         lines += ["", "## Targets", ""] + [f"- {'✔' if met else '✘'} {line}" for met, line in verdicts]
     if spread is not None:
-        lines += ["", "## Across the runs", ""] + markdown_table(_spread_header(spread), _spread_rows(spread))
+        lines += ["", "## Across the runs", ""] + markdown_table(SPREAD_HEADER, _spread_rows(spread))
         lines += [""] + [f"- {line}" for line in _spread_lines(spread)]
     return "\n".join(lines)
 

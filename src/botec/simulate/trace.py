@@ -31,7 +31,7 @@ import numpy as np
 
 from botec.errors import ContractError, UserError
 from botec.simulate.workload import (BLOCK_REQUESTS, MAX_REQUESTS, TRACE_FIELDS, RequestStream, _number,
-                                     _positive_int)
+                                     _positive_int, csv_header, skipped_csv_row)
 
 __all__ = ["trace_stream", "read_trace", "MAX_TRACE_REQUESTS", "MAX_TRACE_BYTES", "MAX_LINE_CHARACTERS"]
 
@@ -259,14 +259,10 @@ def _csv_pieces(chunks, origin: str):
 
     def take(line, row):
         nonlocal header, width, columns
-        if not row or row[0].lstrip().startswith("#") or all(not cell.strip() for cell in row):
+        if skipped_csv_row(row):
             return
         if header is None:
-            header = [cell.strip() for cell in row]
-            missing = [f for f in TRACE_FIELDS if f not in header]
-            if missing:
-                raise ContractError(f"the CSV header must name {','.join(TRACE_FIELDS)} (missing {missing[0]}; got "
-                                    f"{','.join(header)!r})", field=f"line {line}", origin=origin)
+            header = csv_header(row, TRACE_FIELDS, line, origin)
             columns, width = tuple(header.index(name) for name in TRACE_FIELDS), len(header)
             return
         if len(row) < width:

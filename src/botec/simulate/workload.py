@@ -222,20 +222,31 @@ def read_trace(path) -> Workload:
     return whole(path)
 
 
+def skipped_csv_row(row: list[str]) -> bool:
+    """A row a CSV reader passes over: empty, blank or a comment (its first cell starts with #)."""
+    return not row or all(not cell.strip() for cell in row) or row[0].lstrip().startswith("#")
+
+
+def csv_header(row: list[str], fields: tuple[str, ...], line: int, origin: str) -> list[str]:
+    """The header's cells, stripped; a one-line error naming the first of ``fields`` it lacks."""
+    header = [cell.strip() for cell in row]
+    missing = [f for f in fields if f not in header]
+    if missing:
+        raise ContractError(f"the CSV header must name {','.join(fields)} (missing {missing[0]}; got "
+                            f"{','.join(header)!r})", field=f"line {line}", origin=origin)
+    return header
+
+
 def _csv_rows(text: str, fields: tuple[str, ...], origin: str) -> list[tuple[int, dict]]:
     """(line number, row) of a CSV whose header names ``fields`` (extra columns are ignored)."""
     reader = csv.reader(io.StringIO(text))
     header, rows = None, []
     for row in reader:
         line = reader.line_num
-        if not row or all(not cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
+        if skipped_csv_row(row):
             continue
         if header is None:
-            header = [cell.strip() for cell in row]
-            missing = [f for f in fields if f not in header]
-            if missing:
-                raise ContractError(f"the CSV header must name {','.join(fields)} (missing {missing[0]}; got "
-                                    f"{','.join(header)!r})", field=f"line {line}", origin=origin)
+            header = csv_header(row, fields, line, origin)
             continue
         if len(row) < len(header):
             raise ContractError(f"expected {len(header)} columns, got {len(row)}", field=f"line {line}", origin=origin)
