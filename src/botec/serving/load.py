@@ -87,6 +87,8 @@ class Replica:
     kv_transfer_seconds: object = 0.0  # X: a prompt's KV from its prefill instance to the decode instance
     arrival_variation: object = 1.0   # c_a²: of the gaps between arrival epochs (Poisson 1, evenly spaced 0)
     burst_size: object = 1.0          # m: requests arriving together at each epoch
+    prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
+                                               # differs from the decode instance's (None: the same layout)
 
     def stage_step(self, decoding, prefill):
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
@@ -120,12 +122,14 @@ class Replica:
         return self.prefill_instances > 0
 
     def prefill_pool(self, rate):
-        """Disaggregated: (ρ_p, the mean service P·t_b/b, S) of a prefill instance receiving ``rate`` / n prompts."""
-        stages, budget, prompt = self.pipeline_parallel, self.max_batched_tokens, self.prefill_tokens_per_request
-        full_step = self.stage_step(0.0, budget)
+        """Disaggregated: (ρ_p, the mean service P·t_b/b, S) of a prefill instance receiving ``rate`` / n prompts,
+        at the prefill instance's own layout (:attr:`prefill_instance`) when it has one."""
+        pool = self if self.prefill_instance is None else self.prefill_instance
+        stages, budget, prompt = pool.pipeline_parallel, pool.max_batched_tokens, pool.prefill_tokens_per_request
+        full_step = pool.stage_step(0.0, budget)
         service = prompt * full_step / budget
         busy = minimum(rate / maximum(self.prefill_instances, 1.0) * service, 1.0)
-        alone = ceil(prompt / budget) * stages * self.stage_step(0.0, minimum(prompt, budget))
+        alone = ceil(prompt / budget) * stages * pool.stage_step(0.0, minimum(prompt, budget))
         return busy, service, alone
 
 
