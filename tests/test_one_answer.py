@@ -21,21 +21,58 @@ def test_queue_wait_reduces_to_pollaczek_khinchine_for_single_poisson_arrivals()
     """ρ = 0.4, S = 30 ms, fixed lengths (c_s² = 0): W̄ = ρ·S/(2(1 − ρ)) = 0.4 · 0.03 / 1.2 = 10 ms; π = ρ."""
     from botec.serving.load import queue_wait
 
-    wait, waiting = queue_wait(0.4, 0.030, 0.0, 1.0, 1.0)
+    wait, waiting, rest_of_burst = queue_wait(0.4, 0.030, 0.0, 1.0, 1.0)
     assert wait == pytest.approx(0.010, rel=1e-12)
-    assert waiting == pytest.approx(0.4, rel=1e-12)
+    assert waiting == pytest.approx(0.4, rel=1e-12) and rest_of_burst == 0.0
 
 
-def test_queue_wait_of_poisson_bursts_is_the_batch_queue_plus_the_place_in_the_burst():
+def test_queue_wait_of_poisson_bursts_is_the_batch_queue_plus_the_rest_of_the_burst():
     """Bursts of m = 8 at Poisson epochs, ρ = 0.4, S = 30 ms, c_s² = 0. By hand, the burst waits as one customer of
     service 8·S in an M/G/1 queue: λ_b·E[B²]/(2(1 − ρ)) with λ_b = ρ/(8S), E[B²] = 64·S²: 0.4 · 8 · 0.03 / 1.2 =
-    80 ms; then a request waits for the (8 − 1)/2 = 3.5 ahead of it in its burst, 105 ms: W̄ = 185 ms.
-    π = 1 − (1 − ρ)/8 = 0.925 (a burst's first request waits with probability ρ, the other seven always)."""
+    80 ms, the burst waiting with probability π = ρ = 0.4; then the engine packs the burst's prompts into the same
+    steps, so a request waits for the other 7 as well: 7 · 30 = 210 ms."""
     from botec.serving.load import queue_wait
 
-    wait, waiting = queue_wait(0.4, 0.030, 0.0, 1.0, 8.0)
-    assert wait == pytest.approx(0.080 + 0.105, rel=1e-12)
-    assert waiting == pytest.approx(0.925, rel=1e-12)
+    wait, waiting, rest_of_burst = queue_wait(0.4, 0.030, 0.0, 1.0, 8.0)
+    assert wait == pytest.approx(0.080, rel=1e-12)
+    assert waiting == pytest.approx(0.4, rel=1e-12)
+    assert rest_of_burst == pytest.approx(0.210, rel=1e-12)
+
+
+def test_a_burst_dealt_out_over_replicas():
+    """λ = 20 requests/s in bursts of 8 (2.5 epochs/s). A replica receiving 20/3 requests/s (a fleet of 3) gets
+    a = 8/3 of each burst; one receiving 20 requests/s (alone) the whole 8; one of 10 replicas (2 requests/s) one
+    request, never less. Dealt out, X is 2 or 3 (a = 2.5: each half the time): E[X²]/E[X] = (4 + 9)/2 / 2.5 = 2.6,
+    so the excess is 1.6 and, with ρ = 0.4, S = 30 ms, c_s² = 0: W̄ = 0.4·0.03·(1 + 1.6)/1.2 = 26 ms in the queue,
+    then 1.6·0.03 = 48 ms for the rest of the burst."""
+    from botec.serving.load import burst_on_a_replica, queue_wait
+
+    assert burst_on_a_replica(20 / 3, 8.0, 2.5) == pytest.approx(8 / 3, rel=1e-12)
+    assert burst_on_a_replica(20.0, 8.0, 2.5) == 8.0
+    assert burst_on_a_replica(2.0, 8.0, 2.5) == 1.0
+    assert burst_on_a_replica(2.0, 8.0, 0.0) == 8.0       # no fleet rate: whole bursts
+    wait, waiting, rest_of_burst = queue_wait(0.4, 0.030, 0.0, 1.0, 2.5)
+    assert wait == pytest.approx(0.4 * 0.03 * 2.6 / 1.2, rel=1e-12)
+    assert rest_of_burst == pytest.approx(1.6 * 0.03, rel=1e-12) and waiting == 0.4
+
+
+def test_the_ttft_tail_is_the_sums_not_the_sum_of_the_terms_tails():
+    """A share π = 0.5 waits, θ = 100 ms on average; every arrival finds a step of L = 50 ms in progress (s = 1);
+    no prefill. Beyond L, P(W + U > t) = π·e^(−t/θ)·E[e^(U/θ)], E[e^(U/θ)] = θ(e^(L/θ) − 1)/L = 2·(e^0.5 − 1) =
+    1.29744: t_99 = 0.1·ln(0.5 · 1.29744 / 0.01) = 0.41724 s, where adding the terms' quantiles gives
+    0.1·ln(50) + 0.99·0.05 = 0.44070 s. Checked by sampling: 4·10⁶ draws land within 1 % of the formula."""
+    import numpy as np
+
+    from botec.serving.load import Load, ttft_quantile
+
+    load = Load(rate=1.0, batch=1.0, round_seconds=0.05, busy_share=0.0, tpot_mean=0.0, tpot_low=0.0, tpot_high=0.0,
+                prefill_seconds=0.0, wait_mean=0.05, queue_busy_share=0.5, stepping_share=1.0,
+                step_in_progress=0.05, waiting_share=0.5)
+    assert ttft_quantile(load, 0.99) == pytest.approx(0.1 * math.log(0.5 * 2 * (math.exp(0.5) - 1) / 0.01), rel=1e-12)
+    rng = np.random.default_rng(7)
+    draws = 4_000_000
+    wait = np.where(rng.random(draws) < 0.5, rng.exponential(0.1, draws), 0.0)
+    assert np.quantile(wait + rng.uniform(0, 0.05, draws), 0.99) == pytest.approx(0.41724, rel=0.01)
 
 
 def test_evenly_spaced_arrivals_of_fixed_prompts_never_queue():
@@ -56,9 +93,9 @@ def _estimate(**changes):
 def test_the_estimate_moves_with_the_arrivals_and_agrees_with_the_simulator_for_even_ones():
     """The same load (15 requests/s on one replica) under three arrival processes. Evenly spaced arrivals: the
     estimate's mean and P99 TTFT stand within 5 % of the simulator's (by construction nothing queues; what is left
-    is the prefill and the step in progress). Bursts of 8: both move up several-fold from Poisson; measured on this
-    contract, the simulator's mean is ~221 ms and P99 ~509 ms against the estimate's ~176 ms and ~752 ms (the
-    exponential tail errs long, the engine's packing of a burst's prompts into shared steps makes the mean short)."""
+    is the prefill and the step in progress). Bursts of 8, all on this one replica: both move up several-fold from
+    Poisson; measured on this contract, the simulator's mean is ~216 ms and P99 ~487 ms against the estimate's
+    ~263 ms and ~778 ms (the queue's exponential tail errs long for a burst's fixed service)."""
     from botec.simulate import simulate
 
     ttft = {}
@@ -73,7 +110,7 @@ def test_the_estimate_moves_with_the_arrivals_and_agrees_with_the_simulator_for_
     assert p99 == pytest.approx(simulated_p99, rel=0.05)
     for column in range(4):   # bursts move the estimate and the simulation alike, well above Poisson
         assert ttft["bursty"][column] > 2.5 * ttft["poisson"][column]
-    assert 0.6 < ttft["bursty"][0] / ttft["bursty"][2] < 1.1    # mean: within -40 % .. +10 % of the simulator
+    assert 0.9 < ttft["bursty"][0] / ttft["bursty"][2] < 1.35   # mean: within -10 % .. +35 % of the simulator
     assert 1.0 < ttft["bursty"][1] / ttft["bursty"][3] < 2.0    # P99: errs long, never short
 
 
@@ -140,3 +177,41 @@ def test_simulate_seeds_reports_each_run_and_the_interval(cli):
     assert spread["ttft_p99"]["mean_seconds"] == pytest.approx(sum(alone) / 3, rel=1e-12)
     code, _, err = cli("simulate", str(H100), "--seeds", "0")
     assert code == 2 and "--seeds: expected 1 to 100 runs, got 0" in err
+
+
+SEVENTY_B_H100 = {"supply.accelerator": "h100-sxm", "supply.cluster": {"node": "dgx-h100"},
+                  "workload.traffic.requests_per_second": 20, "workload.latency.percentile": 99}
+"""Issue 20's case: Llama 2-70B at TP 4 on H100s, 20 requests/s of 1,024 + 256 tokens, P99 TTFT target 2 s, TPOT
+50 ms (examples/serve-llama2-70b-a100-tp4.yaml moved to a DGX H100)."""
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "bursty"])
+def test_seventy_b_on_h100_one_answer_over_ten_seeds(arrivals):
+    """The estimate's P99 TTFT against the simulator's over 10 seeds of 10,000 requests each on the fleet the
+    estimate sized (3 replicas either way), and the verdicts agree (both meet both targets). Measured when written:
+    Poisson, estimate 0.333 s against 0.303 s ± 0.012 (95 %) simulated: +10 %, inside the issue's 15 %. Bursts of 8
+    (dealt out over the replicas by the least-outstanding balancer) move both, about 3× and 4×: 0.900 s against
+    1.199 s ± 0.10, −25 % (the estimate deals a burst out evenly; the balancer deals it by outstanding counts,
+    less evenly), a gap the test bounds rather than hides."""
+    from botec.api import estimate
+    from botec.simulate.replications import interval
+
+    from botec.simulate import simulate
+
+    result = estimate(EXAMPLES / "serve-llama2-70b-a100-tp4.yaml",
+                      overrides=SEVENTY_B_H100 | {"workload.traffic.arrivals": arrivals})
+    q = result.quantities
+    assert q["replicas"].value == 3
+    runs = [simulate(result, requests=10_000, seed=seed) for seed in range(10)]
+    simulated = interval([run.ttft.p99_seconds for run in runs])
+    estimated = q["time_to_first_token_percentile_seconds"].value
+    error = estimated / simulated.mean_seconds - 1
+    if arrivals == "poisson":
+        assert abs(error) <= 0.15
+        assert estimated < 0.5 and simulated.mean_seconds < 0.5
+    else:
+        assert -0.35 <= error <= 0.15
+        assert estimated > 2 * 0.3 and simulated.mean_seconds > 3 * 0.3     # bursts move both
+    for run in runs:   # the verdicts: every target met by the estimate and in every simulated run
+        assert run.ttft.p99_seconds < 2.0 and run.tpot.p99_seconds < 0.050
+    assert q["time_per_output_token_percentile_seconds"].value < 0.050 and estimated < 2.0

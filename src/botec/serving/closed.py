@@ -150,6 +150,12 @@ def requests_per_s(replicas, requests_per_s_on_a_replica):
     return replicas * requests_per_s_on_a_replica
 
 
+@formulas.formula(unit="epochs/s", detail=True, meaning="closed loop: no bursts (each user sends alone)",
+                  expression="0", choice=("load", "closed"))
+def burst_epochs_per_s():
+    return 0.0
+
+
 @formulas.formula(unit="s", meaning="closed loop: the wait for a batch slot of the users a saturated replica cannot "
                                     "run (0 below saturation)",
                   expression="max(0, concurrency_per_replica / X − think_time_seconds − R(X)), X = "

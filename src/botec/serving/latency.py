@@ -51,6 +51,14 @@ formulas.input("arrival_variation", unit="1", detail=True,
                        "spaced 0)")
 formulas.input("burst_size", unit="requests", detail=True,
                meaning="requests arriving together at each epoch (1 unless arrivals are bursty)")
+
+
+@formulas.formula(unit="epochs/s", detail=True, meaning="the fleet's burst epochs per second (a balancer deals each "
+                  "burst out over the replicas)", expression="requests_per_s / burst_size")
+def burst_epochs_per_s(requests_per_s, burst_size):
+    return requests_per_s / burst_size
+
+
 formulas.input("utilization_cap", unit="fraction", meaning="the largest share of a replica's capacity it is loaded to")
 formulas.input("prefill_instances", unit="1",
                meaning="disaggregated serving: prefill instances per decode instance (0: prefill and decode share "

@@ -23,11 +23,12 @@ running request to take one step (p stage steps), b the token budget of a step.
   stages), so they keep the engine busy a share ρ_q = λ·⌈P/room⌉·t₁ of the time; between them the engine
   takes decode steps t₀ (the vacations), stepping whenever a request decodes (probability 1 − e^(−B),
   B Poisson-distributed). Wait: Pollaczek–Khinchine W̄ = ρ_q·S·(1 + c²)/(2(1 − ρ_q)) for Poisson arrivals,
-  with the arrivals' burstiness in general (:func:`queue_wait`: bursts of m, evenly spaced arrivals); its
-  q-quantile ≈ (W̄/π)·ln(π/(1 − q)) (an exponential tail with P(W > 0) = π, ρ_q for single arrivals), plus
-  the decode step in progress, t₀/2 on average. TTFT = W + that + S. (Engines also put several waiting
-  prompts in one step, which this queue of one prompt at a time leaves out: it errs long, the more so for
-  bursts, whose deterministic burst service has a lighter tail than the exponential.)
+  with the arrivals' burstiness in general (:func:`queue_wait`: bursts, dealt out over the fleet's replicas
+  by the balancer (:func:`burst_on_a_replica`) and packed into shared steps; evenly spaced arrivals); plus
+  the decode step in progress, t₀/2 on average. TTFT = W + that + S; its q-quantile is that of the sum of an
+  exponential tail (P(W > 0) = π = ρ_q) and the uniform step in progress (:func:`ttft_quantile`). (A burst's
+  fixed service has a lighter tail than the exponential: the quantile errs long for whole bursts on one
+  replica.)
 - TPOT: a request's steps carry a chunk with probability ρ: per token μ = p·((1 − ρ)·t₀ + ρ·t₁)/E; its
   q-quantile over the request's O/E steps ≈ μ + z_q · p·√(ρ(1 − ρ))·(t₁ − t₀)/(E·√(O/E)).
 
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
-__all__ = ["Replica", "Load", "at_load", "queue_wait", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
+__all__ = ["Replica", "Load", "at_load", "burst_on_a_replica", "queue_wait", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
            "largest_rate_within"]
 
 ITERATIONS = 60
@@ -86,7 +87,8 @@ class Replica:
     prefill_instances: object = 0.0   # n: prefill instances per decode instance (0: in-flight batching of both)
     kv_transfer_seconds: object = 0.0  # X: a prompt's KV from its prefill instance to the decode instance
     arrival_variation: object = 1.0   # c_a²: of the gaps between arrival epochs (Poisson 1, evenly spaced 0)
-    burst_size: object = 1.0          # m: requests arriving together at each epoch
+    burst_size: object = 1.0          # m: requests arriving together at each epoch (at the fleet)
+    burst_epochs_per_s: object = 0.0  # λ/m: the fleet's burst epochs per second (0: whole bursts reach the replica)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 
@@ -147,7 +149,8 @@ class Load:
     queue_busy_share: object = None  # the prompt queue's utilization (ρ; ρ_p when disaggregated)
     stepping_share: object = 0.0     # chance an arriving prompt finds a step in progress (1 − e^(−B))
     step_in_progress: object = 0.0   # the length of that step (uniformly far through it)
-    waiting_share: object = None     # π: the share of prompts that wait (ρ for single Poisson arrivals)
+    waiting_share: object = None     # π: the share of prompts that wait in the queue (ρ: a burst finds it busy)
+    burst_wait: object = 0.0         # x·S: the wait for the rest of its own burst, packed into the same steps
 
 
 def _chunks(replica: Replica, micro, prompts_per_step):
@@ -205,31 +208,49 @@ def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
     queue_busy = where(replica.disaggregated, pool_busy, prompt_busy)
     service = where(replica.disaggregated, pool_service, prefill_seconds)
     prefill_seconds = where(replica.disaggregated, pool_prefill + replica.kv_transfer_seconds, prefill_seconds)
-    wait, waiting = queue_wait(queue_busy, service, replica.prompt_length_variation, replica.arrival_variation,
-                               replica.burst_size)
+    wait, waiting, burst_wait = queue_wait(queue_busy, service, replica.prompt_length_variation,
+                                           replica.arrival_variation,
+                                           burst_on_a_replica(rate, replica.burst_size, replica.burst_epochs_per_s))
     return Load(rate, batch, round_seconds, busy, mean, low, high, prefill_seconds, wait, queue_busy, stepping,
-                in_progress, waiting)
+                in_progress, waiting, burst_wait)
+
+
+def burst_on_a_replica(rate, burst, epochs_per_s):
+    """a: the mean share of a burst of m that one replica receives at ``rate`` requests/s (its share of the fleet's
+    λ): a balancer that sends each request to the replica with the fewest outstanding (botec.simulate.fleet's
+    default) deals a burst out over the R = λ/rate replicas, so each receives a = m/R = rate/(λ/m) of it, between 1
+    (R ≥ m: a request apiece) and m (one replica); ``epochs_per_s`` λ/m, 0 when bursts reach a replica whole."""
+    return where(epochs_per_s > 0, minimum(maximum(rate / maximum(epochs_per_s, 1e-300), 1.0), burst), burst)
 
 
 def queue_wait(busy, service, service_variation, arrival_variation=1.0, burst=1.0):
-    """(W̄, π): the prompt queue's mean wait and the share of prompts that wait at all.
+    """(W̄, π, x·S): the prompt queue's mean wait, the share of prompts that wait in it, and the wait for the rest
+    of a request's own burst.
 
-    W̄ = (ρ·S·(c_a² + c_s²) + (m − 1)·S) / (2(1 − ρ)), ρ the queue's utilization, S the mean service, c_s² the
-    service's squared coefficient of variation, c_a² the arrival epochs' and m the requests each epoch brings.
-    Poisson single arrivals (c_a² = 1, m = 1) give Pollaczek–Khinchine exactly; Poisson bursts of m give the
-    M^X/G/1 queue's exact mean (the burst waits as one customer of service m·S, ρ·S·(m + c_s²)/(2(1 − ρ)), then
-    for the (m − 1)/2 ahead of it in its burst; Chaudhry and Templeton 1983); evenly spaced arrivals (c_a² = 0)
-    take Kingman's (1961) G/G/1 approximation. π = 1 − (1 − ρ)/m: a burst's first request waits when the
-    server is busy (ρ, the PASTA property), the other m − 1 always wait.
+    W̄ = ρ·S·(c_a² + c_s² + x) / (2(1 − ρ)), ρ the queue's utilization, S the mean service, c_s² the
+    service's squared coefficient of variation, c_a² the arrival epochs', and x = E[X²]/E[X] − 1 the burst's
+    excess, X the requests each epoch brings (mean a = ``burst``; a whole burst of m: X = m, x = m − 1; a burst
+    dealt out over replicas: X is ⌊a⌋ or ⌈a⌉, a in between). The burst waits as one customer of service
+    B = X·S (the M^X/G/1 queue, Chaudhry and Templeton 1983: λ_b·E[B²]/(2(1 − ρ)) = ρ·S·(c_s² + 1 + x)/(2(1 − ρ))
+    for Poisson epochs; Kingman's (1961) G/G/1 approximation for others, c_a² = 0 evenly spaced); then the
+    engine packs the burst's prompts into the same steps (chunked prefill fills a step's budget with every
+    waiting prompt), so they finish together: a request waits for the others of its burst too, x·S
+    (size-biased: a request is more likely in a large burst), a wait nearly fixed for a burst's size, apart from
+    the queue's exponential tail. Single Poisson arrivals (c_a² = 1, X = 1) give Pollaczek–Khinchine exactly.
+    π = ρ: a burst waits in the queue when it finds the server busy (the PASTA property).
     """
     free = maximum(1 - busy, 1e-9)
-    wait = (busy * service * (arrival_variation + service_variation) + (burst - 1) * service) / (2 * free)
-    return wait, 1 - (1 - busy) / maximum(burst, 1.0)
+    whole = floor(burst)
+    part = burst - whole   # X = ⌊a⌋ + 1 with probability a − ⌊a⌋, else ⌊a⌋
+    excess = (whole * whole * (1 - part) + (whole + 1) * (whole + 1) * part) / maximum(burst, 1.0) - 1
+    wait = busy * service * (arrival_variation + service_variation + excess) / (2 * free)
+    return wait, busy, excess * service
 
 
 def ttft_mean(load: Load):
-    """Mean time to first token: the queue's wait, half the step in progress when there is one, the prefill."""
-    return load.wait_mean + load.stepping_share * load.step_in_progress / 2 + load.prefill_seconds
+    """Mean time to first token: the queue's wait, the rest of its burst, half the step in progress when there is
+    one, the prefill."""
+    return load.wait_mean + load.burst_wait + load.stepping_share * load.step_in_progress / 2 + load.prefill_seconds
 
 
 def tpot_quantile(replica: Replica, load: Load, z):
@@ -240,15 +261,23 @@ def tpot_quantile(replica: Replica, load: Load, z):
 
 
 def ttft_quantile(load: Load, q):
-    """The q-quantile of the time to first token, taken term by term (an upper bound of the sum's quantile): the
-    wait's exponential tail (a share π of the prompts wait, W̄/π on average: (W̄/π)·ln(π/(1 − q)) when π > 1 − q),
-    the step in progress (uniform over its length, found with probability s: its quantile (q − (1 − s))/s of the
-    step, 0 when q ≤ 1 − s), and the prefill."""
+    """The q-quantile of the time to first token: the wait W (a share π of the prompts wait, exponentially, θ = W̄/π
+    on average), the step in progress U (found with probability s, uniformly far through its length L), the rest
+    of its burst (x·S, as fixed) and the prefill S. Beyond L the sum's tail is exact for that model: P(W + U > t) = π·e^(−t/θ)·M, M = E[e^(U/θ)] =
+    (1 − s) + s·θ·(e^(L/θ) − 1)/L (U's moment generating function at 1/θ), so t_q = θ·ln(π·M/(1 − q)) + S.
+    When that falls short of L (a wait shorter than a step) the terms' quantiles are added instead (an upper bound):
+    θ·ln(π/(1 − q)) when π > 1 − q, plus (q − (1 − s))/s of the step when q > 1 − s."""
     busy = maximum(load.queue_busy_share if load.waiting_share is None else load.waiting_share, 1e-12)
-    tail = where(busy > 1 - q, load.wait_mean / busy * log(busy / maximum(1 - q, 1e-12)), 0.0)
+    mean_wait = maximum(load.wait_mean / busy, 1e-12)   # θ
+    tail = where(busy > 1 - q, mean_wait * log(busy / maximum(1 - q, 1e-12)), 0.0)
     stepping = maximum(load.stepping_share, 1e-12)
+    step = maximum(load.step_in_progress, 1e-12)
     residual = maximum(q - (1 - stepping), 0.0) / stepping * load.step_in_progress
-    return tail + residual + load.prefill_seconds
+    ratio = minimum(step / mean_wait, 600.0)   # L/θ, capped where e^(L/θ) would overflow (the sum is then U's)
+    moment = (1 - stepping) + stepping * (exp(ratio) - 1) / ratio
+    joint = mean_wait * log(maximum(busy * moment / maximum(1 - q, 1e-12), 1.0))
+    summed = where(joint >= load.step_in_progress, minimum(joint, tail + residual), tail + residual)
+    return summed + load.burst_wait + load.prefill_seconds
 
 
 def saturation(replica: Replica):

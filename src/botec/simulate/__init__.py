@@ -270,12 +270,16 @@ def _tally(result, count: int, records: int = RECORDS):
     return Tally(count, int(round(float(q["latency_percentile"].value) * 100)), *targets, records=records)
 
 
-def _analytic(result, rate_per_replica: float) -> Analytic:
-    """The analytic model at ``rate_per_replica`` (capped just below saturation when over it)."""
+def _analytic(result, rate_per_replica: float, replicas: int = 1) -> Analytic:
+    """The analytic model at ``rate_per_replica`` (capped just below saturation when over it), on one of
+    ``replicas`` (the balancer deals a burst out over them)."""
+    import dataclasses
+
     from botec.serving import latency, load
 
     q = result.quantities
     replica = load.Replica(**{name: q[name].value for name in latency.REPLICA if name in q})
+    replica = dataclasses.replace(replica, burst_epochs_per_s=rate_per_replica * replicas / replica.burst_size)
     capacity = float(q["offline_requests_per_s_per_replica"].value)
     level = float(q["latency_percentile"].value)
     state = load.at_load(replica, min(rate_per_replica, capacity))
@@ -353,6 +357,6 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
         simulated_seconds=last - tally.first_arrival, measurement_window_seconds=(start, end), steps=steps,
         prompt_tokens=tally.prompt_tokens, prefill_tokens_computed=sum(s.prefill_tokens for s in stats),
         speculative_tokens_per_step=(sum(s.speculative_tokens for s in stats) / spec_steps) if spec_steps else None,
-        analytic=_analytic(result, offered / replicas), context_tokens=_context_tokens(result),
+        analytic=_analytic(result, offered / replicas, replicas), context_tokens=_context_tokens(result),
         prompts_over_context=tally.refused_over_context, outputs_cut_at_context=tally.outputs_cut, records=records,
     )
