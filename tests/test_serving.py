@@ -183,7 +183,7 @@ def test_under_load_a_share_of_steps_carries_a_whole_prompt():
     with_prompt = step(seen, seen * 1152, 1024, 1024 * 512, seen + 1)
     mean = without / (1 - rate * (with_prompt - without))
     assert result.value("time_per_output_token_seconds") == pytest.approx(mean, rel=1e-6)
-    assert batch == pytest.approx(rate * 256 * mean, rel=1e-6)                     # Little's law
+    assert batch == pytest.approx(rate * 255 * mean, rel=1e-6)    # Little's law: O − 1 tokens after the prefill's
     # an arriving prompt finds the time-average batch B (Poisson arrivals see time averages); prompts keep the
     # engine busy a share λ·S of the time (the M/G/1 utilization)
     prompt_step = step(batch, batch * 1152, 1024, 1024 * 512, batch + 1)
@@ -298,7 +298,7 @@ def test_disaggregated_prefill_and_decode_by_hand():
     decoding = q("decode_batch_size")
     seen = decoding + 1
     assert q("time_per_output_token_seconds") == pytest.approx(step.step(seen, seen * mean_kv), rel=1e-9)
-    assert decoding == pytest.approx(1.0 * output * step.step(seen, seen * mean_kv), rel=1e-6)
+    assert decoding == pytest.approx(1.0 * (output - 1) * step.step(seen, seen * mean_kv), rel=1e-6)  # O − 1 decoded
     # TTFT on an idle pair: one prefill step of the whole prompt, then the KV transfer
     alone = step.step(0.0, 0.0, prompt, prompt * prompt / 2, 1.0)
     assert q("time_to_first_token_floor_seconds") == pytest.approx(alone + q("kv_transfer_seconds"), rel=1e-9)

@@ -430,8 +430,8 @@ def requests_per_s_on_a_replica(requests_per_s, replicas):
 
 
 @formulas.formula(unit="requests", meaning="requests decoding together on a replica at the fleet's load",
-                  expression="requests_per_s_on_a_replica × output_tokens / tokens_per_step × round time (Little's "
-                             "law), at most saturation_batch_size", reads=REPLICA + ("requests_per_s_on_a_replica",))
+                  expression="requests_per_s_on_a_replica × (output_tokens − 1) / tokens_per_step × round time "
+                             "(Little's law), at most saturation_batch_size", reads=REPLICA + ("requests_per_s_on_a_replica",))
 def decode_batch_size(**values):
     return _at(values, values["requests_per_s_on_a_replica"]).batch
 

@@ -13,7 +13,8 @@ running request to take one step (p stage steps), b the token budget of a step.
   t̄ = (1 − ρ)·t₀ + ρ·t₁, t₀ = t(B/p, 0) and t₁ = t(B/p, c): a step with a whole prompt in it is
   compute-bound while the others are bound by the weight read, so the mean of the steps is not the step
   of the mean (the roofline is convex).
-- Steady state at λ: B = λ·(O/E)·τ (Little's law), τ = p·t̄; solved by fixed-point iteration from an
+- Steady state at λ: B = λ·((O − 1)/E)·τ (Little's law: the prompt's last step samples the first output
+  token, so a request decodes the other O − 1), τ = p·t̄; solved by fixed-point iteration from an
   empty replica (it converges below saturation; at and above it B is capped). A decoding request steps with
   itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding requests.
 - Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); the prompts replacing the
@@ -185,8 +186,9 @@ def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
     colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
     stage_seconds = replica.stage_step(1.0 / stages, 0.0) if near is None else near.round_seconds / stages
     batch = 0.0
-    for _ in range(ITERATIONS):   # the fixed point B = λ·O/E·τ(B); stop once the step no longer moves
-        batch = minimum(rate * replica.output_tokens / emitted * stages * stage_seconds, replica.saturation_batch_size)
+    for _ in range(ITERATIONS):   # the fixed point B = λ·(O − 1)/E·τ(B); stop once the step no longer moves
+        batch = minimum(rate * (replica.output_tokens - 1) / emitted * stages * stage_seconds,
+                        replica.saturation_batch_size)
         previous, stage_seconds = stage_seconds, _mean_stage_step(replica, _seen(replica, batch) / stages,
                                                                   colocated * rate * stage_seconds)[0]
         if all_true(abs(stage_seconds - previous) <= CONVERGED * abs(stage_seconds)):
