@@ -252,19 +252,37 @@ NIM_CONTRACT = {
     "strategy": {"engine": "tensorrt-llm", "weight_precision": "fp8"},
     "assumptions": {"utilization_cap": 1},
 }
-WITHIN_15 = set()   # the (N, metric) rows botec gets within 15 % of the sweep: see the comparison's docstring
+WITHIN_15 = {("simulate", 5, "ttft")}
+"""The (source, N, metric) rows botec gets within 15 % of the sweep, source ``estimate`` or ``simulate``: see
+:func:`test_the_nim_sweep_shape` for why the others miss."""
+
+
+def nim_contract(users: int) -> dict:
+    contract = json.loads(json.dumps(NIM_CONTRACT))
+    contract["workload"]["traffic"]["concurrency"] = users
+    return contract
 
 
 def nim_comparison() -> dict[int, dict[str, float]]:
     """botec's estimate of each row, one replica (the benchmark's one H100)."""
     rows = {}
     for users in NIM_SWEEP:
-        contract = json.loads(json.dumps(NIM_CONTRACT))
-        contract["workload"]["traffic"]["concurrency"] = users
-        q = values(estimated(contract), {"replicas": 1},
+        q = values(estimated(nim_contract(users)), {"replicas": 1},
                    ["requests_per_s_on_a_replica", "time_to_first_token_seconds", "time_per_output_token_seconds",
                     "end_to_end_latency_seconds"])
         rows[users] = q
+    return rows
+
+
+def nim_simulation() -> dict[int, tuple[float, float]]:
+    """``botec simulate --concurrency N`` of each row, one replica: (mean TTFT, mean TPOT), seconds; 2,000 requests
+    (8·N at N = 250: eight rounds of the users)."""
+    from botec.simulate import simulate
+
+    rows = {}
+    for users in NIM_SWEEP:
+        run = simulate(estimated(nim_contract(users)), requests=max(2_000, 8 * users), replicas=1, concurrency=users)
+        rows[users] = (run.ttft.mean_seconds, run.tpot.mean_seconds)
     return rows
 
 
@@ -280,12 +298,21 @@ def test_the_published_sweep_is_what_the_test_says():
 
 def test_the_nim_sweep_shape():
     """botec against NIM 1.8.0's sweep (:data:`NIM_SWEEP`), each concurrency on one H100 with the catalog's and
-    the TensorRT-LLM preset's defaults (a prediction: nothing fitted to it). What holds: the shape, TTFT, TPOT and
-    the throughput rising with the users, each user served more slowly, and the loop's Little's law at every row.
-    The issue's target, within 15 % for TTFT and TPOT at each N, holds at the rows in :data:`WITHIN_15`; the
-    misses are in the report of the change that added this test (when written, botec's step was faster than this
-    server's at every N, and the published TTFT, HTTP and tokenization included, far above botec's from N = 1 to
-    200)."""
+    the TensorRT-LLM preset's defaults (a prediction: nothing fitted to it), from the estimate and from
+    ``simulate --concurrency N``. What holds: the estimate's shape, TTFT, TPOT and the throughput rising with the
+    users, each user served more slowly, and the loop's Little's law at every row. The issue's target, within 15 %
+    for TTFT and TPOT at each N, holds only at the rows in :data:`WITHIN_15`. Why the others miss (measured when the
+    front-end's ``request_overhead``, 2 ms, was added):
+
+    - TPOT is 18-29 % short up to N = 200 and ~41 % at 250, in both: botec's step (an FP8 weight read of 2.7 ms
+      plus 0.97 ms fixed at N = 1) is faster than this server's from N = 1 (4.63 ms) on; no published per-step or
+      per-token figure for TensorRT-LLM / NIM was found to add (the preset's step_overhead stays assumed).
+    - TTFT: the users start together with equal lengths and no think time, so the simulator runs them in waves
+      (all N prompts in one TensorRT-LLM step, no chunking): +100 % at N = 25, +66 % at 100. The published TTFT
+      cannot be full waves: 25 × 200 FP8 prefill tokens take ≥ 61 ms of GEMMs at botec's efficiency, the published
+      mean is 36 ms; the estimate's steady state, prompts arriving one at a time, is −52 % to −92 % from N = 5 to
+      150. The server runs partial waves (the users' phases drift apart), between the two; neither model is fitted
+      to it. Above N = 100 the server saturates near 13,000 tokens/s where botec's engine reaches ~20,000."""
     rows = nim_comparison()
     series = {name: [rows[n][name] for n in NIM_SWEEP] for name in
               ("requests_per_s_on_a_replica", "time_to_first_token_seconds", "time_per_output_token_seconds")}
@@ -295,12 +322,16 @@ def test_the_nim_sweep_shape():
     assert per_user == sorted(per_user, reverse=True)
     for users, row in rows.items():
         assert row["requests_per_s_on_a_replica"] * row["end_to_end_latency_seconds"] == pytest.approx(users, rel=1e-9)
+    simulated = nim_simulation()
     within = set()
     for users, (ttft_ms, itl_ms, _) in NIM_SWEEP.items():
-        if abs(rows[users]["time_to_first_token_seconds"] * 1e3 / ttft_ms - 1) <= 0.15:
-            within.add((users, "ttft"))
-        if abs(rows[users]["time_per_output_token_seconds"] * 1e3 / itl_ms - 1) <= 0.15:
-            within.add((users, "tpot"))
+        for source, (ttft, tpot) in (("estimate", (rows[users]["time_to_first_token_seconds"],
+                                                   rows[users]["time_per_output_token_seconds"])),
+                                     ("simulate", simulated[users])):
+            if abs(ttft * 1e3 / ttft_ms - 1) <= 0.15:
+                within.add((source, users, "ttft"))
+            if abs(tpot * 1e3 / itl_ms - 1) <= 0.15:
+                within.add((source, users, "tpot"))
     assert within >= WITHIN_15
 
 

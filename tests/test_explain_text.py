@@ -24,12 +24,12 @@ def _chain(result, name: str) -> list[str]:
 
 def test_a_worded_serving_formula_has_a_legend_of_its_symbols_under_it(serving):
     lines = _chain(serving, "time_to_first_token_seconds")
-    assert lines[0].startswith("time_to_first_token_seconds = ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S:")
-    assert lines[0].endswith(" = 50.8 ms")
+    assert lines[0].startswith("time_to_first_token_seconds = ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S + o:")
+    assert lines[0].endswith(" = 52.6 ms")   # 50.8 ms before the front-end's 2 ms (request_overhead) and O − 1
     assert lines[1] == ("    where ρ = the prompt queue's utilization (requests_per_s_on_a_replica × S), "
                         "S = a prompt's prefill, its chunks through the pipeline_parallel stages, "
                         "c² = prompt_length_variation, B = decode_batch_size, "
-                        "t₀ = the decode step in progress (B requests, no chunk)")
+                        "t₀ = the decode step in progress (B requests, no chunk), o = request_overhead_seconds")
     assert lines.count(lines[1]) == 1  # once, under its own formula
 
 

@@ -32,7 +32,7 @@ def test_a_serving_estimate_without_targets_states_none():
 
     result = estimate(parse_contract(serving_without_targets()))
     assert result.choices == {"ttft_target": "none", "tpot_target": "none", "kv_budget": "of_total",
-                              "kv_reservation": "incremental"}
+                              "kv_reservation": "incremental", "expert_placement": "busiest"}
     assert "time_to_first_token_target_seconds" not in result.quantities
     text = render(result)
     assert "years" not in text and "no target stated" in text

@@ -343,11 +343,11 @@ def test_agrees_with_the_analytic_model_at_low_load(example):
     the simulation."""
     capacity = estimated(example).quantities["offline_requests_per_s_per_replica"].value
     rate = 0.05 * capacity
-    result = estimated(example, (f"workload.traffic.requests_per_second={rate!r}",))
+    at_rate = ("workload.traffic.requests_per_day=null", f"workload.traffic.requests_per_second={rate!r}")
+    result = estimated(example, at_rate)
     q = result.quantities
     assert q["requests_per_s_on_a_replica"].value == pytest.approx(rate)
-    run = simulated(example, (f"workload.traffic.requests_per_second={rate!r}",), requests=2_000, rate=rate,
-                    replicas=1)
+    run = simulated(example, at_rate, requests=2_000, rate=rate, replicas=1)   # disaggregated ones too
     # data-parallel attention: the simulator runs the step's balanced costs; a prompt's attention on its own rank
     # (lone_prompt_excess_seconds, formula audit 2 N5) is the analytic model's alone until simulate/replica.py adds it
     excess = float(q["lone_prompt_excess_seconds"].value)

@@ -80,7 +80,8 @@ def test_the_page_asks_for_only_what_it_draws(client):
     names = [row[0] for row in tables["inputs"]] + [row[0] for a in tables["accounts"] for row in a["rows"]]
     every = client.post("/api/estimate", json=body | {"detail": "page", "details": True}).json()["tables"]
     every_name = [row[0] for row in every["inputs"]] + [row[0] for a in every["accounts"] for row in a["rows"]]
-    assert set(names) < set(every_name) and len(every_name) == 324 and len(names) == 115
+    # 325 quantities: issue 20 added routed_experts_per_device
+    assert set(names) < set(every_name) and len(every_name) == 325 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,

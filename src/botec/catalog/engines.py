@@ -16,6 +16,10 @@ a value, an optional range (low, high), a basis (documented, measured, assumed) 
 - ``max_batched_tokens``  tokens per engine step (the prefill chunk plus the decode tokens);
 - ``chunked_prefill``     whether prefills are split across steps by default;
 - ``step_overhead``       CPU time per step not overlapped with the GPU, seconds;
+- ``request_overhead``    time a request spends outside the engine's steps before its first token reaches the
+                          client, seconds: the HTTP round trip, the prompt's tokenization, the first token's
+                          detokenization and streaming (what a client-side TTFT, e.g. genai-perf's, holds beyond
+                          the engine's queue and prefill); added once to every request's TTFT;
 - ``kernel_overhead``     fixed GPU time per kernel of a CUDA-graph-captured decode step, seconds;
 - ``allreduce_latency``   one small-message tensor-parallel all-reduce inside a node, seconds;
 - ``prefix_caching``      whether the engine reuses cached prefixes by default.
@@ -46,6 +50,7 @@ ENGINE_FIGURES = {
     "max_batched_tokens": "count",
     "chunked_prefill": "flag",
     "step_overhead": "seconds",
+    "request_overhead": "seconds",
     "kernel_overhead": "seconds",
     "allreduce_latency": "seconds",
     "prefix_caching": "flag",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, Section
@@ -14,7 +14,7 @@ from botec.contract.supply import ServingSupply
 from botec.errors import ContractError
 
 __all__ = ["Traffic", "LatencyTargets", "ServingWorkload", "ServingStrategy", "ServingAssumptions", "ServingContract",
-           "SpeculativeDecoding", "ENGINES"]
+           "SpeculativeDecoding", "Disaggregation", "PrefillLayout", "ENGINES"]
 
 SECONDS_PER_DAY = 86_400
 
@@ -117,12 +117,33 @@ class ServingWorkload(Section):
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
 
 
+class PrefillLayout(Section):
+    """A prefill instance's own layout, where it differs from the decode instance's (DeepSeek's inference system:
+    prefill EP 32 on 4 nodes, decode EP 144 on 18; deepseek-ai/open-infra-index, open-source week day 6,
+    2025-02-28). A field left out takes the replica's (the decode instance's) value."""
+
+    tensor_parallel: Optional[PositiveInt] = Field(None, description="TP degree of one prefill instance")
+    pipeline_parallel: Optional[PositiveInt] = Field(None, description="PP stages of one prefill instance")
+    expert_parallel: Optional[PositiveInt] = Field(None, description="EP degree of one prefill instance")
+    data_parallel_attention: Optional[bool] = Field(None, description="attention data-parallel over its TP ranks")
+    attention_tensor_parallel: Optional[PositiveInt] = Field(
+        None, description="data-parallel attention: ranks one attention group splits its heads over")
+    redundant_experts: Optional[NonNegativeInt] = Field(
+        None, description="redundant routed-expert copies the prefill instance holds (EPLB)")
+    max_batched_tokens: Optional[quantity("count", "Tokens one prefill step may carry (default: the replica's)",
+                                          minimum=1, integer=True)] = None
+
+
 class Disaggregation(Section):
     """Prefill and decode in separate instances (NVIDIA Dynamo, SGLang and vLLM disaggregated serving): prompts
     run on prefill instances, whose KV cache then crosses the network to a decode instance."""
 
     prefill_instances: PositiveInt = Field(
-        1, description="prefill instances per decode instance (the P of xPyD), each with the replica's TP × PP")
+        1, description="prefill instances per decode instance (the P of xPyD), each with the replica's TP × PP "
+                       "unless prefill states its own layout")
+    prefill: Optional[PrefillLayout] = Field(
+        None, description="a prefill instance's own layout (TP, EP, PP, data-parallel attention, redundant experts, "
+                          "token budget); absent: the replica's")
     kv_transfer_bandwidth: Optional[quantity(
         "byte_rate", "Bytes per second one accelerator sends KV at (default: the tier between the instances: "
         "NVLink when they share a node, else the NICs)", exclusive_minimum=0)] = None
@@ -139,6 +160,9 @@ class ServingStrategy(Section):
     pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
         None, description="transformer layers of each stage, first to last (default as for training)")
     expert_parallel: PositiveInt = Field(1, description="EP degree (MoE): experts split over the TP ranks")
+    redundant_experts: NonNegativeInt = Field(
+        0, description="redundant copies of hot routed experts held beside the E experts (DeepSeek EPLB; SGLang "
+                       "--ep-num-redundant-experts): each EP rank holds (E + N) / EP, the busiest ⌈(E + N) / EP⌉")
     data_parallel_attention: bool = Field(
         False, description="attention data-parallel over the TP ranks (SGLang --enable-dp-attention, TensorRT-LLM "
                            "enable_attention_dp, vLLM data-parallel + expert-parallel): each rank holds whole attention "
@@ -170,19 +194,39 @@ class ServingStrategy(Section):
 
     @model_validator(mode="after")
     def _attention_ranks(self) -> "ServingStrategy":
-        if self.data_parallel_attention and self.tensor_parallel == 1:
-            raise ContractError("data-parallel attention spreads requests over the tensor-parallel ranks: it needs "
-                                "tensor_parallel > 1", field="strategy.data_parallel_attention")
-        if self.attention_tensor_parallel is not None:
-            if not self.data_parallel_attention:
-                raise ContractError("attention_tensor_parallel splits the attention of data-parallel attention groups: "
-                                    "set data_parallel_attention: true (without it attention runs at tensor_parallel)",
-                                    field="strategy.attention_tensor_parallel")
-            if self.tensor_parallel % self.attention_tensor_parallel:
-                raise ContractError(f"attention_tensor_parallel {self.attention_tensor_parallel} does not divide "
-                                    f"tensor_parallel {self.tensor_parallel}: the ranks form tensor_parallel / "
-                                    "attention_tensor_parallel attention groups", field="strategy.attention_tensor_parallel")
+        _check_attention(self, "strategy")
+        prefill = self.prefill_layout()
+        if prefill is not None:
+            _check_attention(prefill, "strategy.disaggregation.prefill")
         return self
+
+    def prefill_layout(self) -> "ServingStrategy | None":
+        """The prefill instance's strategy: the replica's with disaggregation.prefill's fields in their place (None
+        when no prefill layout is stated: the prefill instances take the replica's)."""
+        plan = self.disaggregation.prefill if self.disaggregation is not None else None
+        if plan is None:
+            return None
+        own = {name: value for name, value in plan if value is not None}
+        if own.get("data_parallel_attention") is False and "attention_tensor_parallel" not in own:
+            own["attention_tensor_parallel"] = None
+        return self.model_copy(update=own | {"disaggregation": None})
+
+
+def _check_attention(strategy: ServingStrategy, prefix: str) -> None:
+    """Data-parallel attention's ranks: TP > 1, and attention groups that divide TP (one-line errors naming the
+    field under ``prefix``: strategy, or strategy.disaggregation.prefill)."""
+    if strategy.data_parallel_attention and strategy.tensor_parallel == 1:
+        raise ContractError("data-parallel attention spreads requests over the tensor-parallel ranks: it needs "
+                            "tensor_parallel > 1", field=f"{prefix}.data_parallel_attention")
+    if strategy.attention_tensor_parallel is not None:
+        if not strategy.data_parallel_attention:
+            raise ContractError("attention_tensor_parallel splits the attention of data-parallel attention groups: "
+                                "set data_parallel_attention: true (without it attention runs at tensor_parallel)",
+                                field=f"{prefix}.attention_tensor_parallel")
+        if strategy.tensor_parallel % strategy.attention_tensor_parallel:
+            raise ContractError(f"attention_tensor_parallel {strategy.attention_tensor_parallel} does not divide "
+                                f"tensor_parallel {strategy.tensor_parallel}: the ranks form tensor_parallel / "
+                                "attention_tensor_parallel attention groups", field=f"{prefix}.attention_tensor_parallel")
 
 
 _REPLACED = {"prefill_mfu": "matmul_efficiency (the family's GEMM efficiency: prefill and decode share one step model)",
@@ -245,6 +289,9 @@ class ServingAssumptions(Section):
                                        minimum=0)] = None
     step_overhead: Optional[quantity("seconds", "Engine CPU time per step not hidden (default: the engine's)",
                                      minimum=0)] = None
+    request_overhead: Optional[quantity("seconds", "A request's time outside the engine's steps before its first "
+                                        "token: HTTP, tokenization, detokenization (default: the engine's)",
+                                        minimum=0)] = None
     allreduce_latency: Optional[quantity("seconds", "Latency of one small TP all-reduce (default: the engine's)",
                                          minimum=0)] = None
     activation_reserve: Optional[quantity("bytes", "Non-KV memory per accelerator: activations, CUDA graphs, "

@@ -106,6 +106,8 @@ def search_serving(inputs: Inputs, top: int = 10) -> list[dict]:
     per_node = inputs.tiers.accelerators_per_node
     largest = int(per_node.value) if per_node is not None else SEARCH_BOUNDS.max_serving_tensor_parallel
     degrees = [t for t in range(1, largest + 1) if inputs.model.attention_heads % t == 0]
+    stated = int(inputs.contract.strategy.tensor_parallel)   # the starting point: a replica across nodes included
+    degrees = sorted(set(degrees) | {stated})
     found = []
     for accelerator, price in options:
         for tp in degrees:

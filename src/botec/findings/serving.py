@@ -54,6 +54,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                              f" side binds; each prompt's KV crosses in {f('kv_transfer_seconds')}",
                              ("prefill_pool_requests_per_s", "decode_requests_per_s_per_replica",
                               "kv_transfer_seconds")))
+    found += _instance_findings(q, f, n)
     critical = q["critical_batch_size"].value
     regime = "memory-bound" if q["decode_batch_size"].value < critical else "compute-bound"
     found.append(Finding("serving", "info",
@@ -130,6 +131,36 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
         found.append(Finding("cost", "info", f"energy: {format_number(q['energy_per_token_joules'].value)} J per "
                                              "token at the fleet's average draw, PUE included",
                              ("energy_per_token_joules",)))
+    return found
+
+
+def _instance_findings(q: dict[str, Quantity], f, n) -> list[Finding]:
+    """Expert placement (uneven: the busiest rank binds) and a prefill instance of its own layout (its memory fit)."""
+    found = []
+    for prefix, what in (("", "each rank"), ("prefill_instance_", "a prefill instance's rank")):
+        imbalance = q.get(f"{prefix}expert_placement_imbalance")
+        if imbalance is not None and imbalance.value > 1 + 1e-9:
+            total = q["experts"].value + q[f"{prefix}redundant_experts"].value
+            found.append(Finding("serving", "warn",
+                                 f"uneven expert placement: {format_number(total)} routed experts over EP "
+                                 f"{n(prefix + 'expert_parallel')} leave the busiest rank "
+                                 f"{n(prefix + 'routed_experts_per_device')} per layer, {imbalance.value:.3g}× the mean "
+                                 f"({what}); it bounds the memory per device and the step's expert read (state "
+                                 "redundant_experts so that EP divides experts + redundant, as DeepSeek's EPLB does)",
+                                 (f"{prefix}routed_experts_per_device", f"{prefix}expert_placement_imbalance")))
+    if q.get("prefill_instance_layout") is not None and q["prefill_instance_layout"].value > 0:
+        spare = q["prefill_instance_kv_spare_bytes"].value
+        fits = q["prefill_instance_weight_memory_bytes"].value <= q["usable_memory_bytes"].value and spare >= 0
+        found.append(Finding("serving", "ok" if fits else "fail",
+                             f"prefill instance ({n('prefill_instance_accelerators')} accelerators, TP "
+                             f"{n('prefill_instance_tensor_parallel')}, EP {n('prefill_instance_expert_parallel')}): "
+                             f"weights take {f('prefill_instance_weight_memory_bytes')} of "
+                             f"{f('usable_memory_bytes')} usable per accelerator; a full step of "
+                             f"{n('prefill_instance_max_batched_tokens')} prompt tokens leaves "
+                             f"{f('prefill_instance_kv_spare_bytes')} of its KV budget"
+                             + ("" if fits else ": it does not fit; raise its tensor_parallel or lower its "
+                                                "max_batched_tokens"),
+                             ("prefill_instance_weight_memory_bytes", "prefill_instance_kv_spare_bytes")))
     return found
 
 

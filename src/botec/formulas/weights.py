@@ -59,13 +59,23 @@ def dense_parameters_per_device(dense_parameters_per_layer, pipeline_stage_layer
     return maximum(maximum(first, last), middle) / tensor_parallel
 
 
+@formulas.formula(unit="experts", meaning="routed experts one accelerator holds per MoE layer",
+                  expression="experts / expert_parallel", choice=("expert_placement", "even"), detail=True)
+def routed_experts_per_device(experts, expert_parallel):
+    """EP divides the E experts evenly (training's rule); serving's placement with redundant experts, and uneven,
+    is :func:`botec.serving.experts.routed_experts_per_device`."""
+    return experts / expert_parallel
+
+
 @formulas.formula(unit="parameters", meaning="expert parameters held by one accelerator (the fullest stage)",
-                  expression="expert_parameters × pipeline_stage_layers / (layers × expert_parallel"
-                             " × expert_tensor_parallel)", detail=True)
-def expert_parameters_per_device(expert_parameters, pipeline_stage_layers, layers, expert_parallel,
+                  expression="expert_parameters × routed_experts_per_device / experts × pipeline_stage_layers"
+                             " / (layers × expert_tensor_parallel)", zero_when="experts == 0", detail=True)
+def expert_parameters_per_device(expert_parameters, routed_experts_per_device, experts, pipeline_stage_layers, layers,
                                  expert_tensor_parallel):
-    """Experts are split over EP (whole experts), expert tensor parallelism and the stages."""
-    return expert_parameters * pipeline_stage_layers / (layers * expert_parallel * expert_tensor_parallel)
+    """Experts are split over EP (whole experts: the rank's share of the E experts' parameters), expert tensor
+    parallelism and the stages."""
+    return expert_parameters * routed_experts_per_device / experts * pipeline_stage_layers / (
+        layers * expert_tensor_parallel)
 
 
 @formulas.formula(unit="parameters", meaning="parameters held by one accelerator before any sharding",

@@ -20,6 +20,7 @@ from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.speculation import draft_architecture, draft_kv_split, speculation_given
 from botec.inputs.stated import StatedInputs
 from botec.layout import Layout, layout_of
+from botec.serving.instances import FLAG, LAYOUT_INPUTS, mirror_name
 
 __all__ = ["build", "derive", "WEIGHT_BYTES", "KV_BYTES"]
 
@@ -137,6 +138,7 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
             if value.source is None and api.source:
                 value = value.model_copy(update={"source": api.source})
             fixed[name] = stated.given(name, value, f"supply.api_price.{key}")
+    choices["expert_placement"] = "busiest"   # EPLB's redundant experts, uneven placements: the busiest rank
     spec = {"strategy.tensor_parallel": strategy.tensor_parallel, "strategy.pipeline_parallel":
             strategy.pipeline_parallel, "strategy.expert_parallel": strategy.expert_parallel}
     return Inputs(kind="serving", contract=contract, base_dir=base_dir, architecture=arch,
@@ -171,6 +173,8 @@ def _engine(strategy, assumptions, prompt_tokens: int, stated: StatedInputs) -> 
             ("activation_reserve_bytes", "activation_reserve", "assumptions.activation_reserve",
              assumptions.activation_reserve),
             ("step_overhead_seconds", "step_overhead", "assumptions.step_overhead", assumptions.step_overhead),
+            ("request_overhead_seconds", "request_overhead", "assumptions.request_overhead",
+             assumptions.request_overhead),
             ("allreduce_latency_seconds", "allreduce_latency", "assumptions.allreduce_latency",
              assumptions.allreduce_latency)):
         if own is not None:
@@ -197,28 +201,73 @@ def _load(traffic, stated: StatedInputs) -> dict[str, Given]:
             "think_time_seconds": stated.given("think_time_seconds", think, "workload.traffic.think_time")}
 
 
-def _layout(inputs: Inputs, spec: dict[str, Any], tiers: Tiers) -> Layout:
-    stages = inputs.contract.strategy.pipeline_stage_layers
-    tp, pp = spec["strategy.tensor_parallel"], spec["strategy.pipeline_parallel"]
+def _layout(inputs: Inputs, strategy, degrees: tuple, tiers: Tiers) -> Layout:
+    """One instance's layout: ``degrees`` (TP, PP, EP) with ``strategy``'s attention and expert placement."""
+    tp, pp, ep = degrees
+    stages = strategy.pipeline_stage_layers
+    if stages and len(stages) != pp and strategy is not inputs.contract.strategy:
+        stages = None   # a prefill instance of other stages than the replica's takes the default split
     replica = tp * pp
-    strategy = inputs.contract.strategy
     attention_tp = (strategy.attention_tensor_parallel or 1) if strategy.data_parallel_attention else None
     return layout_of("serving", inputs.model, accelerators=replica,
                      accelerators_per_node=tiers.accelerators_per_node.value if tiers.accelerators_per_node else replica,
-                     tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=spec["strategy.expert_parallel"],
-                     attention_tensor_parallel=attention_tp, stage_layers=tuple(stages) if stages else None)
+                     tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=ep,
+                     attention_tensor_parallel=attention_tp, redundant_experts=strategy.redundant_experts,
+                     stage_layers=tuple(stages) if stages else None)
+
+
+PREFILL_FIELD = "strategy.disaggregation.prefill"
 
 
 def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers: Tiers, rows: int | None) -> Varied:
-    """One replica's layout (checked when scalar, masked when arrays) and the inputs that follow from it."""
-    layout = _layout(inputs, spec, tiers)
+    """One replica's layout (checked when scalar, masked when arrays) and the inputs that follow from it; a
+    disaggregated replica's prefill instance of its own layout adds its own, named prefill_instance_*
+    (:mod:`botec.serving.instances`)."""
+    strategy = inputs.contract.strategy
+    layout = _layout(inputs, strategy, (spec["strategy.tensor_parallel"], spec["strategy.pipeline_parallel"],
+                                        spec["strategy.expert_parallel"]), tiers)
     valid = checked(layout, rows)
+    given = dict(fixed) | _instance_given(inputs, strategy, layout, "strategy")
+    prefill = strategy.prefill_layout()
+    prefill_layout, prefill_missing = None, {}
+    if prefill is not None:
+        prefill_layout = _layout(inputs, prefill, (prefill.tensor_parallel, prefill.pipeline_parallel,
+                                                   prefill.expert_parallel), tiers)
+        try:
+            prefill_layout.check()
+        except ContractError as error:   # the same rules, about the prefill instance's fields
+            field = (error.field or "strategy").replace("strategy.", f"{PREFILL_FIELD}.", 1)
+            raise ContractError(f"prefill instance: {error.detail}", field=field) from None
+        own = _instance_given(inputs, prefill, prefill_layout, PREFILL_FIELD)
+        links, _, prefill_missing, _ = place(prefill_layout, tiers, None)
+        prefill_missing = {mirror_name(name): problem for name, problem in prefill_missing.items()}
+        budget = prefill.max_batched_tokens
+        own["max_batched_tokens"] = (Given(budget.value, budget.provenance, budget.source,
+                                           f"{PREFILL_FIELD}.max_batched_tokens") if budget is not None
+                                     else fixed["max_batched_tokens"])
+        given |= {mirror_name(name): value for name, value in (own | links).items()
+                  if name in LAYOUT_INPUTS and mirror_name(name) in inputs.graph}   # those its formulas read
+    else:   # what the replica model reads of its prefill instance's layout directly: the replica's (unused)
+        given |= {mirror_name(name): given[name] for name in ("pipeline_parallel", "max_batched_tokens")}
+    given[FLAG] = Given(0.0 if prefill is None else 1.0, "assumed", "the prefill instances take the replica's layout"
+                        if prefill is None else "the prefill instances' own layout", PREFILL_FIELD)
+    given |= _disaggregation(strategy, layout, prefill_layout, tiers, inputs.stated_fields)
+    links, placement, missing, unplaced = place(layout, tiers, rows)
+    return Varied(given | links, layout, valid, unplaced, missing | prefill_missing, placement)
+
+
+def _instance_given(inputs: Inputs, strategy, layout: Layout, field: str) -> dict[str, Given]:
+    """The inputs that follow from one instance's layout (``field``: where its strategy is stated)."""
     arch = inputs.architecture
+    if strategy.redundant_experts and not arch.moe:
+        raise ContractError(f"{arch.name} has no routed experts to copy: redundant_experts needs a mixture-of-experts "
+                            "model", field=f"{field}.redundant_experts")
     tp = layout.tensor_parallel
     speculative = inputs.contract.assumptions.speculative_decoding
     draft = draft_architecture(speculative, inputs.base_dir)
-    spread = inputs.contract.strategy.data_parallel_attention
-    attention_per_layer = breakdown(arch).parts["attention_per_layer"]
+    spread = strategy.data_parallel_attention
+    parts = breakdown(arch).parts
+    attention_per_layer = parts["attention_per_layer"]
     attention_tp = layout.attention_split if spread else tp
     groups = tp / attention_tp   # D: attention groups (DP ranks of attention), each caching its own requests
     if spread:
@@ -229,49 +278,51 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         split_source = ("data-parallel attention: each TP rank caches only its own requests" if attention_tp == 1 else
                         "data-parallel attention: TP / t_a groups cache their own requests, each split "
                         f"{'not at all (MLA latent)' if arch.mla else 'min(t_a, KV heads) ways'} within")
-        replicated = attention_per_layer * layout.pipeline_stage_layers * (1 / attention_tp - 1 / tp)
-        replicated_source = ("data-parallel attention: the stage's attention weights × (1/t_a − 1/TP) beyond the TP "
-                             "share (t_a = attention_tensor_parallel)")
+        # the shared experts run data-parallel beside the attention (DeepSeek's inference system: "MLA and shared
+        # expert DP"; each GPU holds the shared expert whole)
+        shared = breakdown(arch).shared_experts / arch.layers
+        replicated = (attention_per_layer + shared) * layout.pipeline_stage_layers * (1 / attention_tp - 1 / tp)
+        replicated_source = ("data-parallel attention: the stage's attention and shared-expert weights × (1/t_a − "
+                             "1/TP) beyond the TP share (t_a = attention_tensor_parallel)")
     else:
         split = 1.0 if arch.mla else minimum(tp, float(arch.kv_heads))
         split_source = ("MLA's latent is shared by all heads: not split by TP" if arch.mla
                         else "min(TP, KV heads): heads are replicated beyond that")
         replicated, replicated_source = 0.0, "attention split over the TP ranks"
-    given = dict(fixed) | {
-        "tensor_parallel": Given(layout.tensor_parallel, "assumed", None, "strategy.tensor_parallel"),
-        "pipeline_parallel": Given(layout.pipeline_parallel, "assumed", None, "strategy.pipeline_parallel"),
-        "expert_parallel": Given(layout.expert_parallel, "assumed", None, "strategy.expert_parallel"),
+    return {
+        "tensor_parallel": Given(layout.tensor_parallel, "assumed", None, f"{field}.tensor_parallel"),
+        "pipeline_parallel": Given(layout.pipeline_parallel, "assumed", None, f"{field}.pipeline_parallel"),
+        "expert_parallel": Given(layout.expert_parallel, "assumed", None, f"{field}.expert_parallel"),
+        "redundant_experts": Given(float(strategy.redundant_experts), "assumed", "EPLB's redundant copies" if
+                                   strategy.redundant_experts else "none", f"{field}.redundant_experts"),
         "expert_tensor_parallel": Given(layout.expert_tensor_parallel, "derived",
-                                        "experts split over the EP ranks, each TP / EP ways", "strategy.expert_parallel"),
+                                        "experts split over the EP ranks, each TP / EP ways", f"{field}.expert_parallel"),
         "pipeline_stage_layers": Given(layout.pipeline_stage_layers, "derived", "the fullest stage",
-                                       "strategy.pipeline_parallel"),
+                                       f"{field}.pipeline_parallel"),
         "first_stage_layers": Given(layout.first_stage_layers, "derived", "the first stage (with the embeddings)",
-                                    "strategy.pipeline_parallel"),
+                                    f"{field}.pipeline_parallel"),
         "last_stage_layers": Given(layout.last_stage_layers, "derived", "the last stage (with the LM head)",
-                                   "strategy.pipeline_parallel"),
-        "kv_tensor_split": Given(split, "assumed", split_source, "strategy.tensor_parallel"),
+                                   f"{field}.pipeline_parallel"),
+        "kv_tensor_split": Given(split, "assumed", split_source, f"{field}.tensor_parallel"),
         "replicated_attention_parameters": Given(replicated, "derived", replicated_source,
-                                                 "strategy.data_parallel_attention"),
+                                                 f"{field}.data_parallel_attention"),
         "attention_tensor_parallel": Given(attention_tp, "assumed", "data-parallel attention: ranks per attention "
                                            "group (default 1)" if spread else "attention split over the TP ranks",
-                                           "strategy.attention_tensor_parallel"),
-        "data_parallel_attention": Given(1.0 if spread else 0.0, "assumed", None, "strategy.data_parallel_attention"),
+                                           f"{field}.attention_tensor_parallel"),
+        "data_parallel_attention": Given(1.0 if spread else 0.0, "assumed", None, f"{field}.data_parallel_attention"),
         "attention_parameters_per_layer": Given(float(attention_per_layer), "derived", "the model's QKV and output "
                                                 "projections per layer (MLA: its down- and up-projections)",
                                                 "workload.model"),
         "shared_prefix_copies": Given(groups if spread else 1.0, "assumed", "data-parallel attention: every rank caches "
                                       "a shared prefix for its own requests" if spread else "one copy, split like any "
-                                      "token's KV", "strategy.data_parallel_attention"),
+                                      "token's KV", f"{field}.data_parallel_attention"),
         "draft_kv_tensor_split": Given(draft_kv_split(speculative, draft, tp, split), "assumed", "a separate draft: "
                                        "min(TP, its KV heads); a head: as the target's layers",
                                        "assumptions.speculative_decoding"),
     }
-    given |= _disaggregation(inputs.contract.strategy, layout, tiers, inputs.stated_fields)
-    links, placement, missing, unplaced = place(layout, tiers, rows)
-    return Varied(given | links, layout, valid, unplaced, missing, placement)
 
 
-def _disaggregation(strategy, layout: Layout, tiers: Tiers, stated_fields) -> dict[str, Given]:
+def _disaggregation(strategy, layout: Layout, prefill: Layout | None, tiers: Tiers, stated_fields) -> dict[str, Given]:
     """Prefill instances per decode instance (0: in-flight batching of both) and the bandwidth each accelerator
     sends the KV cache at: the contract's, else NVLink when the 1 + n instances share a node, else the NICs."""
     field = "strategy.disaggregation"
@@ -285,7 +336,9 @@ def _disaggregation(strategy, layout: Layout, tiers: Tiers, stated_fields) -> di
         own = plan.kv_transfer_bandwidth
         bandwidth = Given(own.value, own.provenance, own.source, f"{field}.kv_transfer_bandwidth", own.low, own.high)
         return {"prefill_instances": instances, "kv_transfer_bytes_per_s": bandwidth}
-    span = (1 + plan.prefill_instances) * layout.tensor_parallel * layout.pipeline_parallel
+    prefill = prefill or layout
+    span = (layout.tensor_parallel * layout.pipeline_parallel
+            + plan.prefill_instances * prefill.tensor_parallel * prefill.pipeline_parallel)
     per_node = tiers.accelerators_per_node.value if tiers.accelerators_per_node is not None else None
     inside = per_node is None or span <= per_node
     tier = tiers.intra if inside else tiers.inter

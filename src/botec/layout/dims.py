@@ -118,6 +118,7 @@ class Layout:
     context_parallel: Any = 1
     expert_parallel: Any = 1
     attention_tensor_parallel: Any = None  # serving, data-parallel attention: ranks of one attention group (None: TP)
+    redundant_experts: Any = 0             # serving: redundant routed-expert copies beside the E experts (EPLB)
     sequence_parallel: Any = 0             # 1 when SP splits the TP region's activations
     zero_stage: Any = 0
     sharding_group: Any = None             # stated ZeRO/FSDP group, or None for the default
@@ -198,7 +199,8 @@ class Layout:
     def span(self, group: str):
         """Accelerators a group spans in Megatron's rank order (TP, CP, DP ⊃ EP, PP)."""
         t, c = self.tensor_parallel, self.context_parallel
-        return {"tp": t, "cp": t * c, "ep": t * c * self.expert_parallel, "dp": t * c * self.data_parallel,
+        # a serving replica carves its EP ranks out of its TP ranks (each expert split TP / EP ways): they span TP
+        return {"tp": t, "cp": t * c, "ep": t * c * (1 if self.kind == "serving" else self.expert_parallel), "dp": t * c * self.data_parallel,
                 "shard": t * c * self.sharding_degree, "edp": t * c * self.expert_parallel * self.expert_shard_ranks,
                 "pp": self.accelerators}[group]
 

@@ -119,10 +119,13 @@ def _expert_rules(within: str) -> list[Rule]:
     def fits(l: Layout):
         if l.model.experts is None:
             return l.expert_parallel == 1
-        base = (l.expert_parallel <= l.model.experts) & _divides(l.expert_parallel, l.model.experts)
         if within == "data":
+            base = (l.expert_parallel <= l.model.experts) & _divides(l.expert_parallel, l.model.experts)
             return base & _whole(l.data_parallel / l.expert_parallel)
-        return base & _divides(l.expert_parallel, l.tensor_parallel)
+        # serving: every EP rank holds at least one routed expert (or copy: EPLB's redundant experts let EP pass E);
+        # an EP not dividing E + N places them unevenly (the busiest rank holds ⌈(E + N)/EP⌉)
+        return (l.expert_parallel <= l.model.experts + l.redundant_experts) & _divides(l.expert_parallel,
+                                                                                       l.tensor_parallel)
 
     def message(l: Layout) -> str:
         if l.model.experts is None:
@@ -130,8 +133,12 @@ def _expert_rules(within: str) -> list[Rule]:
         if within == "data":
             return (f"expert_parallel {number_text(l.expert_parallel)} must divide the {l.model.experts} experts and the "
                     f"{number_text(l.data_parallel)} data-parallel ranks it is carved out of")
-        return (f"expert_parallel {number_text(l.expert_parallel)} must divide the {l.model.experts} experts and the "
-                f"replica's tensor_parallel {number_text(l.tensor_parallel)} (experts are split over the TP ranks)")
+        if not bool(_divides(l.expert_parallel, l.tensor_parallel)):
+            return (f"expert_parallel {number_text(l.expert_parallel)} must divide the replica's tensor_parallel "
+                    f"{number_text(l.tensor_parallel)} (experts are split over the TP ranks)")
+        return (f"expert_parallel {number_text(l.expert_parallel)} exceeds the {l.model.experts} experts + "
+                f"{number_text(l.redundant_experts)} redundant: a rank would hold no expert (state "
+                "strategy.redundant_experts, DeepSeek's EPLB)")
 
     return [Rule("strategy.expert_parallel", fits, message)]
 

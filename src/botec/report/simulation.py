@@ -23,6 +23,10 @@ def _rate(value, unit: str = "requests/s") -> str:
 def _header(sim) -> list[str]:
     replicas = (f"{sim.replicas} replicas behind a {sim.balancer} balancer" if sim.replicas > 1
                 else "1 replica")
+    instances = getattr(sim, "prefill_instances", 0)
+    if instances:   # botec.simulate.disaggregated
+        replicas += (f", disaggregated: {instances} prefill instance{'s' if instances > 1 else ''} (taking the "
+                     "prompts in turn) + 1 decode instance each")
     engine = f"{sim.engine} ({'chunked prefill' if sim.chunked_prefill else 'whole-prompt prefill steps'})"
     lines = [f"{sim.workload}",
              f"{replicas}, {format_quantity(sim.accelerators, 'accelerators')}, engine {engine}, seed {sim.seed}",
@@ -220,6 +224,8 @@ def simulation_json(sim, spread=None) -> str:
         "outputs_cut_at_context": sim.outputs_cut_at_context,
         "percentile_relative_accuracy": sim.percentile_relative_accuracy,
         "replicas": sim.replicas, "accelerators": sim.accelerators, "balancer": sim.balancer,
+        "disaggregated": getattr(sim, "prefill_instances", 0) > 0,
+        "prefill_instances_per_replica": getattr(sim, "prefill_instances", 0),
         "offered_requests_per_s": _finite(sim.offered_requests_per_s), "latency_percentile": sim.latency_percentile,
         "time_to_first_token": _latency_json(sim.ttft), "time_per_output_token": _latency_json(sim.tpot),
         "end_to_end": _latency_json(sim.end_to_end),

@@ -5,11 +5,13 @@ replica at saturation and under load, replicas for a traffic target (a rate, or 
 from botec import economics
 from botec.formulas import device, links, transformer, weights
 from botec.graph import Graph
-from botec.serving import attention, capacity, closed, latency, memory, speculation
+from botec.serving import attention, capacity, closed, experts, instances, latency, memory, speculation
 
-SERVING = Graph("serving", transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas,
-                attention.formulas, latency.formulas, speculation.formulas, capacity.formulas,
-                closed.formulas, economics.facility, economics.serving)
+_PARTS = [transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas, experts.formulas,
+          attention.formulas, latency.formulas, speculation.formulas, capacity.formulas, closed.formulas,
+          instances.formulas, economics.facility, economics.serving]
+# the prefill instance's own layout: the formulas above that read the layout, a second time under its names
+SERVING = Graph("serving", *_PARTS, instances.mirrored(_PARTS))
 
 # What every serving estimate must resolve; a missing one names the contract field to state.
 REQUIRED = ("weight_memory_bytes", "kv_bytes_per_request", "max_concurrent_requests", "time_to_first_token_seconds",

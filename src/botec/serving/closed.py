@@ -36,7 +36,8 @@ from typing import Callable
 from botec.graph import Formulas, ceil, maximum, minimum, where
 from botec.graph.elementwise import all_true
 from botec.serving import load as model
-from botec.serving.latency import REPLICA
+from botec.serving.instances import replica_of
+from botec.serving.latency import READS
 
 __all__ = ["formulas", "closed_loop_throughput", "at_concurrency", "mean_response_seconds", "BISECTIONS"]
 
@@ -95,7 +96,7 @@ def at_concurrency(replica: model.Replica, users, think_seconds, capacity):
 
 
 def _replica(values: dict) -> model.Replica:
-    return model.Replica(**{name: values[name] for name in REPLICA})
+    return replica_of(values)
 
 
 def _users_within(values: dict):
@@ -109,7 +110,7 @@ def _users_within(values: dict):
                                         "throughput within the largest load meeting the targets)",
                   expression="λ_max × (R(λ_max) + think_time_seconds), λ_max = requests_per_s_per_replica (none "
                              "reachable: utilization_cap × offline_requests_per_s_per_replica)",
-                  reads=REPLICA + ("requests_per_s_per_replica", "utilization_cap",
+                  reads=READS + ("requests_per_s_per_replica", "utilization_cap",
                                    "offline_requests_per_s_per_replica", "think_time_seconds"),
                   source="Little's law on the closed loop (Denning & Buzen 1978)",
                   symbols={"λ_max": "requests_per_s_per_replica", "R": "mean end-to-end latency at that load"})
@@ -133,7 +134,7 @@ def concurrency_per_replica(concurrency, replicas):
 @formulas.formula(unit="requests/s", meaning="closed loop: requests each replica completes per second with its users",
                   expression="X solving X × (R(X) + think_time_seconds) = concurrency_per_replica (bisection), at "
                              "most offline_requests_per_s_per_replica",
-                  reads=REPLICA + ("concurrency_per_replica", "think_time_seconds",
+                  reads=READS + ("concurrency_per_replica", "think_time_seconds",
                                    "offline_requests_per_s_per_replica"),
                   source="the interactive response-time law (Denning & Buzen 1978; Lazowska et al. 1984, §3.3.3)",
                   choice=("load", "closed"),
@@ -160,7 +161,7 @@ def burst_epochs_per_s():
                                     "run (0 below saturation)",
                   expression="max(0, concurrency_per_replica / X − think_time_seconds − R(X)), X = "
                              "requests_per_s_on_a_replica",
-                  reads=REPLICA + ("concurrency_per_replica", "think_time_seconds", "requests_per_s_on_a_replica"),
+                  reads=READS + ("concurrency_per_replica", "think_time_seconds", "requests_per_s_on_a_replica"),
                   source="Little's law on the closed loop", detail=True,
                   symbols={"X": "requests_per_s_on_a_replica", "R": "the mean end-to-end latency at X"})
 def closed_loop_wait_seconds(**values):
@@ -173,7 +174,7 @@ def closed_loop_wait_seconds(**values):
 @formulas.formula(unit="s", meaning="mean time to first token with the fleet's users (TTFT): the open model's at "
                                     "their throughput, plus the wait for a slot when they saturate the replica",
                   expression="the open model's TTFT at requests_per_s_on_a_replica + closed_loop_wait_seconds",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "closed_loop_wait_seconds"),
+                  reads=READS + ("requests_per_s_on_a_replica", "closed_loop_wait_seconds"),
                   choice=("load", "closed"))
 def time_to_first_token_seconds(**values):
     state = model.at_load(_replica(values), values["requests_per_s_on_a_replica"])
@@ -182,7 +183,7 @@ def time_to_first_token_seconds(**values):
 
 @formulas.formula(unit="s", meaning="time to first token at the targets' percentile with the fleet's users",
                   expression="the open model's TTFT quantile at requests_per_s_on_a_replica + closed_loop_wait_seconds",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile", "closed_loop_wait_seconds"),
+                  reads=READS + ("requests_per_s_on_a_replica", "latency_percentile", "closed_loop_wait_seconds"),
                   choice=("load", "closed"))
 def time_to_first_token_percentile_seconds(**values):
     state = model.at_load(_replica(values), values["requests_per_s_on_a_replica"])

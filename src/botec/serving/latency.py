@@ -19,7 +19,8 @@ in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serv
 
 from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.graph import Formulas, maximum, minimum, where
-from botec.serving import load as model
+from botec.serving import instances, load as model
+from botec.serving.experts import MOE_COMBINE_BYTES, MOE_DISPATCH_BYTES
 from botec.serving.step import critical_step_tokens, speculative_tokens_per_step
 
 formulas = Formulas(account="serving")
@@ -32,6 +33,9 @@ formulas.input("latency_margin", unit="fraction",
 formulas.input("max_batch_size", unit="requests", meaning="cap on running sequences (max_num_seqs)")
 formulas.input("max_batched_tokens", unit="tokens", meaning="tokens one engine step may carry (its token budget)")
 formulas.input("step_overhead_seconds", unit="s", meaning="engine CPU time per step not hidden behind the GPU")
+formulas.input("request_overhead_seconds", unit="s",
+               meaning="a request's time outside the engine's steps before its first token reaches the client (HTTP, "
+                       "tokenization, the first token's detokenization): added once to its TTFT")
 formulas.input("allreduce_latency_seconds", unit="s", meaning="latency of one small tensor-parallel all-reduce")
 formulas.input("matmul_efficiency", unit="1", account="compute",
                meaning="share of the dense peak a large GEMM sustains (e_mm; the family's curve)")
@@ -74,8 +78,6 @@ formulas.input("attention_tensor_parallel", unit="1", detail=True,
 formulas.input("attention_parameters_per_layer", unit="parameters", detail=True,
                meaning="one layer's attention projections (QKV and output; MLA's down- and up-projections)")
 
-MOE_DISPATCH_BYTES, MOE_COMBINE_BYTES = 1.0, 2.0   # DeepEP: tokens dispatched in FP8, combined back in BF16
-
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
 _NORMAL = {0.5: 0.0, 0.9: 1.2815516, 0.95: 1.6448536, 0.99: 2.3263479}   # standard normal quantiles z_q
 
@@ -88,10 +90,13 @@ def _z(q):
 # --- the per-unit costs of a step on one accelerator of the fullest stage -----------------------
 
 @formulas.formula(unit="accelerators", meaning="accelerators of one serving replica (disaggregated: one decode "
-                                               "instance and its prefill instances)",
-                  expression="(1 + prefill_instances) × tensor_parallel × pipeline_parallel")
-def replica_accelerators(tensor_parallel, pipeline_parallel, prefill_instances):
-    return (1 + prefill_instances) * tensor_parallel * pipeline_parallel
+                                               "instance and its prefill instances, each at its own size)",
+                  expression="instance_accelerators + prefill_instances × (prefill_instance_accelerators if "
+                             "prefill_instance_layout = 1 else instance_accelerators)", prose=True)
+def replica_accelerators(instance_accelerators, prefill_instance_accelerators, prefill_instances,
+                         prefill_instance_layout):
+    prefill = where(prefill_instance_layout > 0, prefill_instance_accelerators, instance_accelerators)
+    return instance_accelerators + prefill_instances * prefill
 
 
 @formulas.formula(unit="s", meaning="disaggregated: time to send a prompt's KV cache from its prefill instance to the "
@@ -112,12 +117,6 @@ def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipelin
     return flops / (matmul_efficiency * peak_flops_per_s)
 
 
-@formulas.formula(unit="B", meaning="routed-expert weights resident on one accelerator",
-                  expression="expert_parameters_per_device × weight_bytes_per_parameter", detail=True)
-def expert_weight_bytes(expert_parameters_per_device, weight_bytes_per_parameter):
-    return expert_parameters_per_device * weight_bytes_per_parameter
-
-
 @formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts and "
                                     "the speculative draft's, which its own steps read)",
                   expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes)"
@@ -128,19 +127,6 @@ def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, draft_weight_b
             / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
-@formulas.formula(unit="s", meaning="time to read every routed expert resident on one accelerator",
-                  expression="expert_weight_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
-                  detail=True)
-def expert_read_seconds(expert_weight_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s):
-    return expert_weight_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
-
-
-@formulas.formula(unit="fraction", meaning="chance a token picks a given expert: k / E",
-                  expression="experts_per_token / experts", zero_when="experts == 0", detail=True)
-def expert_pick_probability(experts_per_token, experts):
-    return experts_per_token / experts
-
-
 @formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
                   expression="2 × lm_head_matmul_parameters / tensor_parallel / (matmul_efficiency"
                              " × peak_flops_per_s)", detail=True)
@@ -148,54 +134,13 @@ def logit_seconds_per_token(lm_head_matmul_parameters, tensor_parallel, matmul_e
     return 2 * lm_head_matmul_parameters / tensor_parallel / (matmul_efficiency * peak_flops_per_s)
 
 
-@formulas.formula(unit="ranks", meaning="data-parallel attention: the other EP ranks one token's hidden state is "
-                                        "sent to per MoE layer (one copy per rank holding any of its experts)",
-                  expression="expert_parallel × (1 − (1 − 1/expert_parallel)^experts_per_token) × (expert_parallel − 1)"
-                             " / expert_parallel",
-                  source="DeepEP (deepseek-ai/DeepEP README): dispatch sends a token once to each rank holding one of "
-                         "its k experts; the k experts taken as independent uniform picks over the EP ranks (for "
-                         "DeepSeek-V3, k = 8 of 256 on EP 8: 4.59 remote ranks, 4.64 picking without replacement)",
-                  prose=True, zero_when="experts == 0", detail=True)
-def expert_destination_ranks(expert_parallel, experts_per_token, experts):
-    ranks = expert_parallel * (1 - (1 - 1 / expert_parallel) ** experts_per_token)
-    return where(experts > 0, ranks * (expert_parallel - 1) / expert_parallel, 0.0)
-
-
-@formulas.formula(unit="s", meaning="communication time per token a step carries (bandwidth side): tensor-parallel "
-                                    "all-reduces; data-parallel attention: the MoE all-to-all, dense layers gathered",
-                  expression="TP: 2·L_s · 2(t − 1)/t · h·b / B. DP attention: (L_s/L)·[L_moe · R · h·(b₈ + b₁₆) / t + "
-                             "(L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · t_a/t] / B",
-                  prose=True, zero_when="tensor_parallel == 1", detail=True,
-                  source="all-reduce: Megatron-LM's two per layer (Shoeybi et al. 2019), ring bytes 2(t − 1)/t. "
-                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter over "
-                         "the ranks, one all-reduce's bytes; the attention output all-reduced within its group of t_a); "
-                         "DeepEP's README: dispatch in FP8 (b₈ = 1 B), combine in BF16 (b₁₆ = 2 B), one copy per "
-                         "destination rank; DeepSeek-V3 report §3.4 (the all-to-all of expert parallelism). Balanced "
-                         "ranks: each of the t ranks sends the copies of its own 1/t of the step's tokens",
-                  symbols={"L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
-                           "t": "tensor_parallel", "t_a": "attention_tensor_parallel", "h": "hidden_size",
-                           "b": "activation_bytes_per_element", "B": "tp_link_bytes_per_s",
-                           "R": "expert_destination_ranks", "b₈": "1 B (FP8 dispatch)", "b₁₆": "2 B (BF16 combine)"})
-def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidden_size, activation_bytes_per_element,
-                                    tp_link_bytes_per_s, data_parallel_attention, attention_tensor_parallel, layers,
-                                    moe_layers, expert_destination_ranks):
-    ring = 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size * activation_bytes_per_element
-    all_reduces = 2 * pipeline_stage_layers * ring / tp_link_bytes_per_s
-    t_a = attention_tensor_parallel
-    all_to_all = moe_layers * expert_destination_ranks * hidden_size * (MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) \
-        / tensor_parallel
-    gathered = (layers - moe_layers) * ring
-    within = layers * 2 * (t_a - 1) / t_a * hidden_size * activation_bytes_per_element * t_a / tensor_parallel
-    spread = pipeline_stage_layers / layers * (all_to_all + gathered + within) / tp_link_bytes_per_s
-    return where(data_parallel_attention > 0, spread, all_reduces)
-
-
 @formulas.formula(unit="s", meaning="data-parallel attention: the time a prompt's prefill takes beyond its balanced "
                                     "share, its attention and attention projections running on its own group of t_a "
                                     "ranks (the others wait at the MoE layer)",
                   expression="pipeline_parallel × P × (t/t_a − 1) × [2·N_attn·L_s / (t·e_mm·peak) + "
                              "prefill_attention_tokens × prefill_attention_seconds_per_context_token + "
-                             "(L_s/L)·L_moe·R·h·(b₈ + b₁₆) / (t·B)]",
+                             "(L_s/L)·L_moe·R·h·(b₈ + b₁₆) / (t·B)]; the instance that prefills: the replica, or "
+                             "disaggregated, a prefill instance",
                   prose=True, zero_when="data_parallel_attention == 0",
                   source="SGLang DP attention docs (each request's attention, with its QKV and output projections, on "
                          "one DP rank); DeepSeek-V3 report §3.4 (attention DP, experts EP, the MoE all-to-all); DeepEP "
@@ -206,35 +151,51 @@ def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidd
                   symbols={"P": "prefill_tokens_per_request", "t": "tensor_parallel",
                            "t_a": "attention_tensor_parallel", "N_attn": "attention_parameters_per_layer",
                            "L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
-                           "R": "expert_destination_ranks", "h": "hidden_size", "B": "tp_link_bytes_per_s",
-                           "e_mm": "matmul_efficiency", "peak": "peak_flops_per_s"})
-def lone_prompt_excess_seconds(data_parallel_attention, pipeline_parallel, prefill_tokens_per_request,
+                           "R": "expert_destination_ranks", "h": "hidden_size", "B": "ep_link_bytes_per_s",
+                           "e_mm": "matmul_efficiency", "peak": "peak_flops_per_s"}, detail=True)
+def instance_prompt_excess_seconds(data_parallel_attention, pipeline_parallel, prefill_tokens_per_request,
                                tensor_parallel, attention_tensor_parallel, attention_parameters_per_layer,
                                pipeline_stage_layers, matmul_efficiency, peak_flops_per_s, prefill_attention_tokens,
                                prefill_attention_seconds_per_context_token, layers, moe_layers,
-                               expert_destination_ranks, hidden_size, tp_link_bytes_per_s):
+                               expert_destination_ranks, hidden_size, ep_link_bytes_per_s):
     projections = 2 * attention_parameters_per_layer * pipeline_stage_layers / (
         tensor_parallel * matmul_efficiency * peak_flops_per_s)
     attention = prefill_attention_tokens * prefill_attention_seconds_per_context_token
     sends = pipeline_stage_layers / layers * moe_layers * expert_destination_ranks * hidden_size * (
-        MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) / (tensor_parallel * tp_link_bytes_per_s)
+        MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) / (tensor_parallel * ep_link_bytes_per_s)
     excess = pipeline_parallel * prefill_tokens_per_request * (tensor_parallel / attention_tensor_parallel - 1) * (
         projections + attention + sends)
     return where(data_parallel_attention > 0, excess, 0.0)
 
 
+@formulas.formula(unit="s", meaning="data-parallel attention: the time a lone prompt's prefill takes beyond its "
+                                    "balanced share on the instance that prefills it",
+                  expression="prefill_instance_prompt_excess_seconds if prefill_instance_layout = 1 else "
+                             "instance_prompt_excess_seconds", prose=True)
+def lone_prompt_excess_seconds(instance_prompt_excess_seconds, prefill_instance_prompt_excess_seconds,
+                               prefill_instance_layout):
+    return where(prefill_instance_layout > 0, prefill_instance_prompt_excess_seconds, instance_prompt_excess_seconds)
+
+
 @formulas.formula(unit="s", meaning="memory-bound ops per token a step carries: norms, residual adds, the activation "
                                     "function, the MoE token permutation",
-                  expression="activation_bytes_per_element × pipeline_stage_layers × (10 × hidden_size + "
-                             "activation_function_elements / tensor_parallel + 4 × experts_per_token × hidden_size × "
-                             "moe_layers / layers) / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
-                  source="the memory-bound ops of the training op-level model (botec.training.ops), forward only",
-                  detail=True)
+                  expression="activation_bytes_per_element × pipeline_stage_layers × ((10 × hidden_size + 4 × "
+                             "experts_per_token × hidden_size × moe_layers / layers) × s + activation_function_elements "
+                             "/ tensor_parallel) / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s), s = "
+                             "attention_tensor_parallel / tensor_parallel under data-parallel attention (a token's norms, "
+                             "residuals and permutation run on its own group's ranks only), else 1",
+                  source="the memory-bound ops of the training op-level model (botec.training.ops), forward only; "
+                         "data-parallel attention spreads the tokens over the groups (formula audit 2, §4 N5)",
+                  prose=True, detail=True)
 def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_layers, hidden_size,
                                   activation_function_elements, tensor_parallel, experts_per_token, moe_layers, layers,
-                                  memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s):
+                                  memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s, data_parallel_attention,
+                                  attention_tensor_parallel):
+    spread = where(data_parallel_attention > 0, attention_tensor_parallel / tensor_parallel, 1.0)
+    permutation = 4 * experts_per_token * hidden_size * moe_layers / layers
     elements = memory_bound_elements_per_token(hidden_size, activation_function_elements, tensor_parallel,
-                                               experts_per_token, moe_layers, layers)
+                                               experts_per_token, moe_layers, layers, norm_share=spread)
+    elements = elements - permutation * (1 - spread)
     return (activation_bytes_per_element * pipeline_stage_layers * elements
             / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
@@ -287,11 +248,13 @@ def saturation_batch_size(max_concurrent_requests, max_batch_size, max_batched_t
 # Every formula that runs the replica model reads these inputs (the fields of botec.serving.load.Replica).
 REPLICA = tuple(name for name in model.Replica.__dataclass_fields__ if name != "prefill_instance")
 """The quantities a replica's step costs and requests are read from (a prefill instance of its own layout is built
-apart, from its own quantities)."""
+apart, from its own quantities: botec.serving.instances)."""
+READS = REPLICA + instances.INSTANCE_READS
+"""What a formula that runs the replica model reads: the replica's fields and its prefill instance's own."""
 
 
 def _replica(values: dict) -> model.Replica:
-    return model.Replica(**{name: values[name] for name in REPLICA})
+    return instances.replica_of(values)
 
 
 def _at(values: dict, rate) -> model.Load:
@@ -300,7 +263,7 @@ def _at(values: dict, rate) -> model.Load:
 
 @formulas.formula(unit="s", meaning="fastest time per output token: one request alone (the TPOT floor)",
                   expression="pipeline_parallel × engine step(1 decoding request, no prefill) / tokens_per_step",
-                  source="botec.serving.step.engine_step_seconds", reads=REPLICA)
+                  source="botec.serving.step.engine_step_seconds", reads=READS)
 def time_per_output_token_floor_seconds(**values):
     replica = _replica(values)
     return replica.pipeline_parallel * replica.stage_step(1.0, 0.0) / replica.tokens_per_step
@@ -309,14 +272,14 @@ def time_per_output_token_floor_seconds(**values):
 @formulas.formula(unit="s", meaning="fastest time to first token: one prompt on an idle replica",
                   expression="⌈prefill_tokens_per_request / max_batched_tokens⌉ chunks, each an engine step through "
                              "the pipeline_parallel stages, + lone_prompt_excess_seconds (data-parallel attention: "
-                             "the prompt's attention on its own group)", reads=REPLICA + ("lone_prompt_excess_seconds",))
+                             "the prompt's attention on its own group)", reads=READS + ("lone_prompt_excess_seconds",))
 def time_to_first_token_floor_seconds(**values):
     return _at(values, 0.0).prefill_seconds + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="s", meaning="time for every request of a saturated replica to take one step",
                   expression="pipeline_parallel × engine step(saturation_batch_size / pipeline_parallel decoding, "
-                             "the prompts that replace finished requests)", reads=REPLICA, detail=True)
+                             "the prompts that replace finished requests)", reads=READS, detail=True)
 def saturation_round_seconds(**values):
     return model.saturation(_replica(values))[0]
 
@@ -324,7 +287,7 @@ def saturation_round_seconds(**values):
 @formulas.formula(unit="requests/s", meaning="disaggregated: prompts the prefill instances finish per second at "
                                              "saturation",
                   expression="prefill_instances × max_batched_tokens / (prefill_tokens_per_request × engine step(a "
-                             "full token budget of prompts))", zero_when="prefill_instances == 0", reads=REPLICA,
+                             "full token budget of prompts))", zero_when="prefill_instances == 0", reads=READS,
                   detail=True)
 def prefill_pool_requests_per_s(**values):
     replica = _replica(values)
@@ -361,7 +324,7 @@ def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_repli
                                              "percentile (within the utilization cap)",
                   expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target × "
                              "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
-                  reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
+                  reads=READS + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_to_first_token_target_seconds", "latency_margin",
                                    "lone_prompt_excess_seconds"),
                   choice=("ttft_target", "stated"), detail=True,
@@ -395,7 +358,7 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
                                              "percentile (within the utilization cap)",
                   expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target × "
                              "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
-                  reads=REPLICA + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
+                  reads=READS + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_per_output_token_target_seconds", "latency_margin"),
                   choice=("tpot_target", "stated"), detail=True,
                   symbols={"λ": "requests/s on one replica", "q": "latency_percentile",
@@ -431,7 +394,7 @@ def requests_per_s_on_a_replica(requests_per_s, replicas):
 
 @formulas.formula(unit="requests", meaning="requests decoding together on a replica at the fleet's load",
                   expression="requests_per_s_on_a_replica × (output_tokens − 1) / tokens_per_step × round time "
-                             "(Little's law), at most saturation_batch_size", reads=REPLICA + ("requests_per_s_on_a_replica",))
+                             "(Little's law), at most saturation_batch_size", reads=READS + ("requests_per_s_on_a_replica",))
 def decode_batch_size(**values):
     return _at(values, values["requests_per_s_on_a_replica"]).batch
 
@@ -439,7 +402,7 @@ def decode_batch_size(**values):
 @formulas.formula(unit="s", meaning="mean time per output token at the fleet's load (TPOT)",
                   expression="pipeline_parallel × ((1 − ρ) × step without a prefill chunk + ρ × step with one)"
                              " / tokens_per_step, ρ the share of steps carrying a chunk",
-                  reads=REPLICA + ("requests_per_s_on_a_replica",))
+                  reads=READS + ("requests_per_s_on_a_replica",))
 def time_per_output_token_seconds(**values):
     return _at(values, values["requests_per_s_on_a_replica"]).tpot_mean
 
@@ -447,7 +410,7 @@ def time_per_output_token_seconds(**values):
 @formulas.formula(unit="s", meaning="time per output token at the targets' percentile, at the fleet's load",
                   expression="mean TPOT + z_q × the spread of a request's steps with and without a chunk over its"
                              " output_tokens / tokens_per_step steps",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile"),
+                  reads=READS + ("requests_per_s_on_a_replica", "latency_percentile"),
                   symbols={"mean TPOT": "the mean, as time_per_output_token_seconds",
                            "z_q": "the standard normal quantile of latency_percentile"})
 def time_per_output_token_percentile_seconds(**values):
@@ -458,26 +421,32 @@ def time_per_output_token_percentile_seconds(**values):
 
 @formulas.formula(unit="s", meaning="mean time to first token at the fleet's load (TTFT): the prompt's wait and "
                                     "its prefill",
-                  expression="ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S: the M/G/1 wait for the prefill "
-                             "chunk, the step in progress, S the prompt's chunks through the stages (disaggregated: "
-                             "the prefill instance's queue, its prefill and the KV transfer)",
-                  source="Pollaczek–Khinchine (Kleinrock 1975)",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "lone_prompt_excess_seconds"),
+                  expression="ρ·S·(1 + c²) / (2(1 − ρ)) + (1 − e^(−B))·t₀/2 + S + o: the M/G/1 wait for the "
+                             "prefill chunk (bursty: the M^X/G/1 wait and the rest of the burst), the step in "
+                             "progress, S the prompt's chunks through the stages (disaggregated: the prefill "
+                             "instance's queue, its prefill and the KV transfer), o the front-end's time",
+                  source="Pollaczek–Khinchine (Kleinrock 1975); botec.serving.load.queue_wait",
+                  reads=READS + ("requests_per_s_on_a_replica", "lone_prompt_excess_seconds"),
                   symbols={"ρ": "the prompt queue's utilization (requests_per_s_on_a_replica × S)",
                            "S": "a prompt's prefill, its chunks through the pipeline_parallel stages",
                            "c²": "prompt_length_variation", "B": "decode_batch_size",
-                           "t₀": "the decode step in progress (B requests, no chunk)"})
+                           "t₀": "the decode step in progress (B requests, no chunk)",
+                           "o": "request_overhead_seconds"})
 def time_to_first_token_seconds(**values):   # + the prompt's attention on its own group (data-parallel attention)
     return model.ttft_mean(_at(values, values["requests_per_s_on_a_replica"])) + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="s", meaning="time to first token at the targets' percentile, at the fleet's load",
-                  expression="(W̄ / ρ) × ln(ρ / (1 − q)) when ρ > 1 − q (the wait's exponential tail) + the step in "
-                             "progress at its quantile + S",
-                  reads=REPLICA + ("requests_per_s_on_a_replica", "latency_percentile", "lone_prompt_excess_seconds"),
+                  expression="θ·ln(ρ·M / (1 − q)), θ = W̄ / ρ, the quantile of the wait's exponential tail and the "
+                             "step in progress together (M their moment factor; their quantiles added when it falls "
+                             "inside the step) + the rest of a burst + S",
+                  reads=READS + ("requests_per_s_on_a_replica", "latency_percentile", "lone_prompt_excess_seconds"),
+                  source="botec.serving.load.ttft_quantile",
                   symbols={"W̄": "the mean wait for the prefill chunk (as in time_to_first_token_seconds)",
                            "ρ": "the prompt queue's utilization", "q": "latency_percentile",
-                           "S": "a prompt's prefill through the stages (+ lone_prompt_excess_seconds)"})
+                           "M": "(1 − s) + s·θ·(e^(L/θ) − 1)/L for a step of L found in progress with chance s",
+                           "S": "a prompt's prefill through the stages (+ lone_prompt_excess_seconds, "
+                                "request_overhead_seconds)"})
 def time_to_first_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
     return model.ttft_quantile(load, values["latency_percentile"]) + values["lone_prompt_excess_seconds"]
@@ -486,7 +455,7 @@ def time_to_first_token_percentile_seconds(**values):
 @formulas.formula(unit="fraction", meaning="share of a replica's time spent on prompts at the fleet's load",
                   expression="ρ × (step with a chunk − step without) / mean step (disaggregated: the prefill "
                              "instances' share of the accelerators, n / (1 + n))",
-                  reads=REPLICA + ("requests_per_s_on_a_replica",),
+                  reads=READS + ("requests_per_s_on_a_replica",),
                   symbols={"ρ": "the share of steps carrying a prefill chunk", "n": "prefill_instances"})
 def prefill_time_share(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])

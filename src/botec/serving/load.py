@@ -41,7 +41,11 @@ al. 2024; Splitwise, Patel et al. 2024): the decode instance's steps carry decod
 TPOT, B_sat without the prompts' share of the budget); each prefill instance fills its steps with prompts,
 b tokens per step t_b, so it serves λ/n prompts at utilization ρ_p = (λ/n)·P·t_b/b, an M/G/1 queue whose
 mean service is P·t_b/b; a prompt takes S = ⌈P/b⌉·p·t(min(P, b)) and its KV then crosses to the decode
-instance (X seconds). TTFT = W + S + X. Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
+instance (X seconds). TTFT = W + S + X.
+
+Front-end: every TTFT above also holds o, the request's time outside the engine's steps (the HTTP round trip,
+the prompt's tokenization, the first token's detokenization: the engine preset's ``request_overhead``), added
+once as a constant (``Load.prefill_seconds`` includes it; the front-end is taken as never the bottleneck). Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class Replica:
     arrival_variation: object = 1.0   # c_a²: of the gaps between arrival epochs (Poisson 1, evenly spaced 0)
     burst_size: object = 1.0          # m: requests arriving together at each epoch (at the fleet)
     burst_epochs_per_s: object = 0.0  # λ/m: the fleet's burst epochs per second (0: whole bursts reach the replica)
+    request_overhead_seconds: object = 0.0  # o: the front-end's time per request (HTTP, tokenization), in the TTFT
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 
@@ -213,6 +218,7 @@ def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
     wait, waiting, burst_wait = queue_wait(queue_busy, service, replica.prompt_length_variation,
                                            replica.arrival_variation,
                                            burst_on_a_replica(rate, replica.burst_size, replica.burst_epochs_per_s))
+    prefill_seconds = prefill_seconds + replica.request_overhead_seconds   # o: outside the engine, once per request
     return Load(rate, batch, round_seconds, busy, mean, low, high, prefill_seconds, wait, queue_busy, stepping,
                 in_progress, waiting, burst_wait)
 

@@ -148,6 +148,11 @@ class Simulation:
     prompts_over_context: int = 0                 # refused: the prompt is longer than L (counted in rejected)
     outputs_cut_at_context: int = 0               # served, the output cut at L − P tokens
     records: dict = field(repr=False, default_factory=dict)
+    prefill_instances: int = 0                    # disaggregated: prefill instances per decode instance (0: colocated)
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_instances > 0
 
     @property
     def percentile_relative_accuracy(self) -> float:
@@ -168,7 +173,7 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
              replicas: Optional[int] = None, balancer: str = "least-outstanding", trace=None,
              progress: Optional[Callable[[int, int], None]] = None, prompt_histogram=None,
              output_histogram=None, concurrency: Optional[int] = None,
-             think_time: Optional[float] = None, records: int = RECORDS) -> Simulation:
+             think_time: Optional[float] = None, records: int = RECORDS, prefill_instance=None) -> Simulation:
     """Simulate a serving estimate (``botec.estimate.estimate_file``'s result) serving ``requests`` requests.
 
     ``rate``: the fleet's arrivals per second (default the contract's traffic; ``math.inf``: all at t = 0);
@@ -177,7 +182,10 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     states concurrency); ``replicas``: default the estimate's; ``trace``: a CSV or JSON-lines file of recorded
     requests instead of drawn ones (it sets the count and the arrivals); the histogram files replace the drawn
     lengths. ``progress(done, total)`` follows the arrivals; ``records``: per-request records kept for that many
-    requests, first by arrival. Bad input raises a one-line UserError."""
+    requests, first by arrival. A disaggregated contract runs each replica as its prefill instances and a decode
+    instance (:mod:`botec.simulate.disaggregated`); ``prefill_instance``, a :class:`botec.serving.load.Replica`,
+    gives the prefill instances costs of their own (default the decode instance's layout), in the simulation and
+    the analytic figures beside it. Bad input raises a one-line UserError."""
     from botec.errors import UserError
     from botec.simulate.fleet import run_fleet
     from botec.simulate.ledger import StreamLedger
@@ -189,9 +197,14 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         raise UserError("botec simulate needs a serving contract (workload.kind: serving); this one is "
                         f"{getattr(result, 'kind', 'unknown')!r}")
     q = result.quantities
-    if "prefill_instances" in q and q["prefill_instances"].value > 0:
-        raise UserError("botec simulate runs prefill and decode on the same replicas (in-flight batching); this "
-                        "contract disaggregates them (prefill instances): not simulated")
+    instances = int(round(float(q["prefill_instances"].value))) if "prefill_instances" in q else 0
+    if prefill_instance is not None and not instances:
+        raise UserError("prefill_instance: the contract runs prefill and decode on the same replicas; give "
+                        "strategy.disaggregation for prefill instances of their own")
+    if instances and prefill_instance is None:
+        from botec.simulate.disaggregated import contract_prefill_instance
+
+        prefill_instance = contract_prefill_instance(result)      # strategy.disaggregation.prefill, if stated
     if rate is not None and not (rate > 0):
         raise UserError(f"--rate: expected a positive number of requests per second, got {rate:g}")
     if trace is not None and rate is not None:
@@ -205,6 +218,9 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     if replicas < 1:
         raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
     engine = Engine.from_estimate(result)
+    if users is not None and instances:
+        raise UserError("--concurrency: a closed loop is not simulated on disaggregated replicas "
+                        "(strategy.disaggregation); give --rate")
     if users is not None:
         from botec.simulate.closed import simulate_closed
 
@@ -224,8 +240,14 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
                                   prompt_histogram, output_histogram)
     tally = _tally(result, stream.count, records)
     ledger = StreamLedger(stream, engine, _context_tokens(result), tally)
-    fleet = run_fleet(engine, ledger, replicas, balancer, seed, None, progress)
-    return _simulation(result, engine, stream.description, tally, fleet, replicas, balancer, seed, offered)
+    if instances:
+        from botec.simulate.disaggregated import run_disaggregated
+
+        fleet = run_disaggregated(result, engine, ledger, replicas, balancer, seed, progress, prefill_instance)
+    else:
+        fleet = run_fleet(engine, ledger, replicas, balancer, seed, None, progress)
+    return _simulation(result, engine, stream.description, tally, fleet, replicas, balancer, seed, offered,
+                       prefill_instance)
 
 
 def _closed_loop(result, rate, trace, concurrency, think_time) -> tuple[Optional[int], float]:
@@ -267,12 +289,15 @@ def _tally(result, count: int, records: int = RECORDS):
     q = result.quantities
     targets = [float(q[name].value) if name in q else None
                for name in ("time_to_first_token_target_seconds", "time_per_output_token_target_seconds")]
-    return Tally(count, int(round(float(q["latency_percentile"].value) * 100)), *targets, records=records)
+    front = float(q["request_overhead_seconds"].value) if "request_overhead_seconds" in q else 0.0
+    return Tally(count, int(round(float(q["latency_percentile"].value) * 100)), *targets, records=records,
+                 front_seconds=front)
 
 
-def _analytic(result, rate_per_replica: float, replicas: int = 1) -> Analytic:
+def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instance=None) -> Analytic:
     """The analytic model at ``rate_per_replica`` (capped just below saturation when over it), on one of
-    ``replicas`` (the balancer deals a burst out over them)."""
+    ``replicas`` (the balancer deals a burst out over them); ``prefill_instance``: a disaggregated replica's prefill
+    instances' own :class:`botec.serving.load.Replica`."""
     import dataclasses
 
     from botec.serving import latency, load
@@ -281,6 +306,9 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1) -> Analytic:
     replica = load.Replica(**{name: q[name].value for name in latency.REPLICA if name in q})
     replica = dataclasses.replace(replica, burst_epochs_per_s=rate_per_replica * replicas / replica.burst_size)
     capacity = float(q["offline_requests_per_s_per_replica"].value)
+    if prefill_instance is not None:
+        replica = dataclasses.replace(replica, prefill_instance=prefill_instance)
+        capacity = float(load.saturation(replica)[1])
     level = float(q["latency_percentile"].value)
     state = load.at_load(replica, min(rate_per_replica, capacity))
     z = NormalDist().inv_cdf(level)
@@ -317,7 +345,8 @@ def _window_end(fleet) -> float:
     return min(admissions) if admissions else math.nan
 
 
-def _simulation(result, engine, description, tally, fleet, replicas, balancer, seed, offered) -> Simulation:
+def _simulation(result, engine, description, tally, fleet, replicas, balancer, seed, offered,
+                prefill_instance=None) -> Simulation:
     """The :class:`Simulation` a settled tally and the replicas' stats measured."""
     import numpy as np
 
@@ -334,6 +363,7 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
     busy_span = [max(s.last_finish_s - s.first_arrival_s, 0.0) for s in stats if s.steps]
     mean_decode = (sum(s.decode_batch_seconds for s in stats) / sum(busy_span)) if sum(busy_span) > 0 else 0.0
     steps = sum(s.steps for s in stats)
+    decode_steps = steps - sum(getattr(s, "prefill_instance_steps", 0) for s in stats)   # disaggregated: decode's
     spec_steps = sum(s.speculative_steps for s in stats)
     records = dict(tally.records)
     records["measured"] = np.isfinite(records["finish_s"]) & (np.arange(len(records["finish_s"])) >= tally.warmup)
@@ -352,11 +382,13 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
         goodput_requests_per_s=float(goodput), throughput_requests_per_s=float(throughput),
         output_tokens_per_s=tokens_per_s, output_tokens_per_s_per_accelerator=tokens_per_s / accelerators,
         mean_decode_batch=float(mean_decode),
-        mean_step_batch=sum(s.decode_request_steps for s in stats) / steps if steps else 0.0,
+        mean_step_batch=sum(s.decode_request_steps for s in stats) / decode_steps if decode_steps else 0.0,
         max_running_batch=max(s.max_running for s in stats), preemptions=sum(s.preemptions for s in stats),
         simulated_seconds=last - tally.first_arrival, measurement_window_seconds=(start, end), steps=steps,
         prompt_tokens=tally.prompt_tokens, prefill_tokens_computed=sum(s.prefill_tokens for s in stats),
         speculative_tokens_per_step=(sum(s.speculative_tokens for s in stats) / spec_steps) if spec_steps else None,
-        analytic=_analytic(result, offered / replicas, replicas), context_tokens=_context_tokens(result),
+        analytic=_analytic(result, offered / replicas, replicas, prefill_instance),
+        context_tokens=_context_tokens(result),
         prompts_over_context=tally.refused_over_context, outputs_cut_at_context=tally.outputs_cut, records=records,
+        prefill_instances=int(round(float(q["prefill_instances"].value))) if "prefill_instances" in q else 0,
     )

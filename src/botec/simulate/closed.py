@@ -13,6 +13,10 @@ send the next (NVIDIA NIM's genai-perf ``--concurrency``, ``vllm bench serve --m
   fleet-wide in time order (every replica is advanced to a send's time before it), so request numbers follow
   their send times as the measurements expect. A request the replica's whole KV cache cannot hold is refused at
   once: its user thinks and sends the next.
+- **Front-end**: a request reaches the engine o seconds after its user sends it (the engine preset's
+  ``request_overhead``: the HTTP round trip, the prompt's tokenization), so the engine sees each user's next request
+  Z + o after its last one ends; the ledger holds the engine arrivals, and the measurements add o to every TTFT
+  and end-to-end latency (:class:`botec.simulate.tally.Tally`), as a client-side benchmark's (genai-perf) hold it.
 - **After the last send** the replicas run until they are empty; the measurements (:mod:`botec.simulate`) are
   those of an open run: throughput in the window from the warm-up's end to the last admission, so the tail where
   users stop sending is not counted.
@@ -59,7 +63,8 @@ def simulate_closed(result, engine: Engine, requests: int, users: int, think_sec
     ledger = Ledger(np.zeros(len(drawn)), drawn.prompt_tokens, drawn.output_tokens,
                     engine.cached_tokens(drawn.prompt_tokens))
     accepted = engine.footprint_blocks(drawn.prompt_tokens, drawn.output_tokens) <= engine.kv_capacity_blocks
-    fleet = run_closed_loop(engine, ledger, replicas, users, think_seconds, seed, accepted.tolist(), progress)
+    front = float(q["request_overhead_seconds"].value) if "request_overhead_seconds" in q else 0.0
+    fleet = run_closed_loop(engine, ledger, replicas, users, think_seconds, seed, accepted.tolist(), progress, front)
     lengths = drawn.description.split(", ", 2)[-1]          # "<distribution> lengths around ..."
     workload = dataclasses.replace(drawn, arrival_seconds=np.array(ledger.arrival),
                                    description=closed_description(len(drawn), users, think_seconds, lengths))
@@ -81,10 +86,11 @@ class _Finishes(list):
 
 
 def run_closed_loop(engine: Engine, ledger: Ledger, replicas: int, users: int, think_seconds: float = 0.0,
-                    seed: int = 0, accepted=None, progress=None) -> list[Replica]:
-    """Serve the requests of ``ledger`` (its arrival times are written here, as the users send them) from ``users``
+                    seed: int = 0, accepted=None, progress=None, request_seconds: float = 0.0) -> list[Replica]:
+    """Serve the requests of ``ledger`` (its arrival times are written here, as they reach the engine) from ``users``
     users in a closed loop with think time ``think_seconds`` on ``replicas`` replicas; return the replicas once
-    all are empty. ``accepted``: which requests the replica's KV cache can hold (default all)."""
+    all are empty. ``accepted``: which requests the replica's KV cache can hold (default all); ``request_seconds``
+    o: a request reaches the engine o after its user sends it (its user's next, Z + o after it ends)."""
     total = len(ledger.arrival)
     accepted = [True] * total if accepted is None else list(accepted)
     finish_s = ledger.finish_s = _Finishes(ledger.finish_s)   # before the replicas bind it
@@ -93,7 +99,7 @@ def run_closed_loop(engine: Engine, ledger: Ledger, replicas: int, users: int, t
     for replica in fleet:
         replica.pause_at_finish = True
     arrival, finished = ledger.arrival, finish_s.finished
-    pending = [(0.0, user, user) for user in range(users)]   # (send time, order, user): a heap
+    pending = [(request_seconds, user, user) for user in range(users)]   # (send time, order, user): a heap
     heapq.heapify(pending)
     order = users
     user_of: dict = {}                                        # request in flight -> its user
@@ -105,7 +111,8 @@ def run_closed_loop(engine: Engine, ledger: Ledger, replicas: int, users: int, t
             replica.advance(at)
         if finished:                             # users came back: one may send before ``at``
             for request in finished:
-                heapq.heappush(pending, (finish_s[request] + think_seconds, order, user_of.pop(request)))
+                heapq.heappush(pending, (finish_s[request] + think_seconds + request_seconds, order,
+                                         user_of.pop(request)))
                 order += 1
             finished.clear()
             continue
@@ -143,11 +150,12 @@ def closed_analytic(result, users_per_replica: float, think_seconds: float):
     :class:`botec.simulate.Analytic` (the wait of the users a saturated replica cannot run is in the TTFT)."""
     from statistics import NormalDist
 
-    from botec.serving import closed, latency, load
+    from botec.serving import closed, load
+    from botec.serving.instances import replica_of
     from botec.simulate import Analytic
 
     q = result.quantities
-    replica = load.Replica(**{name: q[name].value for name in latency.REPLICA if name in q})
+    replica = replica_of({name: quantity.value for name, quantity in q.items()})
     capacity = float(q["offline_requests_per_s_per_replica"].value)
     level = float(q["latency_percentile"].value)
     rate, wait = closed.at_concurrency(replica, float(users_per_replica), float(think_seconds), capacity)

@@ -30,7 +30,7 @@ BALANCERS = ("round-robin", "least-outstanding", "power-of-two")
 
 
 def run_fleet(engine: Engine, ledger, replicas: int, balancer: str = "least-outstanding", seed: int = 0,
-              accepted=None, progress=None) -> list[Replica]:
+              accepted=None, progress=None, replica_type=Replica) -> list[Replica]:
     """Serve every request of ``ledger`` (those ``accepted``, a boolean sequence; default all) on ``replicas``
     replicas behind ``balancer``; return the replicas (their stats) once all are empty. ``progress(done,
     total)`` is called as the arrivals are dispatched and once at the end.
@@ -38,13 +38,14 @@ def run_fleet(engine: Engine, ledger, replicas: int, balancer: str = "least-outs
     ``ledger``: a :class:`~botec.simulate.replica.Ledger` (every request in memory) or a
     :class:`~botec.simulate.ledger.StreamLedger`, whose blocks are dispatched as they come (``accepted``
     is its own; a replica knows a request by the slot it holds there) and whose tally is settled after
-    each block and at the end."""
+    each block and at the end. ``replica_type(engine, ledger, index, rng)`` makes a replica (a
+    :class:`~botec.simulate.disaggregated.DisaggregatedReplica` for disaggregated serving)."""
     if balancer not in BALANCERS:
         raise UserError(f"--balancer: expected one of {', '.join(BALANCERS)}, got {balancer!r}")
     if replicas < 1:
         raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
     streams = np.random.SeedSequence(seed).spawn(replicas + 1)
-    fleet = [Replica(engine, ledger, k, np.random.default_rng(streams[k])) for k in range(replicas)]
+    fleet = [replica_type(engine, ledger, k, np.random.default_rng(streams[k])) for k in range(replicas)]
     streaming = isinstance(ledger, StreamLedger)
     total = len(ledger) if streaming else len(ledger.arrival)
     if streaming:

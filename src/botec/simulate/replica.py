@@ -34,6 +34,9 @@ Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keep
   k drafts, each accepted with probability α, at most what its output still needs; the step verifies
   k + 1 tokens per request, their queries against one read of its cache, and adds the draft's k steps
   at ``draft_step_cost`` of a decode step (as :meth:`botec.serving.load.Replica.stage_step` does).
+- **disaggregated** (:mod:`botec.simulate.disaggregated`): a request whose prompt a prefill instance computed
+  arrives with its KV (state ``_PREFILLED``) and joins the decoders at admission, its blocks permitting; evicted, it
+  is recomputed here as any other.
 
 **Pipeline parallelism** follows :mod:`botec.serving.load`: p stages keep p micro-batches in flight (vLLM's
 virtual engines), each of B/p requests, so one simulated step is a *round* in which every running request
@@ -68,7 +71,8 @@ __all__ = ["BLOCK_TOKENS", "Engine", "Ledger", "Replica", "ReplicaStats", "steps
 BLOCK_TOKENS = 16
 """Tokens per KV-cache block (vLLM's default block size)."""
 
-_WAITING, _PREFILLING, _DECODING, _DONE = 0, 1, 2, 3
+_WAITING, _PREFILLING, _DECODING, _DONE, _PREFILLED = 0, 1, 2, 3, 4
+"""A request's states; _PREFILLED: its prompt computed elsewhere, its KV here (botec.simulate.disaggregated)."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ class Replica:
         prefilling: deque = deque()
         finishing: list = []     # heap of (counter after the last step, request)
         windows: list = []       # heap of (counter after the step reaching the window, request)
+        joining: list = []       # requests whose prompt is computed, to join the decoders before the next step
 
         def blocks(tokens):
             return (min(tokens, window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS
@@ -320,6 +325,54 @@ class Replica:
             if t >= until:
                 until = yield
                 continue
+
+            # --- 0. requests whose prompt is computed join the decoders: last step's, then (disaggregated) those
+            #        whose KV came from a prefill instance, first come first served, as their blocks fit
+            while queue and state[queue[0]] == _PREFILLED and len(running) < max_batch:
+                i = queue[0]
+                own = shared(i)                        # admitted(i), written out
+                held = blocks(prompt[i]) - own + ((own - prefix) * copies if own > prefix else 0)
+                if used + held > capacity:
+                    break
+                prefix = own if own > prefix else prefix
+                queue.popleft()
+                running[i] = None
+                used += held
+                generated[i] = 1                       # the first token, sampled by the prefill instance
+                stats.last_admission_s = t
+                if len(running) > stats.max_running:
+                    stats.max_running = len(running)
+                if output[i] > 1:
+                    joining.append(i)
+                else:                                  # its one token came with its KV: done
+                    used -= blocks(prompt[i]) - own
+                    del running[i]
+                    state[i] = _DONE
+                    finish_s[i] = t
+                    finish_times.append(t)
+            for i in joining:
+                made = generated[i]
+                x = prompt[i] + made
+                state[i] = _DECODING
+                decoders[i] = None
+                decoding += 1
+                decode_start[i] = counter
+                context += x if x < window else window
+                if speculating:
+                    continue
+                end = counter + output[i] - made
+                finish_at[i] = end
+                heappush(finishing, (end, i))
+                if x <= window:
+                    growing[i] = True
+                    growers += 1
+                    phase[i] = (counter + 1 - x) & 15
+                    phases[phase[i]] += 1
+                    reached = counter + window - x + 1
+                    if reached < end:
+                        window_at[i] = reached
+                        heappush(windows, (reached, i))
+            joining.clear()
 
             # --- 1. the decoders' new blocks this step; evict the most recently admitted until they fit
             if speculating:
@@ -378,7 +431,8 @@ class Replica:
                     left -= take
                     if not left:
                         break
-                while queue and len(running) < max_batch and (left > 0 or not chunks):
+                while (queue and len(running) < max_batch and (left > 0 or not chunks)
+                       and state[queue[0]] != _PREFILLED):
                     i = queue[0]
                     own = shared(i)                # admitted(i), written out: its shared prefix computed once
                     held = (blocks(prompt[i] + generated[i]) - own
@@ -538,40 +592,21 @@ class Replica:
                     finish_s[i] = t
                     finish_times.append(t)
 
-            # --- 6. prompts whose last token this step computed: their first token; they decode from the next step
+            # --- 6. prompts whose last token this step computed: their first token; they decode from the next step (0.)
             for i in completing:
                 prefilling.remove(i)
                 made = generated[i] + 1
                 generated[i] = made
                 if first_token_s[i] != first_token_s[i]:           # NaN: the first time
                     first_token_s[i] = t
-                x = prompt[i] + made
                 if made >= output[i]:
-                    used -= blocks(x - 1) - shared(i)
+                    used -= blocks(prompt[i] + made - 1) - shared(i)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
                     finish_times.append(t)
                     continue
-                state[i] = _DECODING
-                decoders[i] = None
-                decoding += 1
-                decode_start[i] = counter
-                context += x if x < window else window
-                if speculating:
-                    continue
-                end = counter + output[i] - made
-                finish_at[i] = end
-                heappush(finishing, (end, i))
-                if x <= window:
-                    growing[i] = True
-                    growers += 1
-                    phase[i] = (counter + 1 - x) & 15
-                    phases[phase[i]] += 1
-                    reached = counter + window - x + 1
-                    if reached < end:
-                        window_at[i] = reached
-                        heappush(windows, (reached, i))
+                joining.append(i)
             if finish_times:
                 stats.last_finish_s = finish_times[-1]
                 if finish_times[-1] == t and self.pause_at_finish:

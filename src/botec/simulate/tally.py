@@ -4,8 +4,8 @@ requests finish, in memory that does not grow with their count.
 Requests are numbered in arrival order; the first W = ⌈5 % · n⌉ are the warm-up (n > 1). Finished requests
 come in blocks (numpy arrays) and are folded in at once:
 
-- per measured request (finished, number ≥ W): TTFT = first token − arrival, end to end = finish −
-  arrival, TPOT = (finish − first token) / (O − 1) when O > 1; their exact sums (means) and percentiles
+- per measured request (finished, number ≥ W): TTFT = first token − arrival + o, end to end = finish −
+  arrival + o (o the engine preset's ``request_overhead``: a request is sent o before it reaches the engine), TPOT = (finish − first token) / (O − 1) when O > 1; their exact sums (means) and percentiles
   (:class:`~botec.simulate.streaming.QuantileSketch`: exact up to 100,000 values, then within 1 %);
 - counts: finished, measured, meeting every stated target (TTFT ≤ its target and, when O > 1, TPOT ≤
   its target), output tokens;
@@ -60,8 +60,9 @@ class Tally:
 
     def __init__(self, count: int, level: int, ttft_target: float | None = None, tpot_target: float | None = None,
                  records: int = RECORDS, relative_accuracy: float = RELATIVE_ACCURACY,
-                 exact_up_to: int = EXACT_UP_TO):
+                 exact_up_to: int = EXACT_UP_TO, front_seconds: float = 0.0):
         self.count = int(count)
+        self.front_seconds = float(front_seconds)   # o: the front-end's time per request, in every TTFT and e2e
         self.warmup = math.ceil(WARMUP_SHARE * count) if count > 1 else 0
         self.level = level
         self.ttft_target, self.tpot_target = ttft_target, tpot_target
@@ -111,7 +112,7 @@ class Tally:
         for the records, the replica, preemptions and prompt tokens computed)."""
         if not len(ids):
             return
-        ttft, e2e = first - arrival, finish - arrival
+        ttft, e2e = first - arrival + self.front_seconds, finish - arrival + self.front_seconds   # sent o before
         multi = output > 1
         tpot = (finish - first) / np.maximum(output - 1, 1)
         measured = ids >= self.warmup
