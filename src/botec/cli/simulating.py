@@ -62,7 +62,8 @@ def simulate(
     """Simulate a serving contract request by request: every engine step of every replica, its batch, its KV cache.
 
     Each replica runs iteration-level scheduling (chunked prefill, paged KV blocks, preemption, prefix caching,
-    speculative decoding) with the estimate's own step costs; replicas sit behind a load balancer. The report puts
+    speculative decoding) with the estimate's own step costs; replicas sit behind a load balancer. A disaggregated
+    contract runs each replica as its prefill instances (prompts in turn) and a decode instance. The report puts
     the simulated TTFT, TPOT and end-to-end percentiles beside the analytic estimate's, with throughput, goodput
     and a verdict per latency target. The first 5 % of the requests are a warm-up and are not measured. Requests
     stream (memory stays flat, 10 million need under 500 MB): the means are exact, the percentiles exact up to

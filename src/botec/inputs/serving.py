@@ -160,7 +160,8 @@ def _attention_width(arch, prefill: bool = False) -> int:
 def _engine_given(engine: str, figure: str, field: str) -> Given:
     preset = engine_presets()[engine]
     entry = preset[figure]
-    return Given(entry.value, "catalog", f"{preset.name}: {entry.basis}: {entry.source}", field, entry.low, entry.high)
+    basis = "" if entry.source.startswith(entry.basis) else f"{entry.basis}: "   # an assumed source says so itself
+    return Given(entry.value, "catalog", f"{preset.name}: {basis}{entry.source}", field, entry.low, entry.high)
 
 
 def _engine(strategy, assumptions, prompt_tokens: int, stated: StatedInputs) -> dict[str, Given]:

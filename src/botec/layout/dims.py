@@ -199,8 +199,10 @@ class Layout:
     def span(self, group: str):
         """Accelerators a group spans in Megatron's rank order (TP, CP, DP ⊃ EP, PP)."""
         t, c = self.tensor_parallel, self.context_parallel
-        # a serving replica carves its EP ranks out of its TP ranks (each expert split TP / EP ways): they span TP
-        return {"tp": t, "cp": t * c, "ep": t * c * (1 if self.kind == "serving" else self.expert_parallel), "dp": t * c * self.data_parallel,
+        # EP is carved out of the DP ranks in training, out of the TP ranks in a serving replica (each expert split
+        # TP / EP ways): it spans TP × CP × EP there, TP × CP here
+        expert = 1 if self.kind == "serving" else self.expert_parallel
+        return {"tp": t, "cp": t * c, "ep": t * c * expert, "dp": t * c * self.data_parallel,
                 "shard": t * c * self.sharding_degree, "edp": t * c * self.expert_parallel * self.expert_shard_ranks,
                 "pp": self.accelerators}[group]
 

@@ -35,7 +35,8 @@ MOE_DISPATCH_BYTES, MOE_COMBINE_BYTES = 1.0, 2.0   # DeepEP: tokens dispatched i
 
 @formulas.formula(unit="experts", meaning="routed experts (and redundant copies) the busiest accelerator holds per MoE "
                                           "layer",
-                  expression="⌈(experts + redundant_experts) / expert_parallel⌉", choice=("expert_placement", "busiest"),
+                  expression="⌈(experts + redundant_experts) / expert_parallel⌉",
+                  choice=("expert_placement", "busiest"),
                   source="DeepSeek EPLB (deepseek-ai/eplb; open-infra-index day 6, 2025-02-28: prefill 9 and decode 2 "
                          "routed experts per GPU, (256 + 32)/32 and (256 + 32)/144)", prose=True, detail=True,
                   symbols={"experts": "E, routed experts", "redundant_experts": "N"})
@@ -91,8 +92,9 @@ def expert_destination_ranks(expert_parallel, experts_per_token, experts):
                              "(t·B_ep) + ((L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · t_a/t) / B]",
                   prose=True, zero_when="tensor_parallel == 1", detail=True,
                   source="all-reduce: Megatron-LM's two per layer (Shoeybi et al. 2019), ring bytes 2(t − 1)/t. "
-                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter over "
-                         "the ranks, one all-reduce's bytes; the attention output all-reduced within its group of t_a); "
+                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter "
+                         "over the ranks, one all-reduce's bytes; the attention output all-reduced within its group "
+                         "of t_a); "
                          "DeepEP's README: dispatch in FP8 (b₈ = 1 B), combine in BF16 (b₁₆ = 2 B), one copy per "
                          "destination rank, over NVLink inside a node and RDMA across nodes; DeepSeek-V3 report §3.4 "
                          "(the all-to-all of expert parallelism). Balanced ranks: each of the t ranks sends the copies "

@@ -27,8 +27,8 @@ from botec.layout import GROUPS
 from botec.serving import load as model
 from botec.serving.step import STEP_INPUTS
 
-__all__ = ["formulas", "mirrored", "replica_of", "mirror_name", "LAYOUT_INPUTS", "INSTANCE_FIELDS", "INSTANCE_READS",
-           "FLAG", "PREFIX"]
+__all__ = ["formulas", "mirrored", "replica_of", "replica_of_quantities", "mirror_name", "LAYOUT_INPUTS",
+           "INSTANCE_FIELDS", "INSTANCE_READS", "FLAG", "PREFIX"]
 
 PREFIX = "prefill_instance_"
 FLAG = "prefill_instance_layout"
@@ -133,9 +133,13 @@ def mirrored(parts: list[Formulas]) -> Formulas:
 def replica_of(values: dict) -> model.Replica:
     """The replica model from a formula's values (or an estimate's quantities' values): its own step costs, and its
     prefill instance's when the prefill layout is its own (``prefill_instance_layout`` = 1)."""
-    fields = [name for name in model.Replica.__dataclass_fields__ if name != "prefill_instance"]
-    replica = model.Replica(**{name: values[name] for name in fields})
+    replica = model.Replica(**{name: values[name] for name in model.REPLICA_FIELDS})
     if values.get(FLAG, 0.0) > 0:
         own = {name: values[mirror_name(name)] for name in INSTANCE_FIELDS}
         replica.prefill_instance = replace(replica, **own)
     return replica
+
+
+def replica_of_quantities(quantities: dict) -> model.Replica:
+    """:func:`replica_of` from an estimate's quantities (``result.quantities``), as ``botec simulate`` reads them."""
+    return replica_of({name: quantity.value for name, quantity in quantities.items()})

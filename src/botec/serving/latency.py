@@ -246,9 +246,7 @@ def saturation_batch_size(max_concurrent_requests, max_batch_size, max_batched_t
 
 
 # Every formula that runs the replica model reads these inputs (the fields of botec.serving.load.Replica).
-REPLICA = tuple(name for name in model.Replica.__dataclass_fields__ if name != "prefill_instance")
-"""The quantities a replica's step costs and requests are read from (a prefill instance of its own layout is built
-apart, from its own quantities: botec.serving.instances)."""
+REPLICA = model.REPLICA_FIELDS
 READS = REPLICA + instances.INSTANCE_READS
 """What a formula that runs the replica model reads: the replica's fields and its prefill instance's own."""
 

@@ -41,11 +41,11 @@ al. 2024; Splitwise, Patel et al. 2024): the decode instance's steps carry decod
 TPOT, B_sat without the prompts' share of the budget); each prefill instance fills its steps with prompts,
 b tokens per step t_b, so it serves λ/n prompts at utilization ρ_p = (λ/n)·P·t_b/b, an M/G/1 queue whose
 mean service is P·t_b/b; a prompt takes S = ⌈P/b⌉·p·t(min(P, b)) and its KV then crosses to the decode
-instance (X seconds). TTFT = W + S + X.
+instance (X seconds). TTFT = W + S + X. Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
 
 Front-end: every TTFT above also holds o, the request's time outside the engine's steps (the HTTP round trip,
 the prompt's tokenization, the first token's detokenization: the engine preset's ``request_overhead``), added
-once as a constant (``Load.prefill_seconds`` includes it; the front-end is taken as never the bottleneck). Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
+once as a constant (``Load.prefill_seconds`` includes it; the front-end is taken as never the bottleneck).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
 from botec.serving.step import engine_step_seconds
 
-__all__ = ["Replica", "Load", "at_load", "burst_on_a_replica", "queue_wait", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation",
-           "largest_rate_within"]
+__all__ = ["Replica", "REPLICA_FIELDS", "Load", "at_load", "burst_on_a_replica", "queue_wait", "ttft_mean",
+           "ttft_quantile", "tpot_quantile", "saturation", "largest_rate_within"]
 
 ITERATIONS = 60
 CONVERGED = 1e-13   # relative change of the step below which the fixed point has converged (to float precision)
@@ -139,6 +139,11 @@ class Replica:
         busy = minimum(rate / maximum(self.prefill_instances, 1.0) * service, 1.0)
         alone = ceil(prompt / budget) * stages * pool.stage_step(0.0, minimum(prompt, budget))
         return busy, service, alone
+
+
+REPLICA_FIELDS = tuple(name for name in Replica.__dataclass_fields__ if name != "prefill_instance")
+"""The fields of a :class:`Replica` read from quantities of the same names (its prefill instance of its own layout is
+built apart: :func:`botec.serving.instances.replica_of`)."""
 
 
 @dataclass
@@ -271,8 +276,9 @@ def tpot_quantile(replica: Replica, load: Load, z):
 def ttft_quantile(load: Load, q):
     """The q-quantile of the time to first token: the wait W (a share π of the prompts wait, exponentially, θ = W̄/π
     on average), the step in progress U (found with probability s, uniformly far through its length L), the rest
-    of its burst (x·S, as fixed) and the prefill S. Beyond L the sum's tail is exact for that model: P(W + U > t) = π·e^(−t/θ)·M, M = E[e^(U/θ)] =
-    (1 − s) + s·θ·(e^(L/θ) − 1)/L (U's moment generating function at 1/θ), so t_q = θ·ln(π·M/(1 − q)) + S.
+    of its burst (x·S, as fixed) and the prefill S. Beyond L the sum's tail is exact for that model:
+    P(W + U > t) = π·e^(−t/θ)·M, M = E[e^(U/θ)] = (1 − s) + s·θ·(e^(L/θ) − 1)/L (U's moment generating function at
+    1/θ), so t_q = θ·ln(π·M/(1 − q)) + x·S + S.
     When that falls short of L (a wait shorter than a step) the terms' quantiles are added instead (an upper bound):
     θ·ln(π/(1 − q)) when π > 1 − q, plus (q − (1 − s))/s of the step when q > 1 − s."""
     busy = maximum(load.queue_busy_share if load.waiting_share is None else load.waiting_share, 1e-12)

@@ -202,9 +202,9 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         raise UserError("prefill_instance: the contract runs prefill and decode on the same replicas; give "
                         "strategy.disaggregation for prefill instances of their own")
     if instances and prefill_instance is None:
-        from botec.simulate.disaggregated import contract_prefill_instance
+        from botec.serving.instances import replica_of_quantities
 
-        prefill_instance = contract_prefill_instance(result)      # strategy.disaggregation.prefill, if stated
+        prefill_instance = replica_of_quantities(q).prefill_instance   # strategy.disaggregation.prefill, if stated
     if rate is not None and not (rate > 0):
         raise UserError(f"--rate: expected a positive number of requests per second, got {rate:g}")
     if trace is not None and rate is not None:
@@ -300,10 +300,11 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instan
     instances' own :class:`botec.serving.load.Replica`."""
     import dataclasses
 
-    from botec.serving import latency, load
+    from botec.serving import load
+    from botec.serving.instances import replica_of_quantities
 
     q = result.quantities
-    replica = load.Replica(**{name: q[name].value for name in latency.REPLICA if name in q})
+    replica = replica_of_quantities(q)
     replica = dataclasses.replace(replica, burst_epochs_per_s=rate_per_replica * replicas / replica.burst_size)
     capacity = float(q["offline_requests_per_s_per_replica"].value)
     if prefill_instance is not None:

@@ -151,11 +151,11 @@ def closed_analytic(result, users_per_replica: float, think_seconds: float):
     from statistics import NormalDist
 
     from botec.serving import closed, load
-    from botec.serving.instances import replica_of
+    from botec.serving.instances import replica_of_quantities
     from botec.simulate import Analytic
 
     q = result.quantities
-    replica = replica_of({name: quantity.value for name, quantity in q.items()})
+    replica = replica_of_quantities(q)
     capacity = float(q["offline_requests_per_s_per_replica"].value)
     level = float(q["latency_percentile"].value)
     rate, wait = closed.at_concurrency(replica, float(users_per_replica), float(think_seconds), capacity)

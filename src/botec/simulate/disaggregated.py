@@ -55,32 +55,17 @@ from botec.serving.step import STEP_INPUTS, StepModel
 from botec.simulate.replica import _PREFILLED, Engine, Replica, ReplicaStats
 
 __all__ = ["DisaggregatedReplica", "DisaggregatedStats", "prefill_engine", "run_disaggregated",
-           "analytic_replica", "contract_prefill_instance"]
+           "analytic_replica"]
 
 
 def analytic_replica(result, prefill_instance=None):
-    """The estimate's :class:`botec.serving.load.Replica` (its quantities), with ``prefill_instance`` (a
-    :class:`~botec.serving.load.Replica` of the prefill instance's layout), else the contract's own prefill layout's
-    (:func:`contract_prefill_instance`), else None (the decode instance's layout)."""
-    from botec.serving import latency, load
+    """The estimate's :class:`botec.serving.load.Replica` (:func:`botec.serving.instances.replica_of_quantities`:
+    with the contract's own prefill layout's instance, if it states one), its prefill instance replaced by
+    ``prefill_instance`` when given."""
+    from botec.serving.instances import replica_of_quantities
 
-    q = result.quantities
-    replica = load.Replica(**{name: q[name].value for name in latency.REPLICA if name in q})
-    if prefill_instance is None:
-        prefill_instance = contract_prefill_instance(result)
+    replica = replica_of_quantities(result.quantities)
     return replica if prefill_instance is None else dataclasses.replace(replica, prefill_instance=prefill_instance)
-
-
-def contract_prefill_instance(result):
-    """The prefill instance's own :class:`botec.serving.load.Replica` when the contract states a prefill layout
-    (``strategy.disaggregation.prefill``; :func:`botec.serving.instances.replica_of`), else None."""
-    from botec.serving.instances import replica_of
-
-    values = {name: quantity.value for name, quantity in result.quantities.items()}
-    try:
-        return replica_of(values).prefill_instance
-    except KeyError:                              # an estimate without every replica quantity: no layout of its own
-        return None
 
 
 def prefill_engine(engine: Engine, prefill_instance=None) -> Engine:

@@ -5,7 +5,8 @@ Requests are numbered in arrival order; the first W = ⌈5 % · n⌉ are the war
 come in blocks (numpy arrays) and are folded in at once:
 
 - per measured request (finished, number ≥ W): TTFT = first token − arrival + o, end to end = finish −
-  arrival + o (o the engine preset's ``request_overhead``: a request is sent o before it reaches the engine), TPOT = (finish − first token) / (O − 1) when O > 1; their exact sums (means) and percentiles
+  arrival + o (o the engine preset's ``request_overhead``: a request is sent o before it reaches the engine),
+  TPOT = (finish − first token) / (O − 1) when O > 1; their exact sums (means) and percentiles
   (:class:`~botec.simulate.streaming.QuantileSketch`: exact up to 100,000 values, then within 1 %);
 - counts: finished, measured, meeting every stated target (TTFT ≤ its target and, when O > 1, TPOT ≤
   its target), output tokens;
