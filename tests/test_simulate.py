@@ -157,6 +157,17 @@ def reference_schedule(engine, arrival, prompt, output, cached):
     def admitting(i):
         return _blocks(prompt[i] + made[i], window) - shared(i) + max(shared(i) - prefix, 0) * copies
 
+    def final(i):
+        return _blocks(prompt[i] + output[i] - 1, window) - shared(i)
+
+    def fits(i, need):
+        """Paged: the blocks held now, this step's growth and i's; full reservation: every running request's
+        footprint at its last step and i's (a lone request always)."""
+        growth_of_prefix = max(shared(i) - prefix, 0) * copies
+        if engine.full_kv_reservation:
+            return not running or sum(map(final, running)) + prefix * copies + final(i) + growth_of_prefix <= capacity
+        return sum(map(held, running)) + prefix * copies + need + admitting(i) <= capacity
+
     def growth(only_prefill):
         return 0 if only_prefill else sum(_blocks(prompt[i] + made[i], window) - _blocks(prompt[i] + made[i] - 1,
                                                                                          window)
@@ -172,8 +183,9 @@ def reference_schedule(engine, arrival, prompt, output, cached):
             t = arrival[arrived]
             continue
         only_prefill = bool(not engine.chunked_prefill and queue and len(running) < engine.max_batch_size
-                            and sum(map(held, running)) + prefix * copies + admitting(queue[0]) <= capacity)
-        while sum(map(held, running)) + prefix * copies + growth(only_prefill) > capacity and len(running) > 1:
+                            and fits(queue[0], 0))
+        while (sum(map(held, running)) + prefix * copies + growth(only_prefill) > capacity and len(running) > 1
+               and not engine.full_kv_reservation):
             victim = running.pop()
             del kind[victim]
             queue.appendleft(victim)
@@ -192,7 +204,7 @@ def reference_schedule(engine, arrival, prompt, output, cached):
                     break
             while queue and len(running) < engine.max_batch_size and (spare > 0 or not chunks):
                 i = queue[0]
-                if sum(map(held, running)) + prefix * copies + need + admitting(i) > capacity:
+                if not fits(i, need):
                     break
                 start = min(cached[i], prompt[i] - 1)
                 whole = prompt[i] + made[i] - start
@@ -242,6 +254,10 @@ def reference_schedule(engine, arrival, prompt, output, cached):
     ("whole-prompt prefill steps", {"chunked_prefill": False, "max_batched_tokens": 600, "kv_capacity_blocks": 700}),
     ("two pipeline stages, a small budget", {"pipeline_parallel": 2, "max_batched_tokens": 100, "max_batch_size": 12}),
     ("prefix caching", {"prefix_cache_hit_rate": 0.3, "kv_capacity_blocks": 500}),
+    ("full reservation, the cache tight", {"full_kv_reservation": True, "kv_capacity_blocks": 420}),
+    ("full reservation, whole prompts, prefix caching", {"full_kv_reservation": True, "chunked_prefill": False,
+                                                         "max_batched_tokens": 600, "kv_capacity_blocks": 500,
+                                                         "prefix_cache_hit_rate": 0.3}),
 ])
 def test_the_replica_matches_a_step_by_step_reference(name, changes):
     from botec.simulate.fleet import run_fleet
@@ -259,9 +275,11 @@ def test_the_replica_matches_a_step_by_step_reference(name, changes):
     assert np.allclose(ledger.first_token_s, first, rtol=1e-12, atol=0)
     assert np.allclose(ledger.finish_s, finish, rtol=1e-12, atol=0)
     assert replica.stats.preemptions == evictions
-    if "tight" in name or "window" in name:
+    if engine.full_kv_reservation:
+        assert evictions == 0          # GUARANTEED_NO_EVICT: what is admitted is never preempted
+    elif "tight" in name or "window" in name:
         assert evictions > 0
-    assert replica.stats.idle_state == {"blocks": 0, "decoding": 0, "context": 0, "growers": 0}
+    assert replica.stats.idle_state == {"blocks": 0, "decoding": 0, "context": 0, "growers": 0, "committed": 0}
 
 
 def test_closed_forms_of_a_run_of_steps():
@@ -548,3 +566,25 @@ def _assert_one_line(code, out, err, *fragments):
     assert "Traceback" not in err + out
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_tensorrt_llm_reserves_each_request_whole_and_never_preempts():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT admits a request only when its prompt + output fit beside every running
+    request's whole footprint (engines.yaml kv_reservation: full); vLLM pages blocks as they grow and preempts.
+    Llama 3.1-8B FP8 on one L4, 3,000 + 3,000 tokens at 0.5 req/s: the cache holds ⌊capacity / 375⌋ whole
+    requests (⌈5,999 / 16⌉ = 375 blocks each), and paging runs more at once until it must evict."""
+    from botec.simulate.replica import Engine
+
+    long = ("workload.traffic.prompt_tokens=3000", "workload.traffic.output_tokens=3000")
+    runs = {}
+    for engine in ("vllm", "tensorrt-llm"):
+        overrides = long + (f"strategy.engine={engine}",)
+        runs[engine] = (Engine.from_estimate(estimated(L4, overrides)),
+                        simulated(L4, overrides, requests=300, rate=0.5, replicas=1, seed=3))
+    paged, paged_run = runs["vllm"]
+    reserved, reserved_run = runs["tensorrt-llm"]
+    assert reserved.full_kv_reservation and not paged.full_kv_reservation
+    assert reserved_run.preemptions == 0
+    assert reserved_run.max_running_batch <= reserved.kv_capacity_blocks // 375
+    assert paged_run.preemptions > 0
+    assert paged_run.max_running_batch > reserved.kv_capacity_blocks // 375

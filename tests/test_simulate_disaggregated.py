@@ -151,7 +151,8 @@ def test_streaming_gives_every_slot_back_on_a_fleet():
     assigned = [replica.assigned for replica in fleet]
     assert sum(assigned) == 3_000 and min(assigned) > 1_300     # the balancer shares them out
     for replica in fleet:
-        assert replica.stats.idle_state == {"blocks": 0, "decoding": 0, "context": 0, "growers": 0}
+        assert replica.stats.idle_state == {"blocks": 0, "decoding": 0, "context": 0, "growers": 0,
+                                             "committed": 0}
         assert not replica.pending and not any(replica.prefilling)
         assert replica.stats.prefill_instance_steps > 0
 

@@ -13,7 +13,10 @@ Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keep
   token budget left (chunked prefill), and the KV cache has the blocks for its prompt (paged attention,
   Kwon et al. 2023: blocks of 16 tokens; capacity ⌊kv_budget_bytes / cache_bytes_per_token_per_device / 16⌋
   blocks, a token's bytes the target's KV and a speculative draft's). First come, first served: a head that
-  does not fit blocks the queue.
+  does not fit blocks the queue. With ``kv_reservation: full`` (TensorRT-LLM's GUARANTEED_NO_EVICT capacity
+  scheduler) a request is admitted only when the blocks of its whole footprint, ⌈min(P + O − 1, W)/16⌉, fit
+  beside those every running request has reserved: the cache never overflows and nothing is preempted
+  (a lone request is admitted whatever its size, as with paging).
 - **prefill**: chunked, a step carries the decode tokens and then prompt chunks up to the budget b (b −
   ⌈B/p⌉·(k+1) per micro-batch, at least one token); without chunked prefill (TensorRT-LLM's preset) a step
   prefills whole prompts, as many as the budget holds (at least one), and decodes pause for it. The last
@@ -91,6 +94,7 @@ class Engine:
     draft_step_cost: float
     chunked_prefill: bool
     shared_prefix_copies: int = 1
+    full_kv_reservation: bool = False      # kv_reservation: full (TensorRT-LLM); else incremental (paged)
 
     @classmethod
     def from_estimate(cls, result) -> "Engine":
@@ -103,7 +107,8 @@ class Engine:
         if blocks < 1:
             raise UserError("the weights leave no room for a KV cache on this replica: nothing to simulate "
                             f"(kv_budget_bytes = {q['kv_budget_bytes']:.4g})")
-        engine = result.contract.strategy.engine
+        strategy = result.contract.strategy
+        preset = engine_presets()[strategy.engine]
         return cls(step_model=StepModel.from_quantities(result.quantities),
                    pipeline_parallel=int(q["pipeline_parallel"]), max_batch_size=int(q["max_batch_size"]),
                    max_batched_tokens=int(q["max_batched_tokens"]), kv_capacity_blocks=blocks,
@@ -111,8 +116,9 @@ class Engine:
                    prefix_cache_hit_rate=float(q["prefix_cache_hit_rate"]), draft_tokens=int(q["draft_tokens"]),
                    draft_acceptance_rate=float(q["draft_acceptance_rate"]),
                    draft_step_cost=float(q["draft_step_cost"]),
-                   chunked_prefill=bool(engine_presets()[engine].value("chunked_prefill")),
-                   shared_prefix_copies=int(q["shared_prefix_copies"]))
+                   chunked_prefill=bool(preset.value("chunked_prefill")),
+                   shared_prefix_copies=int(q["shared_prefix_copies"]),
+                   full_kv_reservation=(strategy.kv_reservation or preset.value("kv_reservation")) == "full")
 
     def round_function(self):
         """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,
@@ -289,6 +295,8 @@ class Replica:
         context = 0              # Σ min(P + generated, W) over them: the decode context of the next step
         growers = 0              # decoding requests whose context still grows
         used = 0                 # KV blocks held (the shared prefix's included)
+        committed = 0            # KV blocks the running requests hold at their last step (used ≤ committed)
+        full = engine.full_kv_reservation   # admit against committed, never evict
         prefix = 0               # blocks of the shared prefix held (once, × copies)
         copies = engine.shared_prefix_copies
         phases = [0] * 16        # growers by the counter mod 16 at which they need a new block
@@ -312,12 +320,24 @@ class Replica:
             growth = (own - prefix) * copies if own > prefix else 0
             return blocks(prompt[i] + generated[i]) - own + growth
 
+        def final(i):
+            """Blocks request i holds of its own at its last step: its footprint less its shared prefix."""
+            return blocks(prompt[i] + output[i] - 1) - shared(i)
+
+        def fits(i, held, need=0):
+            """Whether admitting request i (``held`` blocks now) keeps the cache within capacity: now and ``need``
+            more this step (paged), or at every request's last step (full reservation; a lone request always)."""
+            if full:
+                return not running or committed + held - blocks(prompt[i] + generated[i]) + blocks(
+                    prompt[i] + output[i] - 1) <= capacity
+            return used + need + held <= capacity
+
         until = yield
         while True:
             if not running:
                 if not queue:
                     stats.idle_state = {"blocks": used - prefix * copies, "decoding": decoding, "context": context,
-                                        "growers": growers}
+                                        "growers": growers, "committed": committed - prefix * copies}
                     until = yield
                     continue
                 if t < arrival[queue[0]]:
@@ -332,12 +352,13 @@ class Replica:
                 i = queue[0]
                 own = shared(i)                        # admitted(i), written out
                 held = blocks(prompt[i]) - own + ((own - prefix) * copies if own > prefix else 0)
-                if used + held > capacity:
+                if not fits(i, held):
                     break
                 prefix = own if own > prefix else prefix
                 queue.popleft()
                 running[i] = None
                 used += held
+                committed += held - blocks(prompt[i]) + blocks(prompt[i] + output[i] - 1)
                 generated[i] = 1                       # the first token, sampled by the prefill instance
                 stats.last_admission_s = t
                 if len(running) > stats.max_running:
@@ -346,6 +367,7 @@ class Replica:
                     joining.append(i)
                 else:                                  # its one token came with its KV: done
                     used -= blocks(prompt[i]) - own
+                    committed -= final(i)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
@@ -383,11 +405,12 @@ class Replica:
             else:
                 need = phases[counter & 15] if growers else 0
             prefill_step = False
-            if not chunked and queue and len(running) < max_batch and used + admitted(queue[0]) <= capacity:
+            if not chunked and queue and len(running) < max_batch and fits(queue[0], admitted(queue[0])):
                 prefill_step = True                # whole prompts first; decodes wait for them
                 need = 0
-            while used + need > capacity and len(running) > 1:
+            while used + need > capacity and len(running) > 1 and not full:
                 victim = running.popitem()[0]
+                committed -= final(victim)
                 stats.preemptions += 1
                 preemptions[victim] += 1
                 if state[victim] == _DECODING:
@@ -437,7 +460,7 @@ class Replica:
                     own = shared(i)                # admitted(i), written out: its shared prefix computed once
                     held = (blocks(prompt[i] + generated[i]) - own
                             + ((own - prefix) * copies if own > prefix else 0))
-                    if used + need + held > capacity:
+                    if not fits(i, held, need):
                         break
                     before = prefix
                     prefix = own if own > prefix else prefix
@@ -445,6 +468,8 @@ class Replica:
                     running[i] = None
                     state[i] = _PREFILLING
                     used += held
+                    reserved = held - blocks(prompt[i] + generated[i]) + blocks(prompt[i] + output[i] - 1)
+                    committed += reserved
                     start = cached[i] if cached[i] < prompt[i] else prompt[i] - 1
                     prefill_left[i] = prompt[i] + generated[i] - start
                     prefill_position[i] = start
@@ -457,6 +482,7 @@ class Replica:
                         prefilling.pop()
                         running.pop(i)
                         used -= held
+                        committed -= reserved
                         prefix = before
                         state[i] = _WAITING
                         queue.appendleft(i)
@@ -553,6 +579,7 @@ class Replica:
                         del decoders[i]
                         context -= min(x + gain, window)
                         used -= blocks(x - 1 + gain) - shared(i)
+                        committed -= final(i)
                         del running[i]
                         state[i] = _DONE
                         finish_s[i] = t
@@ -585,8 +612,10 @@ class Replica:
                     else:
                         context -= window
                     x -= 1                                 # blocks(x − 1) − shared(i), written out
-                    used -= ((x if x < window else window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS - (
+                    held = ((x if x < window else window) + BLOCK_TOKENS - 1) // BLOCK_TOKENS - (
                         cached[i] // BLOCK_TOKENS if prompt[i] + output[i] <= window else 0)
+                    used -= held                       # = final(i): a request finishing holds its footprint
+                    committed -= held
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
@@ -601,6 +630,7 @@ class Replica:
                     first_token_s[i] = t
                 if made >= output[i]:
                     used -= blocks(prompt[i] + made - 1) - shared(i)
+                    committed -= final(i)
                     del running[i]
                     state[i] = _DONE
                     finish_s[i] = t
