@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from botec.api import load
-from botec.estimate import estimate as estimate_contract
+from botec.estimation import estimate as estimate_contract
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -50,10 +50,10 @@ python3 -m botec.cli measure "$out/h200-llama.yaml" --efficiency-curve --budget-
 python3 - "$out/curve.yaml" <<'PY' | tee "$out/comparison.txt"
 import sys
 
-from botec.measure import gemm_curve
+from botec.catalog import curves
 
-curve = gemm_curve.read(sys.argv[1])
-data = gemm_curve.CurveFile.model_validate(__import__("yaml").safe_load(open(sys.argv[1])))
+curve = curves.read(sys.argv[1])
+data = curves.CurveFile.model_validate(__import__("yaml").safe_load(open(sys.argv[1])))
 print(f"measured on {curve.device_name} (accelerator {curve.accelerator}); peak "
       f"{curve.peak_flops_per_s / 1e12:.1f} TFLOP/s ({curve.peak_source}), memory "
       f"{curve.memory_bytes_per_s / 1e12:.2f} TB/s ({curve.memory_bandwidth_source})")

@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.8, help="share of the analytic capacity (default 0.8)")
     args = parser.parse_args()
 
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.simulate import simulate
 
     with tempfile.TemporaryDirectory() as folder:

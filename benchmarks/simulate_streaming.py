@@ -39,7 +39,7 @@ TARGET_CPU_SECONDS_PER_REQUEST = 20e-6
 
 
 def _estimate(folder: Path, load: float):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     path = folder / "contract.yaml"
     path.write_text(CONTRACT)

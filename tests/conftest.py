@@ -37,7 +37,7 @@ def cli(capsys):
 
 @pytest.fixture(scope="session")
 def lesson():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     return estimate_file(LESSON)
 

@@ -15,7 +15,7 @@ from conftest import LESSON, LLAMA
 
 
 def test_import_botec_loads_nothing_heavy():
-    code = ("import sys, botec; heavy = [m for m in ('botec.estimate', 'botec.api', 'pydantic', 'numpy', 'pandas', "
+    code = ("import sys, botec; heavy = [m for m in ('botec.estimation', 'botec.api', 'pydantic', 'numpy', 'pandas', "
             "'yaml') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -42,12 +42,24 @@ def test_estimate_from_a_mapping_a_contract_object_and_none():
     assert botec.estimate().value("run_seconds") == pytest.approx(31_250)  # the reference workload
 
 
-def test_botec_estimate_is_still_the_module():
-    import botec.estimate as module
-    from botec.estimate import Estimate
+def test_botec_estimate_is_the_api_function_and_the_module_is_estimation():
+    import botec.api
+    import botec.estimation as module
+    from botec import estimate
 
-    assert module is botec.estimate and module.Estimate is Estimate is botec.Estimate
-    assert isinstance(botec.estimate(LESSON), Estimate)
+    # importing the module that computes estimates never rebinds botec.estimate (no module class swapped)
+    assert estimate is botec.estimate is botec.api.estimate and callable(botec.estimate)
+    assert module.Estimate is botec.Estimate
+    assert isinstance(botec.estimate(LESSON), module.Estimate)
+    with pytest.raises(AttributeError, match="no attribute 'estimat'"):
+        botec.estimat  # noqa: B018
+
+
+def test_estimation_imports_neither_report_nor_api():
+    code = ("import sys; import botec.estimation; "
+            "print(sorted(m for m in sys.modules if m == 'botec.api' or m.startswith('botec.report')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize("source, fields, field, words", [

@@ -348,7 +348,7 @@ def test_deleted_and_renamed_keys_are_an_estimate_or_a_one_line_error(path, data
     null): each outcome is an estimate or a one-line error, never a KeyError or TypeError."""
     from botec.contract import parse_contract
     from botec.errors import UserError
-    from botec.estimate import estimate
+    from botec.estimation import estimate
 
     mutated = copy.deepcopy(yaml.safe_load(path.read_text()))
     for change in changes:

@@ -367,3 +367,97 @@ def test_a_capped_sweep_needs_no_memory_for_its_axis():
                           capture_output=True, text=True, timeout=120)
     line = one_line_error(done.returncode, done.stdout, done.stderr)
     assert "the space has 1,000,000,000 configurations, more than the cap of 10,000,000" in line
+
+
+# --- read-only targets, owners, signals mid-write (issue 21, item 1) ----------------------------------
+
+def test_a_read_only_file_is_refused_unless_forced(tmp_path, cli):
+    """Before: the rename replaced a 0444 file without a word."""
+    target = tmp_path / "report.md"
+    target.write_text("old\n")
+    target.chmod(0o444)
+    line = one_line_error(*cli("estimate", str(LESSON), "-f", "markdown", "-o", str(target)))
+    assert line == f"botec: error: -o/--output: {target}: the file is read-only; pass --force to replace it"
+    assert target.read_text() == "old\n" and leftovers(tmp_path) == []
+    code, out, err = cli("estimate", str(LESSON), "-f", "markdown", "-o", str(target), "--force")
+    assert code == 0, err
+    assert target.read_text().startswith("# ") and stat.S_IMODE(target.stat().st_mode) == 0o444
+
+
+@pytest.mark.parametrize("command", [["search"], ["sensitivity"], ["report", "-f", "markdown"],
+                                     ["sweep", "--set", "supply.count=4,8", "-f", "csv"]])
+def test_every_command_with_an_output_takes_force(tmp_path, cli, command):
+    target = tmp_path / "out.md"
+    target.write_text("old\n")
+    target.chmod(0o400)
+    line = one_line_error(*cli(*command, str(LESSON), "-o", str(target)))
+    assert "-o/--output" in line and "pass --force" in line and target.read_text() == "old\n"
+    code, out, err = cli(*command, str(LESSON), "-o", str(target), "--force")
+    assert code == 0, err
+    assert target.read_text() != "old\n"
+
+
+def test_the_helper_refuses_a_file_without_any_write_bit_even_for_root(tmp_path):
+    target = tmp_path / "pinned.json"
+    target.write_text("{}\n")
+    target.chmod(0o444)
+    with pytest.raises(UserError, match=r"^--csv: .*pinned\.json: the file is read-only; pass --force"):
+        write_text_atomically(target, "[]\n", "--csv")
+    write_text_atomically(target, "[]\n", "--csv", force=True)
+    assert target.read_text() == "[]\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can hand a file to another")
+def test_root_replacing_a_users_file_leaves_it_the_users(tmp_path):
+    """Before: `sudo botec ... -o ~user/report.md` left the report owned by root."""
+    target = tmp_path / "theirs.md"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    os.chown(target, 4321, 4322)
+    write_text_atomically(target, "new\n")
+    info = target.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (4321, 4322, 0o640)
+    assert target.read_text() == "new\n"
+
+
+# The child holds its write mid-way (its fsync waits for a signal), so the parent can signal it while the temporary
+# file exists, with no sleep and no race: whenever the signal comes after the file appears, it is removed.
+HELD_WRITER = """
+import os, signal, sys
+def held(descriptor):
+    signal.pause()
+os.fsync = held
+if sys.argv[2] == "cli":
+    from botec.cli import main
+    sys.argv = ["botec", "estimate", sys.argv[3], "-f", "json", "-o", sys.argv[1]]
+    main()
+else:
+    from botec.errors import write_text_atomically
+    write_text_atomically(sys.argv[1], "x" * 42_000_000)
+"""
+
+
+@pytest.mark.parametrize("how, signal_name, status", [("helper", "SIGTERM", -15), ("cli", "SIGTERM", -15),
+                                                      ("cli", "SIGINT", 130)])
+def test_a_signal_mid_write_removes_the_temporary_file(tmp_path, how, signal_name, status):
+    """Before: SIGTERM during a 42 MB write left a hidden .NAME.XXXX.tmp of 42 MB beside the target."""
+    import signal
+    import time
+
+    target = tmp_path / "big.json"
+    target.write_text("old\n")
+    child = subprocess.Popen([sys.executable, "-c", HELD_WRITER, str(target), how, str(LESSON)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not leftovers(tmp_path):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the child never began its write"
+            time.sleep(0.01)   # polling the folder, not waiting on time: the deadline only bounds a broken child
+        child.send_signal(getattr(signal, signal_name))
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == status, err
+    assert leftovers(tmp_path) == [] and target.read_text() == "old\n"
+    assert "Traceback" not in err

@@ -263,7 +263,7 @@ def test_a_different_global_batch_is_refused(tmp_path, cli):
 # --------------------------------------------------------------------------------------------- end to end
 
 def test_calibrate_a_megatron_log_end_to_end(tmp_path, cli):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.measure.calibrate import efficiency_assumption
 
     contract = EXAMPLES / "llama3.1-70b-pretrain.yaml"
@@ -345,7 +345,7 @@ def test_the_shipped_example_log_runs(cli):
 
 def test_calibrate_takes_the_partial_measurement_directly():
     """The library path: a LogMeasurement goes to the same calibrate() as a botec measurement."""
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.measure.calibrate import calibrate
 
     result = estimate_file(EXAMPLES / "llama2-7b-fsdp-finetune.yaml")

@@ -16,7 +16,7 @@ import yaml
 
 from botec.contract import parse_contract, read_contract_data
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.measure import serving_bench
 from botec.measure.calibrate import measured_contract_data
 from botec.measure.logs import read_measurement

@@ -195,9 +195,25 @@ def test_deepseek_v3_node():
     ("adam-8bit", 10, 8),      # 2 + 2 + 4 + 1 + 1
 ])
 def test_optimizer_presets(key, training, checkpoint):
+    """The catalog holds each preset's bytes; the shared formula (not the catalog) adds them up."""
+    from botec.formulas.weights import unsharded_state_bytes_per_parameter
+
     preset = optimizer_presets()[key]
-    assert preset.state_bytes_per_parameter == training
-    assert preset.state_bytes_per_parameter - preset.gradient_bytes_per_parameter == checkpoint
+    total = unsharded_state_bytes_per_parameter(preset.weight_bytes_per_parameter, preset.gradient_bytes_per_parameter,
+                                                preset.master_weight_bytes_per_parameter,
+                                                preset.optimizer_state_bytes_per_parameter)
+    assert total == training
+    assert total - preset.gradient_bytes_per_parameter == checkpoint
+    assert not hasattr(preset, "state_bytes_per_parameter")   # data knows no formula
+
+
+def test_catalog_listing_totals_the_optimizer_presets(cli):
+    """The listing applies the formula to the catalog's bytes: the lesson's 16 B for Adam in mixed precision."""
+    code, out, err = cli("catalog", "-f", "json")
+    assert code == 0, err
+    optimizers = {p["key"]: p for p in json.loads(out)["optimizers"]}
+    assert optimizers["adam-mixed"]["state_bytes_per_parameter"] == 16
+    assert optimizers["adam-8bit"]["state_bytes_per_parameter"] == 10
 
 
 def test_catalog_accelerator_in_a_contract(cli):

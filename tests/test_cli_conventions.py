@@ -3,6 +3,7 @@ units in findings, findings first, no hard wrap when piped, --uncertainty shows 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -185,7 +186,8 @@ def test_findings_come_before_the_tables(cli):
     assert out.index("✔ memory: fits") < out.index("Inputs and assumptions")
 
 
-def test_piped_estimate_keeps_each_finding_on_one_line():
+def test_piped_estimate_wraps_each_finding_under_its_mark():
+    """Piped, the report is at most 100 columns (issue 21): a finding's further lines hang 4 columns in."""
     env = dict(os.environ, COLUMNS="80")
     done = subprocess.run([sys.executable, "-m", "botec.cli", "estimate"], capture_output=True, text=True, env=env,
                           timeout=120)
@@ -193,10 +195,12 @@ def test_piped_estimate_keeps_each_finding_on_one_line():
     lines = done.stdout.splitlines()
     start = lines.index("Findings")
     findings = lines[start + 1:lines.index("", start)]
-    assert len(findings) >= 5
-    assert all(line.startswith("  ") and line[2] in "·✔!✘" for line in findings)  # no continuation lines
-    failures = next(line for line in findings if "failures:" in line)
-    assert len(failures) > 80 and failures.rstrip().endswith("(34.9 accelerator-hours)")
+    assert len(findings) >= 5 and max(map(len, findings)) <= 80
+    assert all((line.startswith("  ") and line[2] in "·✔!✘") or line.startswith("      ") for line in findings)
+    first = next(i for i, line in enumerate(findings) if "failures:" in line)
+    failures = [findings[first]] + list(itertools.takewhile(lambda line: line.startswith("      "),
+                                                            findings[first + 1:]))
+    assert len(failures) > 1 and " ".join(" ".join(failures).split()).endswith("(34.9 accelerator-hours)")
 
 
 def test_uncertainty_shows_only_what_varies(cli):
@@ -338,18 +342,18 @@ def _piped(*args: str) -> str:
     return done.stdout
 
 
-def test_piped_table_cells_are_not_folded_at_80_columns():
+def test_piped_tables_fit_100_columns_and_sources_are_details():
     lines = _piped("estimate").splitlines()
+    assert max(map(len, lines)) <= 100                     # issue 21: no longer padded to the widest cell
     row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
-    # the range whole, no "…", its unit written once
-    assert lines[row].split("  ")[-1].strip() == "1 × 10⁻⁵ – 6 × 10⁻⁵ failures/accelerator-hour"
-    source = lines[row + 1].strip()
-    assert source.startswith("assumed · assumptions.failure_rate; default: Llama 3 405B pre-training")
-    assert source.endswith("a younger or less automated fleet fails more often")  # one line, not folded
-    meaning = next(line for line in lines if line.split()[:1] == ["model_flops_per_token"])
-    assert meaning.rstrip().endswith("under LoRA the work a LoRA step needs: 4 per frozen parameter, 6 per "
-                                     "adapter parameter")
-    assert not any("formula" in line.split() for line in lines)  # the formula column stays a wide terminal's
+    # the range's unit written once (folded in its column), no source line under the name
+    assert " ".join(lines[row].split()).endswith("2 × 10⁻⁵ 1 × 10⁻⁵ – 6 × 10⁻⁵ assumed")
+    assert "Llama 3 405B" not in "\n".join(lines)
+    details = _piped("estimate", "--details").splitlines()
+    assert max(map(len, details)) <= 100
+    row = next(i for i, line in enumerate(details) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
+    source = " ".join(" ".join(details[row + 1: row + 8]).split())
+    assert "assumptions.failure_rate; default:" in source and "Llama 3 405B pre-training" in source
 
 
 def test_piped_sweep_headers_are_whole():
@@ -373,5 +377,5 @@ def test_a_range_writes_its_unit_once_and_leaves_room_for_the_names():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.strip().startswith("quantity (provenance"))
-    assert len(lines[header].strip().split("  ")[0]) >= 30  # the names' column, not 7 characters
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["quantity", "value"])
+    assert lines[header].index("value") >= 30  # the names get their column, not 7 characters

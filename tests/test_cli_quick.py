@@ -66,13 +66,13 @@ def test_quick_path_writes_the_same_file(tmp_path, capsys, monkeypatch):
 
 def test_quick_path_reads_the_options():
     read = quick.estimate_args(["botec", "estimate", "job.yaml", "-f", "json", "--units=binary", "--set", "a.b=1",
-                                "--set=c.d=2", "-o", "-", "--allow-misfit", "--details"])
+                                "--set=c.d=2", "-o", "-", "--allow-misfit", "--details", "--force"])
     assert read == {"contract": quick.Path("job.yaml"), "format": "json", "system": "binary",
                     "overrides": ["a.b=1", "c.d=2"], "output": quick.Path("-"), "allow_misfit": True,
-                    "details": True}
+                    "details": True, "force": True}
     assert quick.estimate_args(["botec", "estimate"]) == {
         "contract": None, "format": "text", "system": "decimal", "overrides": [], "output": None,
-        "allow_misfit": False, "details": False}
+        "allow_misfit": False, "details": False, "force": False}
 
 
 @pytest.mark.parametrize("args", [

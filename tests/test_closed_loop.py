@@ -37,7 +37,7 @@ def closed_contract(users: int, think: str | None = None, **traffic) -> dict:
 
 def estimated(data: dict):
     from botec.contract import parse_contract
-    from botec.estimate import estimate
+    from botec.estimation import estimate
 
     return estimate(parse_contract(data, origin="test"), base_dir=EXAMPLES, compare=False)
 
@@ -80,7 +80,7 @@ def test_the_load_is_a_rate_or_users_exactly_one(traffic, field, words):
 
 def test_an_open_contract_is_unchanged():
     """A rate gives the graph's default methods: no closed-loop quantity, the rate as stated."""
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     result = estimate_file(H100, ["supply.candidates=[]"])
     q = result.quantities
@@ -121,9 +121,9 @@ def test_the_solver_is_elementwise_and_saturates():
 def constant_step_engine(step_seconds: float):
     """The H100 example's engine with every step taking ``step_seconds``, whatever it carries (all per-unit costs 0
     but the fixed cost per step), room for every prompt in a step and every request in the batch."""
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.serving.step import StepModel
-    from botec.simulate.replica import Engine
+    from botec.simulate.engine import Engine
 
     engine = Engine.from_estimate(estimate_file(H100, ["supply.candidates=[]"]))
     costs = {f.name: 0.0 for f in dataclasses.fields(StepModel)} | {"fixed_seconds_per_step": step_seconds}
@@ -138,7 +138,7 @@ def test_the_simulated_loop_is_exact_on_a_constant_step(think):
     O·t after it was sent, and its user sends the next Z later. With t and Z binary fractions every time is exact:
     user u's k-th request is sent at k·(O·t + Z), and 3 users on 1 replica complete N / (O·t + Z) per second."""
     from botec.simulate.closed import run_closed_loop
-    from botec.simulate.replica import Ledger
+    from botec.simulate.ledger import Ledger
 
     step, output, users, count = 1 / 16, 4, 3, 60
     engine = constant_step_engine(step)
@@ -157,7 +157,7 @@ def test_users_stay_on_their_replica_and_requests_are_numbered_in_time():
     """5 users on 2 replicas: users 0, 2, 4 on the first, 1 and 3 on the second (⌈5/2⌉ and ⌊5/2⌋), each replica
     its own closed loop; requests are numbered in the order they are sent."""
     from botec.simulate.closed import run_closed_loop
-    from botec.simulate.replica import Ledger
+    from botec.simulate.ledger import Ledger
 
     engine = constant_step_engine(1 / 16)
     count = 50

@@ -16,7 +16,7 @@ EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.
 SCRIPT = """
 import sys
 sys.modules["numpy"] = None
-from botec.estimate import estimate_file
+from botec.estimation import estimate_file
 from botec.graph.explain import explain
 failed = []
 for path in sys.argv[1:]:

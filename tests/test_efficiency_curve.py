@@ -10,8 +10,9 @@ import yaml
 
 from botec.architecture import model_catalog
 from botec.errors import ContractError, UserError
+from botec.catalog import curves
 from botec.measure import gemm_curve
-from botec.measure.gemm_curve import GemmShape, layer_gemms, model_gemms, tensor_parallel_degrees
+from botec.measure.gemm_shapes import GemmShape, layer_gemms, model_gemms, tensor_parallel_degrees
 
 from conftest import tiny_cpu_contract
 
@@ -114,7 +115,7 @@ memory:
 def test_curve_file_loads_and_matches_only_its_accelerator(tmp_path):
     path = tmp_path / "curve.yaml"
     path.write_text(GOOD)
-    curve = gemm_curve.read(path)
+    curve = curves.read(path)
     assert curve.device_name == "NVIDIA H200" and curve.backend == "cuda" and curve.precision == "bf16"
     assert curve.peak_flops_per_s == 989.4e12 and curve.memory_bytes_per_s == 4.8e12
     assert curve.matmul_points == ((0.5, 0.41), (412.3, 0.78))
@@ -122,17 +123,17 @@ def test_curve_file_loads_and_matches_only_its_accelerator(tmp_path):
     assert curve.created.startswith("2026-11-30") and "NVIDIA H200" in curve.source and "curve.yaml" in curve.source
     assert curve.matches("h200") and not curve.matches("h100-sxm")
     path.write_text(GOOD.replace("accelerator: h200", "accelerator: null"))
-    assert not gemm_curve.read(path).matches("h200")
+    assert not curves.read(path).matches("h200")
 
 
 def test_curve_file_round_trips(tmp_path):
-    data = gemm_curve.CurveFile.model_validate(yaml.safe_load(GOOD))
+    data = curves.CurveFile.model_validate(yaml.safe_load(GOOD))
     path = tmp_path / "again.yaml"
-    gemm_curve.write(data, path)
+    curves.write(data, path)
     assert path.read_text().startswith("# botec efficiency curve")
-    assert gemm_curve.CurveFile.model_validate(yaml.safe_load(path.read_text())) == data
-    assert gemm_curve.read(path) == gemm_curve.read(path)
-    assert gemm_curve.read(path).matmul_points == ((0.5, 0.41), (412.3, 0.78))
+    assert curves.CurveFile.model_validate(yaml.safe_load(path.read_text())) == data
+    assert curves.read(path) == curves.read(path)
+    assert curves.read(path).matmul_points == ((0.5, 0.41), (412.3, 0.78))
 
 
 BAD = {
@@ -159,7 +160,7 @@ def test_loader_refuses_bad_files_naming_the_field(tmp_path, case):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(ContractError) as caught:
-        gemm_curve.read(path)
+        curves.read(path)
     message = str(caught.value)
     assert named in message and str(path) in message
     assert "\n" not in message
@@ -167,7 +168,7 @@ def test_loader_refuses_bad_files_naming_the_field(tmp_path, case):
 
 def test_loader_refuses_a_missing_file(tmp_path):
     with pytest.raises(ContractError, match="no such efficiency-curve file"):
-        gemm_curve.read(tmp_path / "nowhere.yaml")
+        curves.read(tmp_path / "nowhere.yaml")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,8 +185,8 @@ SMALL = [GemmShape("square", 32, 32, 32), GemmShape("square", 64, 64, 64), GemmS
 def test_tiny_cpu_run_writes_a_curve_relative_to_its_best_point(tmp_path):
     run = gemm_curve.measure(SMALL, [64 * 1024, 256 * 1024], "bf16", budget_seconds=2.0, device="cpu")
     path = tmp_path / "cpu.yaml"
-    gemm_curve.write(run.curve, path)
-    curve = gemm_curve.read(path)
+    curves.write(run.curve, path)
+    curve = curves.read(path)
     assert curve.backend == "cpu" and curve.accelerator is None and curve.precision == "bf16"
     assert curve.peak_source == "best measured rate" and curve.memory_bandwidth_source == "best measured rate"
     for points in (curve.matmul_points, curve.memory_points):
@@ -226,7 +227,7 @@ def test_cli_efficiency_curve_mode_end_to_end(tmp_path, cli):
     assert code == 0, err
     assert "GFLOP" in out and "efficiency" in out and "MB moved" in out
     assert f"wrote {output}" in err
-    curve = gemm_curve.read(output)
+    curve = curves.read(output)
     assert curve.backend == "cpu" and curve.precision == "bf16" and curve.accelerator is None
     assert all(0 < e <= 1 for _, e in curve.matmul_points + curve.memory_points)
     # the contract's own GEMMs were timed (T = 128 or 256 tokens, h = 128), not only the squares
@@ -242,7 +243,7 @@ def test_cli_efficiency_curve_with_stated_peaks(tmp_path, cli):
     code, out, err = cli("measure", str(contract), "--efficiency-curve", "--budget-seconds", "1", "--peak-flops",
                          "100 TFLOP/s", "--memory-bandwidth", "10 TB/s", "-o", str(output))
     assert code == 0, err
-    curve = gemm_curve.read(output)
+    curve = curves.read(output)
     assert curve.peak_flops_per_s == 100e12 and curve.memory_bytes_per_s == 10e12
     assert "--peak-flops" in out and "best measured" not in out
 

@@ -15,7 +15,7 @@ import pytest
 from botec.architecture import breakdown, lora_parameters, read_hf_config
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 
 from conftest import REPO
 

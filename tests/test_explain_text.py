@@ -13,7 +13,7 @@ FULL_RECOMPUTE = EXAMPLES / "gpt3-175b-search.yaml"
 
 @pytest.fixture(scope="module")
 def serving():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     return estimate_file(SERVING)
 
@@ -60,7 +60,7 @@ def test_every_legend_names_quantities_of_the_formula_or_says_what_it_is():
 
 
 def test_training_worded_formulas_say_what_their_letters_are():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     lines = estimate_file(FULL_RECOMPUTE).explain("step_seconds").splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("attention_projection_seconds = "))
@@ -85,7 +85,7 @@ def test_a_formula_with_few_words_still_shows_its_values(serving):
 
 
 def test_recompute_shows_as_its_word_in_substitutions_and_inputs():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     lines = estimate_file(FULL_RECOMPUTE).explain("layer_recompute_seconds").splitlines()
     assert " = 100 % × 4.21 ms if full = full (per layer, averaged over the 96);" in lines[0]
@@ -94,7 +94,7 @@ def test_recompute_shows_as_its_word_in_substitutions_and_inputs():
 
 
 def test_a_zero_by_a_choice_says_the_choice_by_name():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     result = estimate_file(LESSON)
     text = result.explain("full_recompute_share")
@@ -106,7 +106,8 @@ def test_a_branch_condition_on_a_choice_reads_as_its_word():
     from botec.graph.engine import Definition, Quantity
     from botec.graph.explain import taken_branch
 
-    recompute = Quantity(Definition("recompute", "compute", "1", "recomputation"), 1.0, "assumed")
+    recompute = Quantity(Definition("recompute", "compute", "1", "recomputation", labels=("none", "selective", "full")),
+                         1.0, "assumed")
     conditions: list[str] = []
     assert taken_branch("a if recompute ≥ 1 else b", {"recompute": recompute}, conditions) == "a"
     assert conditions == ["recompute = selective"]

@@ -8,7 +8,7 @@ import pytest
 
 from botec.contract import load_contract, parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate, estimate_file
+from botec.estimation import estimate, estimate_file
 from botec.explore.search import as_overrides, search
 from botec.explore.solve import back_solve, optimize
 from botec.explore.space import Space, evaluate_space, parse_axis
@@ -309,3 +309,49 @@ def test_unknown_distribution_is_refused():
     data["assumptions"]["headroom"] = {"value": 0.25, "low": 0.1, "high": 0.4, "distribution": "gamma"}
     with pytest.raises(ContractError, match="distribution must be one of triangular, uniform, normal, lognormal"):
         parse_contract(data)
+
+
+@pytest.mark.parametrize("example, top", [("lesson-finetune-1b", 630), ("llama2-70b-pretrain", 700)])
+def test_chunked_search_keeps_the_rows_a_brute_force_ranking_puts_first(example, top):
+    """Issue 21: the search keeps a running top-k per chunk. Here 100-row chunks, and a top long enough to reach the
+    layouts that fit only within the headroom (they follow those that keep it), against one Python sort of every
+    row: (fits only within the headroom, objective, candidate number)."""
+    import numpy as np
+
+    from botec.explore.search import LAYOUT_FIELDS, default_axes
+    from botec.explore.space import fit_quantities, fits_mask
+
+    inputs = inputs_of(EXAMPLES / f"{example}.yaml")
+    wanted = ["step_seconds", *fit_quantities(inputs)]
+    columns, valid, _ = evaluate_space(Space(inputs, default_axes(inputs)), wanted=wanted)
+    fits = fits_mask(columns, valid)
+    ranked = sorted(np.flatnonzero(fits), key=lambda row: (not columns["memory_spare_bytes"][row] >= 0,
+                                                           columns["step_seconds"][row], row))[:top]
+    result = search(inputs, top=top, chunk=100)
+    assert result.feasible == int(fits.sum()) and len(result.best) == len(ranked) == min(top, result.feasible)
+    assert any(not columns["memory_spare_bytes"][row] >= 0 for row in ranked)   # both kinds of fit are ranked
+    for found, row in zip(result.best, ranked):
+        assert found["figures"]["step_seconds"] == columns["step_seconds"][row]
+        numbers = {path: value for path, value in found["layout"].items() if path in LAYOUT_FIELDS}
+        numbers["strategy.recompute"] = int(columns["strategy.recompute"][row])   # shown by its name
+        numbers["strategy.sequence_parallel"] = int(numbers["strategy.sequence_parallel"])
+        assert numbers == {path: int(columns[path][row]) for path in LAYOUT_FIELDS}
+
+
+def test_evaluating_leaves_no_reference_cycle_to_hold_its_arrays():
+    """Issue 21: the on-demand evaluation's resolver read itself through its closure, so each evaluation's arrays
+    waited for the cyclic collector; a 10^7-candidate search piled up 2 GB of chunks. Now nothing is garbage."""
+    import gc
+
+    from botec.explore.search import default_axes
+    from botec.explore.space import fit_quantities
+
+    inputs = inputs_of(LESSON)
+    gc.collect()
+    gc.disable()
+    try:
+        evaluate_space(Space(inputs, default_axes(inputs)), wanted=["step_seconds", *fit_quantities(inputs)])
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert left == 0

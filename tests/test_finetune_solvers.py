@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from botec.contract import load_contract
-from botec.estimate import estimate_file
+from botec.estimation import estimate_file
 from botec.explore.recipes import RECIPES, compare_recipes
 from botec.explore.solve import SEQUENCE_STEP, optimize
 from botec.inputs import build_inputs

@@ -10,7 +10,7 @@ import pytest
 
 from botec.contract import apply_overrides, parse_contract, read_contract_data
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.training.goodput import (expected_wall_seconds, optimal_checkpoint_interval_seconds,
                                     young_checkpoint_interval_seconds)
 
@@ -216,7 +216,7 @@ def test_no_failures_leaves_the_pause_only_goodput(lesson):
 
 @pytest.fixture(scope="module")
 def llama3():
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     return estimate_file(EXAMPLES / "llama3-405b-16k-gpu-failures.yaml")
 

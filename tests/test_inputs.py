@@ -12,7 +12,7 @@ from botec import __version__
 from botec.catalog import catalog_revised
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate, estimate_file
+from botec.estimation import estimate, estimate_file
 from botec.inputs import build_inputs
 
 from conftest import EXAMPLES, LESSON, write
@@ -151,3 +151,86 @@ def test_the_estimate_carries_its_inputs_and_every_consumer_reuses_them():
     assert inputs.base_dir == EXAMPLES.resolve()
     assert inputs.given["parameters"].value == 6_738_415_616        # read from the config.json beside the contract
     assert inputs.vary({}).given.keys() == inputs.given.keys()
+
+
+# --- issue 21: one setter, one efficiency section, the engines from the catalog, rebuild validates ---------------
+
+
+def test_one_setter_creates_sections_replaces_values_and_names_a_path_through_a_value():
+    from botec.contract import apply_overrides, remove_field, set_field
+
+    data = {"strategy": {"tensor_parallel": 2}, "assumptions": None}
+    set_field(data, "strategy.lora.rank", 16)
+    set_field(data, "assumptions.headroom", 0.25)        # a null section becomes a mapping
+    set_field(data, "strategy.tensor_parallel", 4)
+    assert data == {"strategy": {"tensor_parallel": 4, "lora": {"rank": 16}}, "assumptions": {"headroom": 0.25}}
+    remove_field(data, "strategy.lora.rank")
+    remove_field(data, "supply.count")                   # absent already: nothing happens, nothing is created
+    assert data == {"strategy": {"tensor_parallel": 4, "lora": {}}, "assumptions": {"headroom": 0.25}}
+    with pytest.raises(ContractError) as caught:
+        set_field(data, "strategy.tensor_parallel.degree", 2)
+    assert str(caught.value) == "strategy.tensor_parallel.degree: 'tensor_parallel' is not a section"
+    # --set reads YAML values through the same setter, on a copy
+    changed = apply_overrides(data, ["strategy.lora.rank=8", "supply.accelerator=h100-sxm", "workload.model={a: 1}"])
+    assert changed["strategy"]["lora"] == {"rank": 8} and changed["supply"] == {"accelerator": "h100-sxm"}
+    assert changed["workload"] == {"model": {"a": 1}} and "supply" not in data
+
+
+def test_the_validation_cases_change_fields_through_the_same_setter():
+    """The validation cases' changes (None removes a field) go through the contract's setter: its errors too."""
+    import botec.validate as validate
+
+    data = {"workload": {"kind": "training"}}
+    validate._set(data, "strategy.lora.rank", 8)
+    validate._set(data, "workload.kind", None)
+    assert data == {"workload": {}, "strategy": {"lora": {"rank": 8}}}
+    with pytest.raises(ContractError, match="strategy.lora.rank.x: 'rank' is not a section"):
+        validate._set(data, "strategy.lora.rank.x", 1)
+
+
+def test_training_and_serving_share_one_efficiency_section():
+    from botec.contract.efficiency import EfficiencyAssumptions
+    from botec.contract.serving import ServingAssumptions
+    from botec.contract.training import TrainingAssumptions
+
+    shared = set(EfficiencyAssumptions.model_fields)
+    assert shared == {"attention_flops", "matmul_efficiency", "kernel_overhead", "memory_bandwidth_efficiency",
+                      "attention_efficiency", "efficiency_curve", "efficiency_set"}
+    for kind in (TrainingAssumptions, ServingAssumptions):
+        assert issubclass(kind, EfficiencyAssumptions)
+        assert all(repr(kind.model_fields[name]) == repr(EfficiencyAssumptions.model_fields[name]) for name in shared)
+    # the same YAML, flat under assumptions, and the same validation in both kinds
+    for path in (EXAMPLES / "llama3.1-8b-finetune-h100.yaml", SERVE):
+        data = yaml.safe_load(path.read_text())
+        data.setdefault("assumptions", {})["matmul_efficiency"] = 1.5
+        with pytest.raises(ContractError) as caught:
+            parse_contract(data)
+        assert caught.value.field == "assumptions.matmul_efficiency" and "1" in caught.value.detail
+        data["assumptions"]["matmul_efficiency"] = "70 %"
+        assert parse_contract(data).assumptions.matmul_efficiency.value == pytest.approx(0.70)
+
+
+def test_the_engine_names_come_from_the_catalog():
+    from botec.catalog.engines import engine_presets
+
+    data = yaml.safe_load(SERVE.read_text())
+    for engine in engine_presets():
+        data["strategy"]["engine"] = engine
+        assert parse_contract(data).strategy.engine == engine
+    for wrong, hint in (("sglan", "; did you mean 'sglang'?"), (7, "")):
+        data["strategy"]["engine"] = wrong
+        with pytest.raises(ContractError) as caught:
+            parse_contract(data)
+        assert caught.value.field == "strategy.engine"
+        assert caught.value.detail == (f"unknown engine {wrong!r}{hint} (engines: {', '.join(engine_presets())})")
+
+
+def test_rebuild_validates_the_changed_contract_and_none_restores_a_default():
+    inputs = build_inputs(parse_contract(yaml.safe_load((EXAMPLES / "llama3.1-8b-finetune-h100.yaml").read_text())))
+    lora = inputs.rebuild(strategy={"lora": {"rank": 16, "target_modules": "all-linear"}, "recompute": "full"})
+    assert lora.contract.strategy.lora.rank == 16 and lora.contract.strategy.recompute == "full"
+    assert inputs.contract.strategy.lora is None      # the original inputs are unchanged
+    assert lora.rebuild(strategy={"lora": None}).contract.strategy.lora is None
+    with pytest.raises(ContractError) as caught:      # a change that breaks a rule names its field
+        inputs.rebuild(strategy={"recompute": "selective", "recompute_layer_fraction": 0.5})
+    assert caught.value.field == "strategy.recompute_layer_fraction"

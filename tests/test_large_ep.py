@@ -10,7 +10,7 @@ import pytest
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.serving import instances
 
 PER_EXPERT = 3 * 7168 * 2048                       # one expert's parameters in one layer

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.inputs import build_inputs
 from botec.layout import SEARCH_BOUNDS, ModelFacts, candidates, default_stage_layers
 
@@ -192,3 +192,22 @@ def test_search_candidates_cover_uneven_pipelines():
     """PP need not divide the layers now: 126 layers on 16 stages is a candidate on 16,384 accelerators."""
     tried = candidates(ModelFacts("405b", 126, 128, 8, None, 8192), 16_384)
     assert 16 in tried["strategy.pipeline_parallel"] and 3 not in tried["strategy.pipeline_parallel"]
+
+
+# --- issue 21: the recompute choice's words travel with its definition (graph/ never imports layout/) --------
+
+def test_explain_words_the_recompute_choice_from_its_definitions_labels():
+    from botec.graph import Definition, Quantity
+    from botec.graph.explain import explain_line, worded
+    from botec.layout import Recompute
+
+    result = estimate(parse_contract(__import__("yaml").safe_load(LESSON.read_text())
+                                     | {"strategy": {"micro_batch_size": 1, "recompute": "full"}}))
+    recompute = result.quantities["recompute"]
+    assert recompute.definition.labels == tuple(mode.label for mode in Recompute) == ("none", "selective", "full")
+    assert worded(recompute) == "full"
+    assert explain_line(recompute, result.quantities) == "recompute = full  [assumed, strategy.recompute]"
+    # a quantity without labels, or a value without a word, is written as a number
+    bare = Definition("count", "compute", "1", "a count")
+    assert worded(Quantity(bare, 2.0, "assumed")) is None
+    assert worded(recompute._replace(value=7.0)) is None and worded(recompute._replace(value=1.5)) is None

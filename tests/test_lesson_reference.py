@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from botec.estimate import estimate_file
+from botec.estimation import estimate_file
 from botec.graph.explain import explain
 
 from conftest import LESSON
@@ -113,7 +113,7 @@ def test_findings_match_the_lesson(lesson):
 
 def test_end_to_end_mfu_replaces_the_pair(tmp_path):
     from botec.contract import apply_overrides, parse_contract, read_contract_data
-    from botec.estimate import estimate
+    from botec.estimation import estimate
 
     data = read_contract_data(LESSON)
     del data["assumptions"]["single_accelerator_mfu"], data["assumptions"]["scaling_efficiency"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from botec.estimate import estimate_file
+from botec.estimation import estimate_file
 
 from conftest import LLAMA
 

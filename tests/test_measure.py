@@ -75,7 +75,7 @@ def test_calibration_round_trips_the_measured_step(measured, tmp_path, cli):
     code, out, err = cli("calibrate", str(contract), str(output), "-o", str(calibrated))
     assert code == 0, err
     assert "end_to_end_mfu replaces single_accelerator_mfu × scaling_efficiency" in out
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     result = estimate_file(calibrated)
     step = files.read(output).summary.median["step_seconds"]
@@ -251,7 +251,7 @@ def lora_measured(tmp_path_factory):
 def test_lora_trains_only_the_adapters(tmp_path):
     """Only A and B take gradients; their count is the hand derivation's and botec's ``trainable_parameters``."""
     from botec.architecture import lora_parameters
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.measure.model import Transformer, add_lora
 
     arch = Architecture("gqa", "custom", 2, 128, 4, 2, 344, 1024)
@@ -290,7 +290,7 @@ def test_lora_measurement_holds_a_frozen_base_and_the_adapters_state(lora_measur
     assert memory.optimizer_bytes == 2 * 4 * TINY_LORA_TRAINABLE + 4 * 28
     assert memory.activation_bytes_per_element == 2.0
     # botec's estimate of the same contract holds the same state: its formulas beside MemTracker's categories
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     estimate = estimate_file(contract)
     assert estimate.value("weight_memory_bytes") == memory.parameters_bytes
@@ -309,7 +309,7 @@ def test_lora_calibration_round_trips(lora_measured, measured, tmp_path, cli):
     calibrated = tmp_path / "lora.calibrated.yaml"
     code, out, err = cli("calibrate", str(contract), str(output), "-o", str(calibrated))
     assert code == 0, err
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     measurement = files.read(output)
     result = estimate_file(calibrated)

@@ -8,7 +8,7 @@ import pytest
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 
 # Llama 2-7B (Touvron et al. 2023, Table 1): h = 4,096, 32 layers, gated MLP of 11,008, vocabulary 32,000.
 P = 6_738_415_616
@@ -439,7 +439,7 @@ def test_fits_within_the_headroom_is_a_verdict_of_its_own():
     assert not small.fits and small.quantities["memory_spare_before_headroom_bytes"].value == pytest.approx(
         20e9 - ALLOCATED)
     assert any(f.level == "fail" and f.message.startswith("does not fit") for f in small.findings)
-    from botec.estimate import check_fit
+    from botec.estimation import check_fit
     check_fit(result)                                        # within the headroom: not refused
     with pytest.raises(ContractError):
         check_fit(small)

@@ -7,7 +7,7 @@ import pytest
 from botec.catalog.efficiency import families, matmul_efficiency_at
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.formulas import collectives
 from botec.inputs.efficiency import fit_curve
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from botec.contract import parse_contract
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.formulas import collectives
 
 

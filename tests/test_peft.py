@@ -12,7 +12,7 @@ import pytest
 from botec.architecture import lora_parameters, model_catalog
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.inputs.lora import quantized_weight_bytes_per_parameter
 from botec.training.ops import gemm_seconds
 

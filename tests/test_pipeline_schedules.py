@@ -18,7 +18,7 @@ import pytest
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.layout import ModelFacts, layout_of
 
 MATMUL = 6_738_415_616 - 131_072_000                      # all but the input-embedding lookup

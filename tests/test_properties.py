@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 from botec.inputs import build_inputs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from botec.errors import ContractError
-from botec.estimate import estimate_file
+from botec.estimation import estimate_file
 from botec.graph import Formulas, Given, Graph
 from botec.graph.explain import explain
 from botec.serving import SERVING

@@ -178,3 +178,73 @@ def test_python_snippet_runs_and_prints_what_its_comments_say(monkeypatch, capsy
             break
     assert checked >= 5
     assert "planned_device_bytes = (allocated_device_bytes" in capsys.readouterr().out  # the explain line printed
+
+
+# Every quoted output block of the README (a fence with no language), in order, and the command whose run it
+# quotes (the one shown above it), or why it is not a run's output. A block added to the README must be added here.
+QUOTED_OUTPUTS = [
+    ("explain", "planned_device_bytes"),                                 # test_explain_block_is_what_botec_explain_prints
+    ("estimate",),                                                       # the lesson's findings
+    ("estimate", "examples/serve-llama3.1-8b-h100.yaml"),                 # the serving findings
+    ("simulate", "examples/serve-llama3.1-8b-h100.yaml"),                 # the verdicts, seeded
+    "an error's wording for a contract the README does not show (tests/test_errors*.py hold the wording)",
+    "errors of a hypothetical job.yaml (the misfit line is the --set strategy.micro_batch_size=16 command's)",
+    "the source tree, not an output",
+]
+# Numbers in a quoted output may drift this far from a run before the README must be regenerated: the words and
+# the units must be the same (a prefix that changes, 980 ms for 1.02 s, is a difference).
+RELATIVE_TOLERANCE = 0.02
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _drift(shown: str, printed: str) -> str | None:
+    """None when the ``shown`` line (whitespace squashed) is in ``printed`` (squashed) with its words and units as
+    they are and every number within :data:`RELATIVE_TOLERANCE`; else what differs."""
+    shown = _squash(shown)
+    pattern = "".join(re.escape(text) + (r"(\d[\d,]*(?:\.\d+)?)" if index < len(numbers) else "")
+                      for numbers in [_NUMBER.findall(shown)]
+                      for index, text in enumerate(_NUMBER.split(shown)))
+    match = re.search(pattern, printed)
+    if match is None:
+        return f"no line of this shape: {shown}"
+    for claimed, ran in zip(_NUMBER.findall(shown), match.groups()):
+        a, b = float(claimed.replace(",", "")), float(ran.replace(",", ""))
+        if abs(a - b) > RELATIVE_TOLERANCE * max(abs(a), abs(b)):
+            return f"{claimed} shown, {ran} printed: {shown}"
+    return None
+
+
+def test_drift_compares_numbers_within_the_tolerance_and_words_exactly():
+    printed = _squash("  ✔ serving: TTFT 88.9 ms (P90) at the fleet's load, target 0.5 s;\n      floor 24.2 ms")
+    assert _drift("✔ serving: TTFT 88.9 ms (P90) at the fleet's load, target 0.5 s; floor 24.2 ms", printed) is None
+    assert _drift("✔ serving: TTFT 88 ms (P90) at the fleet's load, target 0.5 s; floor 24.2 ms", printed) is None
+    assert _drift("✔ serving: TTFT 51 ms (P90) at the fleet's load", printed) == \
+        "51 shown, 88.9 printed: ✔ serving: TTFT 51 ms (P90) at the fleet's load"
+    assert _drift("✔ serving: TTFT 88.9 s (P90)", printed).startswith("no line of this shape")
+    assert _drift("21 requests fit", _squash("20 requests fit")) == "21 shown, 20 printed: 21 requests fit"
+
+
+def test_every_quoted_output_block_is_registered():
+    assert len(_blocks(README)) == len(QUOTED_OUTPUTS)
+
+
+@pytest.mark.parametrize("index", [i for i, entry in enumerate(QUOTED_OUTPUTS) if isinstance(entry, tuple)])
+def test_a_quoted_output_is_what_its_command_prints(index, in_scratch, capsys):
+    """Each line of the block (but "..." and the titles) appears in the run's output: the same words, numbers
+    within 2 %; the command is the one shown above the block."""
+    args = QUOTED_OUTPUTS[index]
+    block = _blocks(README)[index]
+    above = README[:README.index(block)]
+    assert re.search(r"botec " + re.escape(" ".join(args)) + r"(\s|$)", above[-3000:]), "shown above the block"
+    code, out, err = run_cli(list(args), capsys)
+    assert code == 0, err[-2000:]
+    printed = _squash(out + err)
+    shown = [line for line in block.splitlines() if line.strip() and line.strip() not in ("...", "Findings")]
+    # a finding or a derivation wraps over lines: a line that hangs further in continues the one above it
+    joined: list[str] = []
+    for line in shown:
+        if joined and index != 0 and len(line) - len(line.lstrip()) > 2:
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    assert [_drift(line, printed) for line in joined] == [None] * len(joined)

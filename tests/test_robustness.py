@@ -87,3 +87,15 @@ def test_deleted_and_combined_changes_are_an_estimate_or_a_one_line_error(capsys
         assert len([line for line in err.splitlines() if line.strip()]) == 1, err
     else:
         assert "NaN" not in out and "Infinity" not in out
+
+
+def test_a_300_character_model_name_is_a_one_line_error_naming_workload_model(capsys, tmp_path):
+    """Issue 21: a config path longer than a file name may be (ENAMETOOLONG) was an internal error."""
+    name = "x" * 300
+    for model, field in ((name, "workload.model.catalog: unknown model"),
+                         ("{config: %s}" % name, "workload.model.config: cannot read"),
+                         ("{config: %s.json}" % name, "workload.model.config: cannot read")):
+        code, out, err = run_cli(["estimate", str(LESSON), "--set", f"workload.model={model}"], capsys)
+        assert code == 2 and out == "", (model[:20], err)
+        assert err.count("\n") == 1 and field in err, err
+        assert "x" * 100 not in err.partition(field)[2]  # the name is cut short, not echoed whole

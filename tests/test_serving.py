@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 
 
 def serving(model="llama-3.1-8b", accelerator="h100-sxm", strategy=None, traffic=None, latency=None, supply=None,
@@ -334,7 +334,7 @@ def test_engines_set_the_memory_budget():
 
 def test_training_cost_per_million_tokens_by_hand():
     """Lesson 004's Llama 2-70B: 6 × 70e9 × 2e12 FLOP at 1,024 × 312 TFLOP/s × 0.435 for $1.80 an A100-hour."""
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     from conftest import LLAMA
 

@@ -18,7 +18,7 @@ import pytest
 
 from botec.contract import parse_contract
 from botec.errors import ContractError
-from botec.estimate import estimate
+from botec.estimation import estimate
 
 
 def serving(model="llama-3.1-8b", accelerator="h100-sxm", strategy=None, traffic=None, supply=None, assumptions=None):
@@ -313,7 +313,7 @@ def test_the_simulator_holds_a_shared_prefix_once():
     """1,024-token prompts, 512 of them cached: 32 shared blocks of 16 tokens, held once, and 32 more per request.
     A cache of 192 blocks admits (192 − 32) / 32 = 5 prompts at once (⌊192 / 64⌋ = 3 if each held its own copy);
     one output token each, so all finish in their prefill step and the replica ends idle with only the prefix."""
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.simulate.fleet import run_fleet
     from botec.simulate.replica import Engine, Ledger
 

@@ -38,7 +38,7 @@ MOE = {"serve-deepseek-v3-h200.yaml", "serve-mixtral-8x7b-h100.yaml"}
 
 @lru_cache(maxsize=None)
 def estimated(path, overrides: tuple = ()):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     extra = FAST if path == H100 else ()
     return estimate_file(path, list(overrides + extra))
@@ -81,7 +81,7 @@ def test_arrivals_keep_the_mean_rate():
 
 
 def test_a_trace_replays_csv_and_json_lines(tmp_path):
-    from botec.simulate.workload import read_trace
+    from botec.simulate.trace import read_trace
 
     csv_trace = write(tmp_path, "arrival_s,prompt_tokens,output_tokens\n10.5,100,20\n10.0,50,5\n", "t.csv")
     workload = read_trace(csv_trace)
@@ -105,7 +105,7 @@ def test_a_trace_replays_csv_and_json_lines(tmp_path):
 ])
 def test_a_bad_trace_names_the_line_and_the_field(tmp_path, text, name, fragments):
     from botec.errors import ContractError
-    from botec.simulate.workload import read_trace
+    from botec.simulate.trace import read_trace
 
     path = write(tmp_path, text, name)
     with pytest.raises(ContractError) as caught:
@@ -261,7 +261,8 @@ def reference_schedule(engine, arrival, prompt, output, cached):
 ])
 def test_the_replica_matches_a_step_by_step_reference(name, changes):
     from botec.simulate.fleet import run_fleet
-    from botec.simulate.replica import Engine, Ledger
+    from botec.simulate.engine import Engine
+    from botec.simulate.ledger import Ledger
 
     engine = dataclasses.replace(Engine.from_estimate(estimated(H100)), **changes)
     rng = np.random.default_rng(1)
@@ -283,7 +284,7 @@ def test_the_replica_matches_a_step_by_step_reference(name, changes):
 
 
 def test_closed_forms_of_a_run_of_steps():
-    from botec.simulate.replica import attended_tokens, steps_to_reach
+    from botec.simulate.engine import attended_tokens, steps_to_reach
 
     for seconds, first, slope in ((1.0, 0.01, 0.0), (1.0, 0.01, 1e-5), (0.0301, 0.01, 0.0), (5.0, 0.003, 2e-7)):
         elapsed, j = 0.0, 0
@@ -573,7 +574,7 @@ def test_tensorrt_llm_reserves_each_request_whole_and_never_preempts():
     request's whole footprint (engines.yaml kv_reservation: full); vLLM pages blocks as they grow and preempts.
     Llama 3.1-8B FP8 on one L4, 3,000 + 3,000 tokens at 0.5 req/s: the cache holds ⌊capacity / 375⌋ whole
     requests (⌈5,999 / 16⌉ = 375 blocks each), and paging runs more at once until it must evict."""
-    from botec.simulate.replica import Engine
+    from botec.simulate.engine import Engine
 
     long = ("workload.traffic.prompt_tokens=3000", "workload.traffic.output_tokens=3000")
     runs = {}

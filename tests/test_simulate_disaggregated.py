@@ -35,7 +35,7 @@ DISAGGREGATED = "strategy.disaggregation={prefill_instances: %d}"
 
 @lru_cache(maxsize=None)
 def estimated(instances: int = 1):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     overrides = ["supply.candidates=[]"] + ([DISAGGREGATED % instances] if instances else [])
     return estimate_file(H100, overrides)
@@ -135,8 +135,8 @@ def test_a_prefill_instance_of_its_own_moves_the_time_to_first_token(factor):
 def test_streaming_gives_every_slot_back_on_a_fleet():
     from botec.simulate import _tally
     from botec.simulate.disaggregated import run_disaggregated
+    from botec.simulate.engine import Engine
     from botec.simulate.ledger import StreamLedger
-    from botec.simulate.replica import Engine
     from botec.simulate.workload import synthetic_stream
 
     result = estimated(2)
@@ -162,12 +162,12 @@ def test_streamed_equals_whole_arrays():
     lognormal lengths with prefix caching and a small KV cache (evictions on the decode instance)."""
     import numpy as np
 
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.simulate import _tally
     from botec.simulate.disaggregated import DisaggregatedReplica, run_disaggregated
     from botec.simulate.fleet import run_fleet
-    from botec.simulate.ledger import StreamLedger
-    from botec.simulate.replica import Engine, Ledger
+    from botec.simulate.engine import Engine
+    from botec.simulate.ledger import Ledger, StreamLedger
     from botec.simulate.workload import synthetic_stream, synthetic_workload
 
     result = estimate_file(H100, ["supply.candidates=[]", DISAGGREGATED % 2,
@@ -228,7 +228,7 @@ def test_bad_input_is_one_line():
 
 def test_the_contracts_own_prefill_layout_is_simulated():
     pytest.importorskip("botec.serving.instances")          # strategy.disaggregation.prefill (large-EP serving)
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
     from botec.simulate import simulate
     from botec.simulate.disaggregated import analytic_replica
 

@@ -37,7 +37,7 @@ LEVELS = [0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100]
 
 
 def estimated(path, overrides=()):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     return estimate_file(path, list(overrides) + list(FAST))
 
@@ -314,10 +314,8 @@ def test_dev_zero_is_refused_at_once_in_bounded_memory():
 
 
 def test_the_command_refuses_over_the_limits_and_writes_nothing(cli, tmp_path):
-    from botec.cli import simulating
-    from botec.simulate.workload import MAX_REQUESTS
+    from botec.simulate.limits import MAX_REQUESTS
 
-    assert simulating.MAX_REQUESTS == MAX_REQUESTS
     target = tmp_path / "report.json"
     for arguments, fragment in (
             (["-n", str(MAX_REQUESTS + 1)], "--requests: expected at most 100,000,000 requests"),
@@ -336,8 +334,8 @@ def test_the_command_refuses_over_the_limits_and_writes_nothing(cli, tmp_path):
 def test_prompts_over_the_context_are_refused_and_outputs_cut():
     """L = 100: P = 50, O = 10 is served whole; P = 100 gets one token (vLLM appends it, then stops at L); P = 101
     is refused (longer than the maximum model length); P = 99, O = 10 is cut to 1. Without L, nothing changes."""
+    from botec.simulate.engine import Engine
     from botec.simulate.ledger import screen
-    from botec.simulate.replica import Engine
 
     engine = Engine.from_estimate(estimated(H100))
     served, accepted, over, cut = screen(engine, 100, np.array([50, 100, 101, 99]), np.array([10, 5, 5, 10]))
@@ -418,8 +416,8 @@ def _both(path, overrides, requests, rate, replicas, balancer, monkeypatch, bloc
     from botec.simulate import _context_tokens, _simulation, _tally
     from botec.simulate import ledger as ledger_module
     from botec.simulate.fleet import run_fleet
-    from botec.simulate.ledger import StreamLedger
-    from botec.simulate.replica import Engine, Ledger
+    from botec.simulate.engine import Engine
+    from botec.simulate.ledger import Ledger, StreamLedger
     from botec.simulate.workload import synthetic_stream, synthetic_workload
 
     monkeypatch.setattr(ledger_module, "FLUSH_REQUESTS", 7)

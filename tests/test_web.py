@@ -71,7 +71,7 @@ def test_the_page_asks_for_only_what_it_draws(client):
     assert ["planned_device_bytes", "25.2 GB"] in [row[:2] for row in memory]
     assert ["device_memory_bytes", "32 GB"] in [row[:2] for row in tables["inputs"]]
     from botec.contract import load_contract
-    from botec.estimate import estimate
+    from botec.estimation import estimate
     from botec.report.html import tables_html
 
     report = tables_html(estimate(load_contract(LESSON)))
@@ -110,11 +110,11 @@ def test_the_tornado_comes_when_asked(client):
 def test_json_answers_stay_json_for_any_value():
     """A non-finite float (JSON has none) is written as null; a lone surrogate, which UTF-8 cannot carry,
     as an escape: never a 500."""
-    from botec.web.app import _json_response
+    from botec.web.answers import json_response
 
-    assert json.loads(_json_response({"a": float("nan"), "b": [float("inf"), 1.5]}).body) == {"a": None,
-                                                                                              "b": [None, 1.5]}
-    assert json.loads(_json_response({"name": "x\ud800y"}).body) == {"name": "x\ud800y"}
+    assert json.loads(json_response({"a": float("nan"), "b": [float("inf"), 1.5]}).body) == {"a": None,
+                                                                                             "b": [None, 1.5]}
+    assert json.loads(json_response({"name": "x\ud800y"}).body) == {"name": "x\ud800y"}
 
 
 def test_overrides_change_the_estimate(client):
@@ -214,12 +214,12 @@ def test_a_same_origin_post_is_served(client):
 
 
 def test_an_oversized_body_is_refused_before_it_is_parsed(client, monkeypatch):
-    import botec.web.app as web
+    import botec.web.answers as web
 
     def must_not_parse(*args, **kwargs):
         raise AssertionError("parsed an oversized body")
 
-    monkeypatch.setattr(web, "_parse_text", must_not_parse)
+    monkeypatch.setattr(web, "parse_text", must_not_parse)
     big = b'{"contract": "' + b"x" * MAX_BODY_BYTES + b'"}'
     stated = client.post("/api/estimate", content=big, headers={"content-type": "application/json"})
     assert stated.status_code == 413 and "larger than 256 KiB" in stated.json()["error"]["message"]
@@ -298,8 +298,11 @@ def _free_port() -> int:
 def server():
     import uvicorn
 
+    from botec.web.server import server_options
+
     port = _free_port()
-    instance = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    instance = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                             **server_options()))   # as `botec serve` runs it
     thread = threading.Thread(target=instance.run, daemon=True)
     thread.start()
     deadline = time.time() + 30
@@ -351,6 +354,8 @@ def test_the_page_in_a_real_browser(server, tmp_path):
     with sync_playwright() as playwright:
         browser = _browser(playwright)
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        console = []
+        page.on("console", lambda message: console.append(message.text))
         page.goto(server)
         page.select_option("#example", "lesson-finetune-1b")
         page.click("#load-example")
@@ -392,6 +397,7 @@ def test_the_page_in_a_real_browser(server, tmp_path):
         download_info.value.save_as(target)
         assert "botec estimate: lesson-finetune-1b" in target.read_text()
         browser.close()
+    assert not [m for m in console if "Content Security Policy" in m]     # the page lives within its own CSP
 
 
 @needs_browser

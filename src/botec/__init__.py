@@ -8,33 +8,22 @@ The Python API (:mod:`botec.api`)::
     print(result.explain("run_seconds"))
     botec.sweep("examples/lesson-finetune-1b.yaml", {"supply.count": [4, 8, 16]})
 
-Nothing heavy is imported by ``import botec``: each name loads its module when first used.
+``botec.estimate`` is the function :func:`botec.api.estimate`; the module that computes an estimate is
+:mod:`botec.estimation`. Nothing heavy is imported by ``import botec``: each name loads its module when
+first used.
 """
 
 __version__ = "0.7.0"
 
 __all__ = ["__version__", "Estimate", "estimate", "estimate_file", "load_contract", "sweep"]
 
+_FROM = {"estimate": "botec.api", "sweep": "botec.api", "Estimate": "botec.api",  # the API binds the display
+         "estimate_file": "botec.estimation", "load_contract": "botec.contract"}
+
 
 def __getattr__(name):  # imported lazily: `import botec` stays cheap
-    if name == "estimate":  # the module botec.estimate, callable as botec.api.estimate
-        import importlib
+    if name not in _FROM:
+        raise AttributeError(f"module 'botec' has no attribute {name!r}")
+    import importlib
 
-        return importlib.import_module("botec.estimate")
-    if name == "Estimate":
-        from botec.estimate import Estimate
-
-        return Estimate
-    if name == "sweep":
-        from botec.api import sweep
-
-        return sweep
-    if name == "estimate_file":
-        from botec.estimate import estimate_file
-
-        return estimate_file
-    if name == "load_contract":
-        from botec.contract import load_contract
-
-        return load_contract
-    raise AttributeError(name)
+    return getattr(importlib.import_module(_FROM[name]), name)

@@ -14,6 +14,10 @@ contract object (``botec.load_contract(path)``), or None for the built-in refere
 Fields are changed as keywords, ``__`` standing for the dots (``supply__count=8``), or as a mapping
 ``overrides={"supply.count": 8}``; values are what the contract file would hold (``"64 GB"``, ``8``,
 ``"full"``). Bad input raises the same one-line :class:`botec.errors.ContractError` as the CLI.
+
+Display lives here, not in :mod:`botec.estimation` (which knows no screen): importing this module binds
+:func:`notebook_html`, :func:`notebook_markdown` and :func:`to_dataframe` to :class:`Estimate` as
+``_repr_html_``, ``_repr_markdown_`` and ``to_dataframe``, so every estimate a notebook holds shows itself.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from botec.errors import ContractError
+from botec.estimation import Estimate
 
-__all__ = ["estimate", "sweep", "SWEEP_OUTPUTS"]
+__all__ = ["Estimate", "estimate", "notebook_html", "notebook_markdown", "sweep", "to_dataframe", "SWEEP_OUTPUTS"]
 
 SWEEP_OUTPUTS = ("run_seconds", "planned_device_bytes", "step_seconds")
 
@@ -69,7 +74,7 @@ def load(source=None, overrides: Mapping[str, Any] | list[str] | None = None, **
     if source is None:
         from importlib import resources
 
-        from botec.estimate import REFERENCE_CONTRACT, reference_contract_path
+        from botec.estimation import REFERENCE_CONTRACT, reference_contract_path
 
         with resources.as_file(reference_contract_path()) as reference:
             return load_contract(reference, lines, origin=f"reference workload {REFERENCE_CONTRACT}"), None
@@ -89,10 +94,10 @@ def estimate(source=None, overrides: Mapping[str, Any] | list[str] | None = None
     """Estimate a contract (path, mapping, contract object, or None: the reference workload) with fields changed.
 
     ``botec.estimate("job.yaml", supply__count=16, overrides={"strategy.micro_batch_size": 4})``
-    returns a :class:`botec.estimate.Estimate`: ``.value(name)`` (base units), ``.explain(name)``,
+    returns a :class:`botec.estimation.Estimate`: ``.value(name)`` (base units), ``.explain(name)``,
     ``.to_dataframe()``, ``.findings``; Jupyter shows its findings and tables.
     """
-    from botec.estimate import estimate as estimate_contract
+    from botec.estimation import estimate as estimate_contract
 
     contract, base_dir = load(source, overrides, **fields)
     return estimate_contract(contract, base_dir=base_dir)
@@ -150,3 +155,38 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
     except ImportError:
         return table
     return pandas.DataFrame(table)
+
+
+def to_dataframe(result: Estimate):
+    """Every quantity as a row of a pandas DataFrame indexed by name (value in base units, unit, meaning, ...)."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("Estimate.to_dataframe needs pandas: pip install 'botec[pandas]'") from None
+    from botec.report.json_report import quantity_record
+
+    rows = []
+    for quantity in result.quantities.values():
+        record = quantity_record(quantity)
+        source = record.pop("source")
+        rows.append(record | {"provenance": source["provenance"], "field": source["field"], "source": source["note"]})
+    return pandas.DataFrame(rows).set_index("name")
+
+
+def notebook_html(result: Estimate) -> str:
+    """What Jupyter shows for an estimate: its findings and the accounts' tables (HTML)."""
+    from botec.report.html import notebook_html as html
+
+    return html(result)
+
+
+def notebook_markdown(result: Estimate) -> str:
+    """The estimate as Markdown (for front ends that render Markdown rather than HTML)."""
+    from botec.report.markdown import render
+
+    return render(result)
+
+
+Estimate._repr_html_ = notebook_html
+Estimate._repr_markdown_ = notebook_markdown
+Estimate.to_dataframe = to_dataframe

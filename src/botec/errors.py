@@ -48,13 +48,18 @@ def read_text_file(path, what: str = "file", max_bytes: int | None = None) -> st
         raise ContractError(f"cannot read the {what} ({error.__class__.__name__}: {error})", origin=origin) from None
 
 
-def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
+def write_text_atomically(path, text: str, option: str = "-o/--output", force: bool = False) -> None:
     """Write ``text`` to ``path`` (what ``-o/--output`` names), whole or not at all, respecting what is there.
 
     - a regular file, or a new path: written to a uniquely named temporary file in the same folder,
       flushed to disk, then renamed over the path (and the folder flushed, so that the rename is durable too),
       so a reader sees the old or the new text and
-      writers running at once never trip over each other; an existing file keeps its permission bits;
+      writers running at once never trip over each other; an existing file keeps its permission bits and its
+      owner and group (root writing a user's file leaves it the user's);
+    - a read-only file (no write permission for this user, or none for anyone: root ignores the bits): refused,
+      unless ``force`` (``--force``); the rename would otherwise replace it silently;
+    - SIGTERM or SIGINT while the temporary file exists: it is removed, then the signal goes on to do what it
+      would have done (end the process, or raise KeyboardInterrupt); no hidden ``.NAME.*.tmp`` is left behind;
     - a symlink: written through to its target (the link stays a link);
     - a device, a FIFO, a socket, ``/dev/stdout`` and the like: written directly, never replaced
       (``/dev/null`` stays a device); ``-``: stdout;
@@ -64,7 +69,6 @@ def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
     import os
     import stat
     import sys
-    import tempfile
     from pathlib import Path
 
     def failure(reason) -> UserError:
@@ -90,11 +94,12 @@ def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
             raise failure(error.strerror or error) from None
         return
     try:
-        mode = os.stat(path).st_mode  # follows a symlink
+        existing = os.stat(path)  # follows a symlink
     except FileNotFoundError:
-        mode = None
+        existing = None
     except OSError as error:
         raise failure(error.strerror or error) from None
+    mode = existing.st_mode if existing is not None else None
     if mode is not None and stat.S_ISDIR(mode):
         raise failure("it is a directory")
     if mode is not None and not stat.S_ISREG(mode):  # a device, a FIFO, a socket: write into it
@@ -104,26 +109,103 @@ def write_text_atomically(path, text: str, option: str = "-o/--output") -> None:
         except OSError as error:
             raise failure(error.strerror or error) from None
         return
+    if existing is not None and not force and (not os.access(path, os.W_OK) or not mode & 0o222):
+        raise UserError(f"{option}: {path}: the file is read-only; pass --force to replace it")
     target = Path(os.path.realpath(path))  # a symlink (even a dangling one): the file it points to
-    temporary = None
-    try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
-        os.replace(temporary, target)
-        temporary = None
-    except OSError as error:
-        raise failure(error.strerror or error) from None
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+    with _RemovedOnSignal(failure) as temporary:
+        try:
+            temporary.create(target)
+            with os.fdopen(temporary.handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            if existing is not None:   # (the owner first: a change of owner clears set-user-ID bits)
+                _keep_owner(temporary.path, existing, failure, force)
+            os.chmod(temporary.path, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
+            os.replace(temporary.path, target)
+            temporary.path = None
+        except OSError as error:
+            raise failure(error.strerror or error) from None
     _sync_folder(target.parent)
+
+
+def _keep_owner(temporary: str, existing, failure, force: bool) -> None:
+    """Give the temporary file the owner and group of the file it replaces (a rename would otherwise hand the
+    file to whoever ran botec, root included). One who may not (another user's file, writable through its group)
+    gets the one-line failure and the file is left as it was, unless ``force``: then the file becomes theirs."""
+    import os
+
+    made = os.stat(temporary)
+    if not hasattr(os, "chown") or (made.st_uid, made.st_gid) == (existing.st_uid, existing.st_gid):
+        return
+    try:
+        os.chown(temporary, existing.st_uid, existing.st_gid)
+    except PermissionError:
+        if not force:
+            raise failure(f"it belongs to user {existing.st_uid} and group {existing.st_gid}, which a new file "
+                          "cannot keep; pass --force to replace it") from None
+
+
+class _RemovedOnSignal:
+    """A temporary file beside the target, removed if the block ends without renaming it (an error, or SIGTERM or
+    SIGINT: for the block's duration those signals raise :class:`_Signalled`; on leaving, the previous handlers
+    come back and the signal is raised again, so the process ends, or sees KeyboardInterrupt, as it would have).
+    Handlers can be set only in the main thread; elsewhere the signals are left alone (the file is still removed
+    on an error)."""
+
+    SIGNALS = ("SIGTERM", "SIGINT")
+
+    def __init__(self, failure):
+        self.failure = failure   # the one-line error, should a handler of the signal let the process go on
+        self.path: str | None = None
+        self.handle: int | None = None
+        self._previous: dict = {}
+
+    def create(self, target) -> None:
+        import tempfile
+
+        self.handle, self.path = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+
+    def __enter__(self) -> "_RemovedOnSignal":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                number = getattr(signal, name, None)
+                if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
+                    self._previous[number] = signal.signal(number, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(number, frame):
+        raise _Signalled(number)
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        import os
+        import signal
+
+        try:
+            if self.path is not None:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+        finally:
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
+        if isinstance(error, _Signalled):
+            signal.raise_signal(error.number)   # the previous handler's turn: the default ends the process
+            raise self.failure(f"interrupted by {signal.Signals(error.number).name}") from None
+        return False
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGINT arrived while a temporary file existed (BaseException: no ``except Exception`` keeps it)."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.number = number
 
 
 def _sync_folder(folder) -> None:

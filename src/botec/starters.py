@@ -174,7 +174,7 @@ assumptions:
 
 def _fits(text: str, directory: Path) -> tuple[Optional[str], bool]:
     """(None when the contract estimates and fits, else the one-line reason; whether it keeps the headroom too)."""
-    from botec.estimate import check_fit, estimate_file
+    from botec.estimation import check_fit, estimate_file
 
     handle, name = tempfile.mkstemp(suffix=".yaml", prefix=".botec-init-", dir=directory)
     try:

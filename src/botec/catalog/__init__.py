@@ -74,7 +74,8 @@ class CatalogAccelerator:
 
 @dataclass(frozen=True)
 class OptimizerPreset:
-    """Bytes per parameter an optimizer/precision choice keeps, split as the lesson's table."""
+    """Bytes per parameter an optimizer/precision choice keeps, split as the lesson's table (their total is
+    :func:`botec.formulas.weights.unsharded_state_bytes_per_parameter`: the data knows no formula)."""
 
     key: str
     description: str
@@ -83,15 +84,6 @@ class OptimizerPreset:
     master_weight_bytes_per_parameter: float
     optimizer_state_bytes_per_parameter: float
     source: str
-
-    @property
-    def state_bytes_per_parameter(self) -> float:
-        """The lesson's total, by the training graph's own formula."""
-        from botec.training.memory import unsharded_state_bytes_per_parameter
-
-        return unsharded_state_bytes_per_parameter(self.weight_bytes_per_parameter, self.gradient_bytes_per_parameter,
-                                                   self.master_weight_bytes_per_parameter,
-                                                   self.optimizer_state_bytes_per_parameter)
 
 
 def load_yaml_text(text: str, unique_keys: bool = False):

@@ -9,6 +9,7 @@ import typer
 
 from botec.cli.common import Format, emit, app
 from botec.errors import ContractError, UserError
+from botec.units import excerpt
 
 
 @app.command()
@@ -53,7 +54,7 @@ def init(
     else:
         from importlib import resources
 
-        from botec.estimate import REFERENCE_CONTRACT
+        from botec.estimation import REFERENCE_CONTRACT
 
         text = resources.files("botec.contracts").joinpath(REFERENCE_CONTRACT).read_text(encoding="utf-8")
         text = text.replace(f"botec estimate {REFERENCE_CONTRACT}", f"botec estimate {shown}").replace(
@@ -61,7 +62,7 @@ def init(
     if str(path) == "-":
         typer.echo(text, nl=False)
     else:
-        emit(text, path)
+        emit(text, path, force=force)
     if why is not None:
         typer.echo(f"botec: note: no standard layout fits, the contract is written as the last one tried: {why}; "
                    f"try more accelerators, a larger one, or `botec search {shown}`", err=True)
@@ -121,11 +122,11 @@ def model(
         return
     if name in models:
         arch = models[name]
-    elif name.endswith(".json") or Path(name).is_dir():
+    elif name.endswith(".json") or _is_folder(name):
         arch = read_hf_config(name)
     else:
-        raise UserError(f"unknown model {name!r}{did_you_mean(name, models)} (see `botec model --list`, or give "
-                        "a config.json path)")
+        raise UserError(f"unknown model {excerpt(name)}{did_you_mean(name, models)} (see `botec model --list`, or "
+                        "give a config.json path)")
     lora = None
     if lora_rank is not None:
         targets = lora_targets.strip()
@@ -139,3 +140,11 @@ def model(
             raise UserError(f"--lora-targets: {error.detail}") from None
     typer.echo(listings.model_json(arch, lora) if format is Format.json
                else "\n".join(listings.model_text(arch, lora)))
+
+
+def _is_folder(name: str) -> bool:
+    """Whether ``name`` is a folder (a Hugging Face model's); a name the system cannot look up (too long) is not."""
+    try:
+        return Path(name).is_dir()
+    except OSError:
+        return False

@@ -43,6 +43,7 @@ class Units(str, enum.Enum):
 CONTRACT_HELP = "Workload contract (YAML or JSON). Default: the lesson's reference workload."
 SET_HELP = "Override a contract field, e.g. `--set supply.count=8` (repeatable)."
 OUTPUT_HELP = "Write the result to this file instead of stdout (`-`: stdout)."
+FORCE_HELP = "Replace the -o/--output file even when it is read-only."
 
 
 # Printing, writing a file and loading an estimate need no typer (``botec estimate``'s quick path uses them too).
@@ -52,7 +53,7 @@ from botec.cli.quick import emit, emit_drawn, is_stdout, load_estimate, print_no
 def load_inputs(contract: Optional[Path], overrides: List[str] = ()):
     """The inputs of a contract (the reference workload when None), for the exploring commands."""
     from botec.contract import load_contract
-    from botec.estimate import REFERENCE_CONTRACT, reference_contract_path
+    from botec.estimation import REFERENCE_CONTRACT, reference_contract_path
     from botec.inputs import build_inputs
 
     if contract is None:

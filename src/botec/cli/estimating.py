@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, load_estimate,
+from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, load_estimate,
                               numpy_needed, units_of)
 from botec.cli.quick import estimate_report
 from botec.errors import UserError
@@ -21,6 +21,7 @@ def estimate(
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB = 10^9 B) or binary (GiB = 2^30 B)."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     allow_misfit: bool = typer.Option(False, "--allow-misfit",
                                       help="Report a plan that does not fit in memory instead of failing."),
     details: bool = typer.Option(False, "--details", help="Text report: show the intermediate quantities too."),
@@ -36,9 +37,9 @@ def estimate(
     """
     system = units.value
     if not uncertainty:  # the one implementation, shared with botec.cli.quick's typer-free path
-        estimate_report(contract, format.value, system, set_, output, allow_misfit, details)
+        estimate_report(contract, format.value, system, set_, output, allow_misfit, details, force)
         return
-    from botec.estimate import check_fit
+    from botec.estimation import check_fit
 
     result = load_estimate(contract, set_)
     if not allow_misfit:
@@ -54,7 +55,7 @@ def estimate(
         raise UserError(f"--deadline: {error}") from None
     mc = monte_carlo(result, samples, seed, deadline_seconds)
     emit(uncertainty_json(mc) if format is Format.json else
-         "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output)
+         "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output, force=force)
 
 
 class ReportFormat(str, enum.Enum):
@@ -70,6 +71,7 @@ def report(
     output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
                                           help="The file: report.html by default (report.md with -f markdown); "
                                                "a .md or .markdown name writes Markdown; `-`: stdout."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     format: Optional[ReportFormat] = typer.Option(None, "--format", "-f", show_default=False,
                                                   help="html or markdown (default: by the -o name, else html)."),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
@@ -94,7 +96,7 @@ def report(
     if format is ReportFormat.markdown:
         from botec.report.markdown import render as render_markdown
 
-        emit(render_markdown(result, units.value), output)
+        emit(render_markdown(result, units.value), output, force=force)
         return
     try:
         import numpy  # noqa: F401   (the run-time-against-accelerators figure is a sweep)
@@ -104,7 +106,7 @@ def report(
             from None
     from botec.report.html import render as render_html
 
-    emit(render_html(result, units.value), output)
+    emit(render_html(result, units.value), output, force=force)
 
 
 @app.command()

@@ -9,8 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit, emit_drawn,
-                              load_estimate, load_inputs, numpy_needed, units_of)
+from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit,
+                              emit_drawn, load_estimate, load_inputs, numpy_needed, units_of)
 
 QUANTITY_HELP = "A quantity to tabulate, e.g. `-q run_seconds` (repeatable)."
 
@@ -42,7 +42,8 @@ def sweep(
                                                                 "(`-`: stdout).", show_default=False),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB)."),
     cap: int = typer.Option(10_000_000, "--cap", help="Refuse spaces larger than this without --force."),
-    force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap."),
+    force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap, and replace a "
+                                                      "read-only -o/--output or --csv file."),
 ) -> None:
     """Evaluate the cross product of some fields through the same formulas, vectorized; feasible rows marked.
 
@@ -71,18 +72,18 @@ def sweep(
     header = [a.path for a in parsed] + outputs + ["feasible"]
     rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
     if csv_path is not None:
-        emit(view.sweep_csv(header, rows), csv_path, "--csv")
+        emit(view.sweep_csv(header, rows), csv_path, "--csv", force)
     if format is TableFormat.json:
-        emit(view.sweep_json(header, rows, counts, int(fits.sum())), output)
+        emit(view.sweep_json(header, rows, counts, int(fits.sum())), output, force=force)
         return
     if format is TableFormat.csv:
-        emit(view.sweep_csv(header, rows), output)
+        emit(view.sweep_csv(header, rows), output, force=force)
         return
     table = view.sweep_text(header, rows, units_of(inputs), format.value, units.value)
     if format is TableFormat.markdown:
-        emit(table, output)
+        emit(table, output, force=force)
     else:
-        emit_drawn(lambda console: console.print(table), output)
+        emit_drawn(lambda console: console.print(table), output, force)
     for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN):
         typer.echo(line, err=True)
 
@@ -103,6 +104,7 @@ def solve(
     format: SolveFormat = typer.Option(SolveFormat.text, "--format", "-f", help="text or json (values in base "
                                                                                  "units, each with its unit)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Solve for a field under constraints, or back-solve an assumption from an observed figure.
 
@@ -122,7 +124,7 @@ def solve(
         return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
     def done(lines: list[str], payload: dict) -> None:
-        emit(json.dumps(payload, indent=2) if format is SolveFormat.json else "\n".join(lines), output)
+        emit(json.dumps(payload, indent=2) if format is SolveFormat.json else "\n".join(lines), output, force=force)
 
     if find is not None:
         if given is None:
@@ -169,6 +171,7 @@ def search(
                                                                       "training_cost_usd, ...)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB); markdown."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
@@ -187,20 +190,21 @@ def search(
     if inputs.kind == "serving":
         rows = search_serving(inputs, top)
         if format is Format.json:
-            emit(json.dumps(rows, indent=2), output)
+            emit(json.dumps(rows, indent=2), output, force=force)
             return
         if not rows:
             raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
-        emit("\n".join(view.serving_search_markdown(rows, units.value) if format is Format.markdown
-                       else view.serving_search_text(rows)), output)
+        percentile = inputs.contract.workload.latency.percentile
+        emit("\n".join(view.serving_search_markdown(rows, units.value, percentile) if format is Format.markdown
+                       else view.serving_search_text(rows, percentile)), output, force=force)
         return
     result = run_search(inputs, objective, top)
     if format is Format.json:
-        emit(view.search_json(result), output)
+        emit(view.search_json(result), output, force=force)
     elif format is Format.markdown:
-        emit("\n".join(view.search_markdown(result, contract, as_overrides, units.value)), output)
+        emit("\n".join(view.search_markdown(result, contract, as_overrides, units.value)), output, force=force)
     else:
-        emit("\n".join(view.search_text(result, contract, as_overrides)), output)
+        emit("\n".join(view.search_text(result, contract, as_overrides)), output, force=force)
 
 
 @app.command()
@@ -209,6 +213,7 @@ def sensitivity(
     quantity: str = typer.Option("run_seconds", "--quantity", "-q", help="The quantity whose swings to rank."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or markdown."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP, show_default=False),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB); markdown."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
 ) -> None:
@@ -232,11 +237,11 @@ def sensitivity(
         raise UserError("no assumption of this contract states a range (low/high)")
     figures = (quantity, result.value(quantity), result.quantities[quantity].unit, swings)
     if format is Format.json:
-        emit(view.sensitivity_json(*figures), output)
+        emit(view.sensitivity_json(*figures), output, force=force)
     elif format is Format.markdown:
-        emit("\n".join(view.sensitivity_markdown(*figures, units.value)), output)
+        emit("\n".join(view.sensitivity_markdown(*figures, units.value)), output, force=force)
     else:
-        emit("\n".join(view.sensitivity_text(*figures)), output)
+        emit("\n".join(view.sensitivity_text(*figures)), output, force=force)
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import CONTRACT_HELP, SET_HELP, Format, emit, load_estimate, app
+from botec.cli.common import CONTRACT_HELP, FORCE_HELP, SET_HELP, Format, emit, load_estimate, app
 from botec.errors import UserError
 
 
@@ -116,6 +116,7 @@ def calibrate(
                                                  "training log, or a vLLM or SGLang serving-benchmark result "
                                                  "(detected from the file)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the calibrated contract here."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     allow_workload_change: bool = typer.Option(False, "--allow-workload-change",
                                                help="Calibrate even though the measured workload differs."),
     device_independent_only: bool = typer.Option(
@@ -153,6 +154,11 @@ def calibrate(
     `botec calibrate examples/gpt3-175b-search.yaml examples/logs/megatron-gpt3-175b.log`;
     `botec calibrate examples/serve-llama3.1-8b-h100.yaml examples/benchmarks/vllm-llama3.1-8b-h100.json`
     """
+    try:
+        import numpy  # noqa: F401   (the back-solver, botec.explore.solve, is the sweeps' module)
+    except ImportError:
+        raise UserError("botec calibrate back-solves with botec's solver, which needs numpy: pip install "
+                        "'botec[array]' (numpy)") from None
     from botec.measure.calibrate import calibrate as run_calibration
     from botec.measure.calibrate import calibrate_serving, calibrated_contract
     from botec.measure.logs import LogMeasurement, read_measurement
@@ -169,6 +175,10 @@ def calibrate(
         if result.kind != "serving":
             raise UserError(f"{measurement_file}: a {measured.tool} serving benchmark calibrates a serving contract "
                             f"(workload.kind: serving); {contract} is a {result.kind} contract")
+        if device_independent_only:
+            raise UserError(f"--device-independent-only: a {measured.tool} serving benchmark gives only figures of "
+                            "the device it ran on (latencies, throughput, the efficiencies they pin down): nothing "
+                            "device-independent to take; calibrate a contract of that device")
         source = (f"{measurement_file.name} ({measured.tool} serving benchmark"
                   f"{', run ' + str(measured.run) if measured.runs > 1 else ''}"
                   f"{', ' + measured.date if measured.date else ''})")
@@ -184,6 +194,9 @@ def calibrate(
         else:
             source = f"{measurement_file.name} ({measured.created[:10]})"
         calibration = run_calibration(result, measured, source, allow_workload_change, device_independent_only)
+    # the calibrated contract is built and estimated before anything is printed: a value it could not hold is
+    # refused in one line, shown nowhere; its relative paths resolve from where it is written
+    written = calibrated_contract(contract, calibration, source, set_, _folder_of(output))
     typer.echo(calibration_json(calibration) if format is Format.json
                else "\n".join(calibration_lines(calibration, contract, measurement_file)))
     if output is not None:
@@ -191,4 +204,16 @@ def calibrate(
             typer.echo(f"botec: no assumption could be back-solved from {measurement_file} (see the diagnosis): "
                        f"{output} not written", err=True)
             raise typer.Exit(code=1)
-        emit(calibrated_contract(contract, calibration, source, set_), output)
+        emit(written, output, force=force)
+
+
+def _folder_of(output: Optional[Path]) -> Optional[Path]:
+    """The folder a calibrated contract's relative paths must resolve from: the output file's (a symlink's
+    target's), the working directory for stdout or a device, the contract's own without -o (None)."""
+    import os
+
+    if output is None:
+        return None
+    if str(output) == "-" or str(output).startswith(("/dev/", "/proc/")):
+        return Path.cwd()
+    return Path(os.path.realpath(output)).parent

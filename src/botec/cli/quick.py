@@ -21,7 +21,7 @@ FORMATS = ("text", "json", "markdown")
 UNIT_SYSTEMS = ("decimal", "binary")
 _VALUED = {"-f": "format", "--format": "format", "--units": "units", "--set": "set", "-o": "output",
            "--output": "output"}
-_FLAGS = {"--allow-misfit": "allow_misfit", "--details": "details"}
+_FLAGS = {"--allow-misfit": "allow_misfit", "--details": "details", "--force": "force"}
 
 
 def echo(text: str, err: bool = False) -> None:
@@ -58,19 +58,20 @@ def is_stdout(output: Optional[Path]) -> bool:
     return output is None or str(output) == "-"
 
 
-def emit(text: str, output: Optional[Path] = None, option: str = "-o/--output") -> None:
+def emit(text: str, output: Optional[Path] = None, option: str = "-o/--output", force: bool = False) -> None:
     """Print ``text``, or write it whole to ``output`` (atomically: nothing half-written; a symlink, a device
-    or a FIFO written through); ``-`` is stdout. ``option`` names the option in an error."""
+    or a FIFO written through; a read-only file only with ``force``); ``-`` is stdout. ``option`` names the option
+    in an error."""
     if is_stdout(output):
         echo(text)
         return
     from botec.errors import write_text_atomically
 
-    write_text_atomically(output, text if text.endswith("\n") else text + "\n", option)
+    write_text_atomically(output, text if text.endswith("\n") else text + "\n", option, force)
     echo(f"wrote {output}", err=True)
 
 
-def emit_drawn(draw, output: Optional[Path] = None) -> None:
+def emit_drawn(draw, output: Optional[Path] = None, force: bool = False) -> None:
     """``draw(console)`` on a rich console (:func:`botec.report.tables.console`): the terminal's, or one writing into
     a buffer that :func:`emit` writes whole to ``output``."""
     import io
@@ -80,7 +81,7 @@ def emit_drawn(draw, output: Optional[Path] = None) -> None:
     buffer = None if is_stdout(output) else io.StringIO()
     draw(console(buffer))
     if buffer is not None:
-        emit(buffer.getvalue(), output)
+        emit(buffer.getvalue(), output, force=force)
 
 
 def print_notes(contract) -> None:
@@ -89,7 +90,7 @@ def print_notes(contract) -> None:
 
 
 def load_estimate(contract: Optional[Path], overrides: list[str]):
-    from botec.estimate import estimate_file
+    from botec.estimation import estimate_file
 
     result = estimate_file(contract, overrides)
     print_notes(result.contract)
@@ -98,10 +99,10 @@ def load_estimate(contract: Optional[Path], overrides: list[str]):
 
 def estimate_report(contract: Optional[Path], format: str = "text", system: str = "decimal",
                     overrides: list[str] = (), output: Optional[Path] = None, allow_misfit: bool = False,
-                    details: bool = False) -> None:
+                    details: bool = False, force: bool = False) -> None:
     """``botec estimate`` without ``--uncertainty``: the report in ``format`` (text, json or markdown), sizes in
     ``system`` (decimal or binary), on stdout or written to ``output``."""
-    from botec.estimate import check_fit
+    from botec.estimation import check_fit
 
     result = load_estimate(contract, list(overrides))
     if not allow_misfit:
@@ -109,15 +110,15 @@ def estimate_report(contract: Optional[Path], format: str = "text", system: str 
     if format == "json":
         from botec.report.json_report import render
 
-        emit(render(result), output)
+        emit(render(result), output, force=force)
     elif format == "markdown":
         from botec.report.markdown import render
 
-        emit(render(result, system), output)
+        emit(render(result, system), output, force=force)
     else:
         from botec.report.terminal import render
 
-        emit_drawn(lambda console: render(result, console, system, details), output)
+        emit_drawn(lambda console: render(result, console, system, details), output, force)
 
 
 def estimate_args(argv: list[str]) -> Optional[dict]:
@@ -164,7 +165,8 @@ def estimate_args(argv: list[str]) -> Optional[dict]:
     return {"contract": Path(contract) if contract is not None else None, "format": found.get("format", "text"),
             "system": found.pop("units", "decimal"), "overrides": found["overrides"],
             "output": Path(found["output"]) if "output" in found else None,
-            "allow_misfit": found.get("allow_misfit", False), "details": found.get("details", False)}
+            "allow_misfit": found.get("allow_misfit", False), "details": found.get("details", False),
+            "force": found.get("force", False)}
 
 
 def _plain_streams() -> bool:

@@ -10,11 +10,9 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import SET_HELP, Format, app, emit, emit_drawn, load_estimate, numpy_needed
+from botec.cli.common import FORCE_HELP, SET_HELP, Format, app, emit, emit_drawn, load_estimate, numpy_needed
 from botec.errors import UserError
 
-MAX_REQUESTS = 100_000_000
-"""botec.simulate.workload.MAX_REQUESTS, checked here before the contract is read (without importing numpy)."""
 MAX_SEEDS = 100   # independent runs of --seeds: enough for a narrow interval, few enough to finish
 
 PROGRESS_FROM_REQUESTS = 20_000
@@ -41,8 +39,8 @@ def simulate(
     think_time: Optional[str] = typer.Option(None, "--think-time", help="With --concurrency: a user's pause between "
                                              "a reply and its next request, e.g. '2 s' (default: the contract's, "
                                              "else 0).", show_default=False),
-    replicas: Optional[int] = typer.Option(None, "--replicas", help="Replicas (default: the estimate's).",
-                                           show_default=False),
+    replicas: Optional[int] = typer.Option(None, "--replicas", help="Replicas (default: the estimate's), at most "
+                                           "10,000 and no more than the requests.", show_default=False),
     balancer: Balancer = typer.Option(Balancer.least_outstanding, "--balancer",
                                       help="round-robin, least-outstanding or power-of-two."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Replay requests from a CSV (arrival_s,prompt_tokens,"
@@ -52,12 +50,14 @@ def simulate(
                                                     "CSV histogram (tokens,weight).", show_default=False),
     output_histogram: Optional[Path] = typer.Option(None, "--output-histogram", help="Draw output lengths from a "
                                                     "CSV histogram (tokens,weight).", show_default=False),
-    seed: int = typer.Option(0, "--seed", help="Seed for the arrivals, lengths, balancer and speculation."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the arrivals, lengths, balancer and speculation, 0 to "
+                             "4,294,967,295 (2^32 - 1)."),
     seeds: int = typer.Option(1, "--seeds", help="Independent runs (seeds --seed, --seed + 1, ...): each "
                               "percentile's mean over them and its 95 % confidence interval."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Simulate a serving contract request by request: every engine step of every replica, its batch, its KV cache.
 
@@ -74,16 +74,21 @@ def simulate(
     `--concurrency 64` for 64 users in a closed loop instead of a rate.
     """
     numpy_needed()
+    from botec.simulate.limits import MAX_REQUESTS, check_arrival_span, check_replicas, check_seed
+
     if rate is not None and (math.isnan(rate) or rate <= 0):
         raise UserError(f"--rate: expected a positive number of requests per second (or inf), got {rate:g}")
     if requests < 1:
         raise UserError(f"--requests: expected at least 1 request, got {requests}")
     if requests > MAX_REQUESTS:
         raise UserError(f"--requests: expected at most {MAX_REQUESTS:,} requests, got {requests:,}")
-    if replicas is not None and replicas < 1:
-        raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
+    if rate is not None and trace is None:
+        check_arrival_span(requests, rate, "--rate")
+    if replicas is not None:
+        check_replicas(replicas)
     if not 1 <= seeds <= MAX_SEEDS:
         raise UserError(f"--seeds: expected 1 to {MAX_SEEDS} runs, got {seeds}")
+    check_seed(seed, seeds)
     if concurrency is not None and concurrency < 1:
         raise UserError(f"--concurrency: expected at least 1 user in flight, got {concurrency}")
     think_seconds = None
@@ -111,8 +116,8 @@ def simulate(
                          concurrency=concurrency, think_time=think_seconds)
     sim, spread = runs.runs[0], (runs if seeds > 1 else None)
     if format is Format.json:
-        emit(simulation_json(sim, spread), output)
+        emit(simulation_json(sim, spread), output, force=force)
     elif format is Format.markdown:
-        emit(simulation_markdown(sim, spread), output)
+        emit(simulation_markdown(sim, spread), output, force=force)
     else:
-        emit_drawn(lambda console: simulation_text(sim, console, spread), output)
+        emit_drawn(lambda console: simulation_text(sim, console, spread), output, force)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import Format, app, emit, emit_drawn
+from botec.cli.common import FORCE_HELP, Format, app, emit, emit_drawn
 from botec.errors import UserError
 
 
@@ -17,6 +17,7 @@ def validate(
                                      show_default=False),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown or json."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when a case misses its target."),
     list_cases: bool = typer.Option(False, "--list", help="List the cases and exit."),
     efficiency_set: Optional[str] = typer.Option(
@@ -59,11 +60,11 @@ def validate(
     from botec.report.validation import validation_json, validation_markdown, validation_text
 
     if format is Format.json:
-        emit(validation_json(results), output)
+        emit(validation_json(results), output, force=force)
     elif format is Format.markdown:
-        emit(validation_markdown(results), output)
+        emit(validation_markdown(results), output, force=force)
     else:
-        emit_drawn(lambda console: validation_text(results, console), output)
+        emit_drawn(lambda console: validation_text(results, console), output, force)
     if strict and not all(met for r in results for met in r.checks.values()):
         raise typer.Exit(code=1)
 

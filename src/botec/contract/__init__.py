@@ -31,13 +31,15 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from botec.contract.messages import KINDS, one_line, section_class
+from botec.contract.overrides import apply_overrides, remove_field, set_field
 from botec.contract.serving import ServingContract
 from botec.contract.stated import STATED_SCHEMA, STATED_SCHEMA_NAME, Stated
 from botec.contract.training import TrainingContract
 from botec.errors import ContractError, read_text_file
 
 __all__ = ["Contract", "ContractError", "ServingContract", "Stated", "TrainingContract", "SCHEMA_VERSION",
-           "apply_overrides", "contract_schema", "load_contract", "parse_contract", "read_contract_data"]
+           "apply_overrides", "contract_schema", "load_contract", "parse_contract", "read_contract_data", "remove_field",
+           "set_field"]
 
 SCHEMA_VERSION = 1  # the contract schema this botec reads; a contract may state the one it was written for
 MAX_CONTRACT_BYTES = 1024 * 1024  # a contract file larger than this is refused before it is read whole
@@ -257,40 +259,6 @@ def read_contract_data(path: str | Path) -> dict:
     return data
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``section.field=value`` overrides (values read as YAML scalars) to a raw contract mapping."""
-    import copy
-
-    import yaml
-
-    from botec.catalog import load_contract_yaml
-
-    data = copy.deepcopy(data)
-    for override in overrides:
-        path, sep, text = override.partition("=")
-        if not sep or not path.strip():
-            raise ContractError(f"expected FIELD=VALUE such as supply.count=8, got {override!r}", field="--set")
-        keys = path.strip().split(".")
-        target = data
-        for key in keys[:-1]:
-            node = target.get(key)
-            if node is None or isinstance(node, str):
-                node = {} if node is None else node
-                target[key] = node
-            if not isinstance(node, dict):
-                raise ContractError(f"{key!r} is not a section", field=path.strip())
-            target = node
-        if any("\ud800" <= character <= "\udfff" for character in text):  # not text a file or a form can hold
-            raise ContractError(f"the value is not valid text (a lone surrogate): {override.partition('=')[2]!a}",
-                                field=path.strip())
-        try:
-            value = load_contract_yaml(text)
-        except yaml.YAMLError:
-            value = text
-        target[keys[-1]] = value
-    return data
-
-
 def load_contract(path: str | Path, overrides: list[str] | None = None, origin: str | None = None) -> Contract:
     """Read, override and validate a contract file; errors name ``origin`` (default: the path)."""
     try:
@@ -300,9 +268,11 @@ def load_contract(path: str | Path, overrides: list[str] | None = None, origin: 
     if overrides:
         data = apply_overrides(data, overrides)
     try:
-        return parse_contract(data, origin=origin or str(path))
+        contract = parse_contract(data, origin=origin or str(path))
     except ContractError as error:
         raise _blame_override(error, overrides or []) from None
+    contract._overrides = tuple(overrides or ())
+    return contract
 
 
 def _blame_override(error: ContractError, overrides: list[str]) -> ContractError:

@@ -93,10 +93,11 @@ class ModelSpec(_Section):
         if self.catalog is not None:
             from botec.architecture import model_catalog
             from botec.catalog import did_you_mean
+            from botec.units import excerpt
 
             catalog = model_catalog()
             if self.catalog not in catalog:
-                raise ContractError(f"unknown model {self.catalog!r}{did_you_mean(self.catalog, catalog)} "
+                raise ContractError(f"unknown model {excerpt(self.catalog)}{did_you_mean(self.catalog, catalog)} "
                                     f"(catalog: {', '.join(catalog)})", field="workload.model.catalog")
         if sources and self.parameters is not None:
             raise ContractError(f"parameters are counted from the {sources[0]}; remove workload.model.parameters",

@@ -20,6 +20,7 @@ class ContractBase(Section):
 
     model_config = ConfigDict(extra="forbid", defer_build=True, title="botec workload contract")
     _notes: list = PrivateAttr(default_factory=list)
+    _overrides: tuple = PrivateAttr(default=())
 
     name: Optional[str] = Field(None, description="a short name for the job")
     description: Optional[str] = Field(None, description="what the job is for")
@@ -29,6 +30,12 @@ class ContractBase(Section):
     def notes(self) -> list[str]:
         """What loading the contract ignored or moved, one line each."""
         return list(self._notes)
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The ``--set FIELD=VALUE`` overrides applied on loading, in order (a report says the description
+        predates them)."""
+        return self._overrides
 
 
 BY_NAME, INLINE = "by name", "inline"

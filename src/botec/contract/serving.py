@@ -3,10 +3,11 @@ layout and formats, and the assumptions of the roofline."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BeforeValidator, Field, NonNegativeInt, PositiveInt, model_validator
 
+from botec.contract.efficiency import EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, Section
 from botec.contract.stated import Stated, default, default_range, quantity
@@ -14,7 +15,7 @@ from botec.contract.supply import ServingSupply
 from botec.errors import ContractError
 
 __all__ = ["Traffic", "LatencyTargets", "ServingWorkload", "ServingStrategy", "ServingAssumptions", "ServingContract",
-           "SpeculativeDecoding", "Disaggregation", "PrefillLayout", "ENGINES"]
+           "SpeculativeDecoding", "Disaggregation", "PrefillLayout"]
 
 SECONDS_PER_DAY = 86_400
 
@@ -114,9 +115,6 @@ class ServingWorkload(Section):
         return self
 
 
-ENGINES = ("vllm", "tensorrt-llm", "sglang")
-
-
 class PrefillLayout(Section):
     """A prefill instance's own layout, where it differs from the decode instance's (DeepSeek's inference system:
     prefill EP 32 on 4 nodes, decode EP 144 on 18; deepseek-ai/open-infra-index, open-source week day 6,
@@ -149,12 +147,25 @@ class Disaggregation(Section):
         "NVLink when they share a node, else the NICs)", exclusive_minimum=0)] = None
 
 
+def _known_engine(name: Any) -> str:
+    """The engine's name, checked against the presets of ``catalog/engines.yaml`` (the one list of engines)."""
+    from botec.catalog import did_you_mean
+    from botec.catalog.engines import engine_presets
+    from botec.units import excerpt
+
+    presets = engine_presets()
+    if not isinstance(name, str) or name not in presets:
+        raise ContractError(f"unknown engine {excerpt(name)}{did_you_mean(str(name), presets)} (engines: "
+                            f"{', '.join(presets)})", field="strategy.engine")
+    return name
+
+
 class ServingStrategy(Section):
     """One replica: its engine, layout, weight and KV-cache formats, and the engine's limits."""
 
-    engine: Literal["vllm", "tensorrt-llm", "sglang"] = Field(
-        "vllm", description="the serving engine whose defaults apply (catalog/engines.yaml): vllm, tensorrt-llm, "
-                            "sglang")
+    engine: Annotated[str, BeforeValidator(_known_engine)] = Field(
+        "vllm", description="the serving engine whose defaults apply: a preset of catalog/engines.yaml (vllm, "
+                            "tensorrt-llm, sglang; `botec catalog` lists them)")
     tensor_parallel: PositiveInt = Field(1, description="TP degree of one replica")
     pipeline_parallel: PositiveInt = Field(1, description="PP stages of one replica")
     pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
@@ -265,28 +276,11 @@ class SpeculativeDecoding(Section):
         return self
 
 
-class ServingAssumptions(Section):
-    """The efficiencies of the step model (default: the accelerator family's and the engine's) and the load policy."""
+class ServingAssumptions(EfficiencyAssumptions):
+    """The efficiencies of the step model (default: the accelerator family's and the engine's) and the load policy
+    (the op-level efficiencies and the attention FLOPs convention: :class:`EfficiencyAssumptions`, shared with
+    training)."""
 
-    attention_flops: Literal["full", "causal", "none"] = Field(
-        "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
-    matmul_efficiency: Optional[quantity(
-        "ratio", "Share of the dense peak a large GEMM sustains (default: the family's curve)", exclusive_minimum=0,
-        maximum=1)] = None
-    memory_bandwidth_efficiency: Optional[quantity(
-        "ratio", "Share of memory bandwidth reading weights and KV sustains (default: the family's curve)",
-        exclusive_minimum=0, maximum=1)] = None
-    attention_efficiency: Optional[quantity(
-        "ratio", "Share of the 16-bit peak fused attention sustains (default: the family's curve)",
-        exclusive_minimum=0, maximum=1)] = None
-    efficiency_curve: Optional[str] = Field(
-        None, description="a curve file written by `botec measure --efficiency-curve` on this accelerator")
-    efficiency_set: Optional[str] = Field(
-        None, description="a named calibration set of the catalog (catalog/calibrations/: megatron-2022-fit) whose "
-                          "figures, fitted to end-to-end runs, replace the measured defaults of its families; opt-in "
-                          "only: the defaults come from operator measurements")
-    kernel_overhead: Optional[quantity("seconds", "Fixed time per kernel (default: the engine's, CUDA graphs)",
-                                       minimum=0)] = None
     step_overhead: Optional[quantity("seconds", "Engine CPU time per step not hidden (default: the engine's)",
                                      minimum=0)] = None
     request_overhead: Optional[quantity("seconds", "A request's time outside the engine's steps before its first "

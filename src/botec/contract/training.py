@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, model_validator
 
+from botec.contract.efficiency import OP_LEVEL_FIGURES, EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
 from botec.contract.stated import Stated, default, default_range, quantity
@@ -266,8 +267,9 @@ FLAT_MFU = default_range(0.40, 0.30, 0.55, "published MFU of large runs: GPT-3 2
                                            "(Llama Team 2024, Table 4); one accelerator alone sustains more")
 
 
-class TrainingAssumptions(Section):
-    """The methods, efficiencies and placeholder factors: the numbers a short run should replace."""
+class TrainingAssumptions(EfficiencyAssumptions):
+    """The methods, efficiencies and placeholder factors: the numbers a short run should replace (the op-level
+    efficiencies and the attention FLOPs convention: :class:`EfficiencyAssumptions`, shared with serving)."""
 
     step_time_model: Optional[Literal["efficiency", "components"]] = Field(
         None, description="components (the default): each step's compute, optimizer, pipeline bubble and exposed "
@@ -300,25 +302,6 @@ class TrainingAssumptions(Section):
         "ratio", "Measured hardware-FLOPs utilization of the whole job: executed FLOPs, recomputation included, over "
         "N × peak (what Megatron-LM, BLOOM and PaLM's HFU publish); replaces single_accelerator_hfu × "
         "scaling_efficiency", exclusive_minimum=0, maximum=1)] = None
-    matmul_efficiency: Optional[quantity(
-        "ratio", "Share of the dense peak a large GEMM sustains (default: the accelerator family's curve in the "
-                 "catalog)", exclusive_minimum=0, maximum=1)] = None
-    kernel_overhead: Optional[quantity(
-        "seconds", "Fixed time of every kernel: launch and last partial wave (default: the family's curve)",
-        minimum=0)] = None
-    memory_bandwidth_efficiency: Optional[quantity(
-        "ratio", "Share of the memory bandwidth memory-bound ops sustain (default: the family's curve)",
-        exclusive_minimum=0, maximum=1)] = None
-    attention_efficiency: Optional[quantity(
-        "ratio", "Share of the 16-bit peak a fused attention kernel sustains (default: the family's curve)",
-        exclusive_minimum=0, maximum=1)] = None
-    efficiency_curve: Optional[str] = Field(
-        None, description="a curve file written by `botec measure --efficiency-curve` on this contract's "
-                          "accelerator (a path relative to the contract): measured figures in place of the catalog's")
-    efficiency_set: Optional[str] = Field(
-        None, description="a named calibration set of the catalog (catalog/calibrations/: megatron-2022-fit) whose "
-                          "figures, fitted to end-to-end runs, replace the measured defaults of its families; opt-in "
-                          "only: the defaults come from operator measurements")
     expert_load_imbalance: quantity(
         "ratio", "Tokens the busiest expert receives over the mean (MoE)", minimum=1) = default_range(
         1.0, 1.0, 1.25, "balanced routing; the range covers the capacity factors of 1.0-1.25 of Switch Transformer "
@@ -356,8 +339,6 @@ class TrainingAssumptions(Section):
     headroom: quantity("ratio", "Extra share of planned memory kept free", minimum=0) = default_range(
         0.10, 0.05, 0.25, "assumed margin for allocator fragmentation and transient peaks beyond the runtime buffer; "
                           "the lesson's conservative 0.25 is the top of the range (state it to plan with it)")
-    attention_flops: Literal["full", "causal", "none"] = Field(
-        "full", description="attention-score FLOPs counted: full (PaLM, nanoGPT), causal half (Megatron) or none")
     data_parallel_overlap: quantity("ratio", "Share of data-parallel communication hidden behind the backward pass "
                                     "(at most the backward it can overlap)", minimum=0, maximum=1) = \
         default_range(0.5, 0.0, 0.9, "half hidden by bucketed overlap with the backward pass (never more than the "
@@ -399,8 +380,7 @@ class TrainingAssumptions(Section):
                     raise ContractError(f"compute_model op_level derives the compute from the ops; {name} applies to "
                                         "compute_model: flat", field=f"assumptions.{name}")
         if self.compute_model == "flat" or self.step_time == "efficiency":
-            for name in ("matmul_efficiency", "kernel_overhead", "memory_bandwidth_efficiency", "attention_efficiency",
-                         "efficiency_curve"):
+            for name in OP_LEVEL_FIGURES:
                 if getattr(self, name) is not None:
                     raise ContractError(f"{name} is a figure of the op-level compute model (compute_model: "
                                         "op_level, step_time_model: components)", field=f"assumptions.{name}")

@@ -42,7 +42,7 @@ class RecipeResult:
 
     recipe: str
     recompute: str | None
-    estimate: object | None  # botec.estimate.Estimate
+    estimate: object | None  # botec.estimation.Estimate
     why_not: str = ""
     loss: str | None = None  # the loss kernel the recipe switched to (fused-linear), or None: the contract's
 
@@ -56,34 +56,32 @@ class RecipeResult:
         return float(self.estimate.quantities[name].value)
 
 
-def _strategy_changes(recipe: str, data: dict, accelerators: int, host_memory: bool) -> dict:
-    """The strategy of ``recipe`` on the contract's raw strategy mapping (a copy)."""
-    strategy = {key: value for key, value in data.get("strategy", {}).items() if key not in ("lora", "offload")}
-    stated_lora = data.get("strategy", {}).get("lora") or {}
+def _strategy_changes(recipe: str, stated_lora: dict, accelerators: int, host_memory: bool) -> dict:
+    """The strategy fields ``recipe`` changes (None: the field's default again): no adapters and no offloading
+    unless the recipe adds them; ``stated_lora``: the contract's adapters (their rank, targets and alpha kept)."""
     adapters = {key: stated_lora[key] for key in ("rank", "target_modules", "alpha") if key in stated_lora} \
         or dict(DEFAULT_ADAPTERS)
     adapters.setdefault("rank", DEFAULT_ADAPTERS["rank"])
+    changes: dict = {"lora": None, "offload": None, "recompute_layer_fraction": None}
     if recipe == "full-offload":
-        strategy["offload"] = {"optimizer": "cpu"}
+        changes["offload"] = {"optimizer": "cpu"}
         if accelerators > 1:
-            for key in ("zero_stage", "fsdp", "fsdp_prefetch"):
-                strategy.pop(key, None)
-            strategy["zero_stage"] = 3
-            strategy["offload"]["parameters"] = True
+            changes |= {"fsdp": None, "fsdp_prefetch": None, "zero_stage": 3}
+            changes["offload"]["parameters"] = True
     elif recipe == "lora":
-        strategy["lora"] = adapters | {"base_weights": "bf16"}
+        changes["lora"] = adapters | {"base_weights": "bf16"}
     elif recipe == "qlora":
-        strategy["lora"] = adapters | {"base_weights": "nf4", "double_quantization": True}
+        changes["lora"] = adapters | {"base_weights": "nf4", "double_quantization": True}
         if host_memory:
-            strategy["offload"] = {"optimizer": "paged"}
-    return strategy
+            changes["offload"] = {"optimizer": "paged"}
+    return changes
 
 
 def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeResult]:
-    """Every recipe of ``recipes`` on the contract of ``inputs``: the ones that fit first, cheapest (then
-    fastest) first; the others after, with why not."""
-    from botec.contract import parse_contract
-    from botec.estimate import estimate
+    """Every recipe of ``recipes`` on the contract of ``inputs`` (its strategy changed through
+    :meth:`botec.inputs.Inputs.rebuild`): the ones that fit first, cheapest (then fastest) first; the others
+    after, with why not."""
+    from botec.estimation import estimate_inputs
 
     if inputs.kind != "training":
         raise ContractError("recipes compare ways of training; this is a serving contract", field="workload.kind")
@@ -93,23 +91,24 @@ def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeRe
 
         raise UserError(f"--recipes: unknown recipe {unknown[0]!r}{did_you_mean(unknown[0], RECIPES)} "
                         f"(recipes: {', '.join(RECIPES)})")
-    data = inputs.contract.model_dump(mode="json", exclude_unset=True)
-    accelerators = int(inputs.contract.supply.count.value)
+    contract = inputs.contract
+    lora = contract.strategy.lora
+    stated_lora = lora.model_dump(mode="json", exclude_unset=True) if lora is not None else {}
+    accelerators = int(contract.supply.count.value)
     results = []
     for recipe in recipes:
-        strategy = _strategy_changes(recipe, data, accelerators, inputs.contract.supply.host_memory is not None)
+        strategy = _strategy_changes(recipe, stated_lora, accelerators, contract.supply.host_memory is not None)
         last_error, tried = "", None
         loss = None
         attempts = [(recompute, {}) for recompute in RECOMPUTE_ORDER]
-        if "loss" not in strategy:
+        if contract.strategy.loss is None:
             attempts.append(("full", {"loss": "fused-linear"}))
         for recompute, extra in attempts:
             if extra and tried is not None and tried[1].fits:
                 break
-            changed = dict(data) | {"strategy": strategy | {"recompute": recompute} | extra}
-            changed["strategy"].pop("recompute_layer_fraction", None)
             try:
-                result = estimate(parse_contract(changed), inputs.base_dir, compare=False)
+                result = estimate_inputs(inputs.rebuild(strategy=strategy | {"recompute": recompute} | extra),
+                                         compare=False)
             except ContractError as error:
                 last_error = f"{error.field}: {error.detail}" if error.field else error.detail
                 continue

@@ -6,7 +6,8 @@ The values tried come from :func:`botec.layout.candidates` (every value the rule
 model and the accelerator count, within :data:`botec.layout.SEARCH_BOUNDS`), and the rules that
 prune them are the ones ``botec estimate`` checks: a layout the search ranks is one the estimate
 accepts. Calculon's `llm-optimal-execution` builds a model object per candidate (100–200
-candidates/s on two cores); here each formula runs once per chunk of a million candidates.
+candidates/s on two cores); here each formula runs once per chunk of 65,536 candidates, and only the
+best rows so far are kept from one chunk to the next.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
-from botec.explore.space import Axis, Space, evaluate_space, fit_quantities, fits_mask
+from botec.explore.space import Axis, Space, evaluate_chunks, fit_quantities, fits_mask, space_counts
 from botec.inputs import Inputs
 from botec.layout import SEARCH_BOUNDS, Recompute, candidates
 
@@ -47,10 +48,19 @@ class SearchResult:
         return self.candidates / self.seconds if self.seconds else float("inf")
 
 
+# Rows evaluated at once by the search: the graph's intermediate arrays over one chunk are its peak memory
+# (10^7 candidates: 143 MB peak at 65,536 rows, 235 MB at 131,072, 401 MB at 250,000; no slower than larger chunks).
+SEARCH_CHUNK_ROWS = 65_536
+
+
 def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
-           progress=None) -> SearchResult:
+           progress=None, chunk: int = SEARCH_CHUNK_ROWS) -> SearchResult:
     """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit, those that
-    keep the stated headroom first."""
+    keep the stated headroom first (ties: the earlier candidate first).
+
+    The space is evaluated ``chunk`` rows at a time and only the best ``top`` rows so far are kept between chunks
+    (:class:`_BestRows`), so the memory is one chunk's, whatever the number of candidates (10^7 candidates kept
+    every column of every row: 4.2 GB peak; now 143 MB, ``benchmarks/layout_search.py --memory``)."""
     if inputs.kind != "training":
         raise ContractError("the layout search ranks training layouts", field="workload.kind")
     started = time.perf_counter()
@@ -58,27 +68,53 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
     wanted = [objective, *fit_quantities(inputs), "planned_device_bytes", "step_seconds", "run_seconds",
               "end_to_end_mfu", "accelerator_hours"]
     wanted = list(dict.fromkeys(wanted))
-    columns, valid, counts = evaluate_space(space, wanted=wanted, progress=progress)
-    if not valid.size:
-        return SearchResult(counts["candidates"], 0, 0, time.perf_counter() - started, [])
-    fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
-    # layouts that keep the stated headroom rank first; those that fit only within it follow (they run, with less
-    # margin for peaks and fragmentation than asked)
-    within_headroom = fits & ~(np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
-    order = np.lexsort((np.where(fits, columns[objective], np.inf), within_headroom))[:top]
-    best = []
-    for row in order:
-        if not fits[row]:
-            break
-        layout = {path: int(columns[path][row]) for path in LAYOUT_FIELDS if path in columns}
-        layout["strategy.recompute"] = Recompute(layout.get("strategy.recompute", 0)).label
-        layout["strategy.sequence_parallel"] = bool(layout.get("strategy.sequence_parallel", 0))
-        if inputs.layout.pipeline_schedule not in ("1f1b", "interleaved"):   # zero bubble, DualPipe: kept as stated
-            layout["strategy.pipeline_schedule"] = inputs.layout.pipeline_schedule
-        figures = {name: float(columns[name][row]) for name in wanted}
-        best.append({"layout": layout, "figures": figures})
-    return SearchResult(counts["candidates"], counts["evaluated"], int(fits.sum()), time.perf_counter() - started,
-                        best)
+    kept = [path for path in LAYOUT_FIELDS if path in {axis.path for axis in space.axes}] + wanted
+    best, feasible = _BestRows(objective, top), 0
+    counts = space_counts(space)
+    try:
+        for first_row, columns, valid in evaluate_chunks(space, counts, chunk, wanted, progress):
+            fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
+            feasible += int(fits.sum())
+            best.add({name: columns[name][fits] for name in kept}, first_row + np.flatnonzero(fits))
+    except KeyboardInterrupt:  # a clean stop: the best of what was evaluated so far
+        pass
+    return SearchResult(counts["candidates"], counts["evaluated"], feasible, time.perf_counter() - started,
+                        [_described(inputs, rows, wanted) for rows in best.rows()])
+
+
+class _BestRows:
+    """The best ``top`` rows seen so far (their kept columns and candidate numbers): a layout that keeps the stated
+    headroom before one that fits only within it, then the lower ``objective``, then the earlier candidate, the
+    order one ranking of every row at once gives."""
+
+    def __init__(self, objective: str, top: int):
+        self.objective, self.top = objective, top
+        self.columns: dict[str, np.ndarray] = {}
+        self.candidate = np.zeros(0, dtype=np.int64)
+
+    def add(self, columns: dict[str, np.ndarray], candidate: np.ndarray) -> None:
+        """Merge rows that fit (``candidate``: their numbers in the space) and keep the best ``top``."""
+        if self.columns:
+            columns = {name: np.concatenate((self.columns[name], values)) for name, values in columns.items()}
+            candidate = np.concatenate((self.candidate, candidate))
+        within_headroom = ~(np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
+        order = np.lexsort((candidate, columns[self.objective], within_headroom))[:self.top]
+        self.columns = {name: values[order] for name, values in columns.items()}
+        self.candidate = candidate[order]
+
+    def rows(self) -> list[dict[str, float]]:
+        return [{name: float(values[row]) for name, values in self.columns.items()}
+                for row in range(self.candidate.size)]
+
+
+def _described(inputs: Inputs, row: dict[str, float], wanted: list[str]) -> dict:
+    """One ranked row as the report shows it: its layout (recomputation by name) and its headline figures."""
+    layout = {path: int(row[path]) for path in LAYOUT_FIELDS if path in row}
+    layout["strategy.recompute"] = Recompute(layout.get("strategy.recompute", 0)).label
+    layout["strategy.sequence_parallel"] = bool(layout.get("strategy.sequence_parallel", 0))
+    if inputs.layout.pipeline_schedule not in ("1f1b", "interleaved"):   # zero bubble, DualPipe: kept as stated
+        layout["strategy.pipeline_schedule"] = inputs.layout.pipeline_schedule
+    return {"layout": layout, "figures": {name: row[name] for name in wanted}}
 
 
 def as_overrides(layout: dict) -> list[str]:
@@ -100,7 +136,7 @@ def search_serving(inputs: Inputs, top: int = 10) -> list[dict]:
     """Serving: each accelerator (the contract's and its candidates) × each tensor-parallel degree that
     divides the heads within a node, ranked by cost per day (accelerators when no price is stated);
     only replicas that hold a request and meet the stated latency targets are kept."""
-    from botec.estimate import accelerator_options, evaluate_inputs, unreachable_target
+    from botec.estimation import accelerator_options, evaluate_inputs, unreachable_target
 
     options = accelerator_options(inputs.contract) or [(None, None)]
     per_node = inputs.tiers.accelerators_per_node

@@ -205,7 +205,7 @@ def best_accelerator(inputs: Inputs, objective: str, direction: str, constraints
                      keys: list[str]) -> list[tuple[str, float | None, str]]:
     """The contract on each catalog accelerator: (key, objective or None, why not), best first."""
     from botec.catalog import accelerators, did_you_mean
-    from botec.estimate import estimate_inputs
+    from botec.estimation import estimate_inputs
 
     registry = inputs.graph.definitions()
     checks = [c for c in (parse_constraint(text, inputs.graph) for text in constraints) if c is not None]

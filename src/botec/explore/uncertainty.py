@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from botec.estimate import Estimate
+from botec.estimation import Estimate
 
 __all__ = ["MonteCarlo", "Swing", "draw", "monte_carlo", "sensitivity"]
 

@@ -3,7 +3,9 @@
 Megatron splits every matrix over the TP ranks and the layers over the pipeline stages; the stage
 with the most layers (``pipeline_stage_layers``) holds the most. Experts are split over the EP
 ranks (whole experts) and over the expert tensor-parallel ranks. Training shards the state on top
-of this (ZeRO, :mod:`botec.training.memory`); serving keeps the weights resident as they are.
+of this (ZeRO, :mod:`botec.training.memory`); serving keeps the weights resident as they are. The
+state per parameter before sharding (:func:`unsharded_state_bytes_per_parameter`) is a plain formula the
+training graph and the catalog's listing of optimizer presets share.
 """
 
 from botec.graph import Formulas, maximum, where
@@ -82,3 +84,14 @@ def expert_parameters_per_device(expert_parameters, routed_experts_per_device, e
                   expression="dense_parameters_per_device + expert_parameters_per_device")
 def parameters_per_device(dense_parameters_per_device, expert_parameters_per_device):
     return dense_parameters_per_device + expert_parameters_per_device
+
+
+def unsharded_state_bytes_per_parameter(weight_bytes_per_parameter, gradient_bytes_per_parameter,
+                                        master_weight_bytes_per_parameter, optimizer_state_bytes_per_parameter):
+    """Training state per parameter before any sharding: b_weights + b_gradients + b_master + b_moments.
+
+    Lesson 000's table: 2 + 2 + 4 + 4 + 4 = 16 B for Adam in mixed precision. Training's memory account defines the
+    quantity with it (:mod:`botec.training.memory.state`); the optimizer presets' listing applies it to the
+    catalog's bytes (the catalog holds the data, not the formula)."""
+    return (weight_bytes_per_parameter + gradient_bytes_per_parameter + master_weight_bytes_per_parameter
+            + optimizer_state_bytes_per_parameter)

@@ -1,5 +1,6 @@
-"""The quantity graph: the engine (:mod:`.engine`), the elementwise helpers formulas use
-(:mod:`.elementwise`) and the explanation of a derivation chain (:mod:`.explain`).
+"""The quantity graph: what it is made of (:mod:`.definitions`), the engine that evaluates it (:mod:`.engine`),
+the elementwise helpers formulas use (:mod:`.elementwise`) and the explanation of a derivation chain
+(:mod:`.explain`).
 
 The engine knows no formula; :mod:`botec.training` and :mod:`botec.serving` compose theirs into
 the ``TRAINING`` and ``SERVING`` graphs.

@@ -27,30 +27,18 @@ _COUNT_UNITS_SHOWN_BARE = {"1", "", "tokens", "steps", "sequences", "parameters"
                            "checkpoints", "copies", "accelerator-hours", "requests", "replicas"}
 
 
-def _recompute_label(value) -> str:
-    from botec.layout import Recompute
-
-    return Recompute(int(value)).label
-
-
-# Inputs that encode a choice as a number: the word for each value (the labels the contract uses).
-_CHOICE_WORDS = {"recompute": _recompute_label}
-
-
-def worded(name: str, value) -> str | None:
-    """The word for a choice's encoded value (``recompute`` 2 -> ``full``); None for other quantities."""
-    word = _CHOICE_WORDS.get(name)
-    if word is None or not isinstance(value, (int, float)):
+def worded(quantity: Quantity) -> str | None:
+    """The word for a choice's encoded value, from its definition's labels (``recompute`` 2 -> ``full``); None for
+    a quantity without labels or a value that has none."""
+    labels, value = quantity.definition.labels, quantity.value
+    if not labels or not isinstance(value, (int, float)) or value != int(value) or not 0 <= value < len(labels):
         return None
-    try:
-        return word(value)
-    except ValueError:
-        return None
+    return labels[int(value)]
 
 
 def _substituted(quantity: Quantity, system: str) -> str:
     """The value as it appears inside a substituted formula: counts bare, others with their unit."""
-    word = worded(quantity.name, quantity.value)
+    word = worded(quantity)
     if word is not None:
         return word
     if quantity.unit in _COUNT_UNITS_SHOWN_BARE:
@@ -96,7 +84,7 @@ _COMPARE = {"≥": lambda a, b: a >= b, "≤": lambda a, b: a <= b, ">": lambda 
 
 def _substituted_bare(quantity: Quantity) -> str:
     """A condition's value: a choice's word, else the bare number."""
-    word = worded(quantity.name, quantity.value)
+    word = worded(quantity)
     return word if word is not None else format_number(quantity.value)
 
 
@@ -197,14 +185,14 @@ def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: st
     if quantity.condition is not None:  # zero by its zero_when condition: nothing else was read
         condition = quantity.condition
         deciding = quantities.get(quantity.inputs[0]) if quantity.inputs else None
-        if deciding is not None and worded(deciding.name, deciding.value) is not None:  # recompute < 2 -> = none
-            condition = f"{deciding.name} = {worded(deciding.name, deciding.value)}"
+        if deciding is not None and worded(deciding) is not None:  # recompute < 2 -> = none
+            condition = f"{deciding.name} = {worded(deciding)}"
         return f"{quantity.name} = {quantity.formatted(system)}  [as {condition}]"
     conditions: list[str] = []
     expression = taken_branches(quantity.definition.expression or "", quantities, conditions)
     because = f"  [as {', '.join(conditions)}]" if conditions else ""
     if not quantity.inputs:  # given from outside the graph: say where it came from
-        word = worded(quantity.name, quantity.value)
+        word = worded(quantity)
         origin = quantity.provenance
         if quantity.field:
             origin += f", {quantity.field}"

@@ -155,12 +155,24 @@ class Inputs:
             tiers = tiers.replaced(tier_changes)
         return self.derive(self, spec, fixed, tiers, rows)
 
-    def rebuild(self, **contract_changes: Any) -> "Inputs":
-        """Inputs of the same contract with whole sections' fields replaced (``supply={"accelerator": "h200"}``),
-        for what cannot be varied as a number (another accelerator, another TP degree of a serving replica)."""
-        updates = {section: getattr(self.contract, section).model_copy(update=values)
-                   for section, values in contract_changes.items()}
-        return build_inputs(self.contract.model_copy(update=updates), self.base_dir)
+    def rebuild(self, **section_changes: dict[str, Any]) -> "Inputs":
+        """Inputs of the same contract with some fields of its sections changed, for what cannot be varied as a
+        number: another accelerator (``supply={"accelerator": "h200"}``), another TP degree of a serving replica,
+        a fine-tuning recipe's adapters and offloading (``strategy={"lora": {"rank": 16}, "offload": None}``).
+
+        A field given None takes its default again. The changed contract is validated as a contract file is (a
+        :class:`ContractError` naming the field when the change breaks a rule), never read from its file again.
+        """
+        from botec.contract import parse_contract, remove_field, set_field
+
+        data = self.contract.model_dump(mode="json", exclude_unset=True)
+        for section, fields in section_changes.items():
+            for name, value in fields.items():
+                if value is None:
+                    remove_field(data, f"{section}.{name}")
+                else:
+                    set_field(data, f"{section}.{name}", value)
+        return build_inputs(parse_contract(data), self.base_dir)
 
 
 def checked(layout: Layout, rows: int | None):

@@ -16,6 +16,7 @@ from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
 from botec.layout import ModelFacts
+from botec.units import excerpt
 
 __all__ = ["resolve_architecture", "model_given", "model_facts", "architecture_quantities", "ATTENTION_FLOPS_FACTOR"]
 
@@ -41,6 +42,9 @@ def resolve_architecture(model: ModelSpec, base_dir: Path | None = None) -> Arch
         except ContractError as error:
             raise ContractError(error.detail, field="workload.model.config",
                                 origin=error.origin if error.origin != str(path) else None) from None
+        except OSError as error:  # a path the system cannot even look up (longer than a file name may be)
+            raise ContractError(f"cannot read {excerpt(model.config)}: {error.strerror or error}",
+                                field="workload.model.config") from None
     else:
         arch = Architecture(
             name=model.name or "architecture", family="custom", layers=int(model.layers.value),

@@ -30,6 +30,32 @@ the most micro-batches in flight, so the activations peak at max over stages i o
 The interleaved schedule splits each stage's layers into v model chunks as evenly as they go (Llama 3
 405B ran 7, 8 × 14, 7 interleaved): each chunk needs one slot, a layer, or the embedding or LM head on
 the first and last stages, and the largest chunk, ⌈L_max / v⌉ layers, paces the bubble.
+
+Adding a parallelism (a new parallel dimension, e.g. what ``context_parallel`` / CP needed; grep
+``context_parallel`` and ``"cp"`` for each step's model):
+
+1. ``layout/dims.py``: the degree as a :class:`Layout` field (default 1), its place in the rank order
+   (:meth:`Layout.span`), what it divides (``data_parallel`` = N / (TP × PP × CP)), and its group in
+   :data:`GROUPS` when its collectives cross a network tier;
+2. ``layout/rules.py``: the rules it must obey, each naming its field (CP divides the sequence length),
+   the model-parallel product, and its range in :class:`SearchBounds` and :func:`candidates`;
+3. ``contract/training.py`` (and ``contract/serving.py`` if a replica uses it): the ``strategy`` field with
+   its description; ``inputs/training.py``: read it into ``spec`` (``strategy.<field>``), into the layout
+   (``layout_of``) and as a :class:`botec.graph.Given` with its field; ``inputs/model.py``: its 1 in
+   ``architecture_quantities``; ``inputs/cluster.py`` places its group on a tier from :data:`GROUPS`;
+4. ``training/``: the formulas it changes: compute (``compute/__init__.py`` declares the input,
+   ``compute/step.py`` divides the work), memory (``memory/activations.py``: what each rank keeps, as
+   ``local_sequence_length``), network (``network/model_parallel.py``: its bytes and time per step, zero
+   when the degree is 1; ``network/exposed.py``: its bytes in the step's total and the share overlap hides), and ``findings/training.py``'s
+   advice when its communication dominates; ``serving/`` the same if a replica uses it;
+5. ``explore/search.py``: the searched fields (and ``explore/space.py`` when it needs words);
+6. ``report/__init__.py`` (the layout line, the network table's ``<group>_link_*`` rows) and
+   ``report/explore.py`` (the search's layout column); a choice encoded as a number gives
+   ``labels=`` to its :meth:`botec.graph.Formulas.input` so that ``botec explain`` writes the word;
+7. tests: ``tests/test_layout.py`` (its rules: scalar check, array mask, candidates agree),
+   ``tests/test_parallelism.py`` (hand-derived figures of its compute, memory and bytes),
+   ``tests/test_properties.py`` (more ranks never lengthen the compute), ``tests/test_cli_errors.py``
+   (its field's one-line errors).
 """
 
 from botec.layout.dims import (FSDP_ZERO_STAGE, GROUPS, Layout, ModelFacts, PipelineSchedule, Recompute, Rule,

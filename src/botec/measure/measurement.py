@@ -15,6 +15,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from botec.errors import ContractError, read_text_file, write_text_atomically
+from botec.jsonfile import load_json_text
 from botec.units import excerpt
 
 SCHEMA = "botec.measurement/1"
@@ -180,12 +181,10 @@ def read(path: str | Path) -> Measurement:
     origin = str(path)
     text = read_text_file(path, "measurement file", max_bytes=MAX_MEASUREMENT_BYTES)
     try:
-        data = json.loads(text)
+        data = load_json_text(text, origin)   # too deep: refused; a 5,000-digit integer: inf, refused by its field
     except json.JSONDecodeError as error:
         raise ContractError(f"not a measurement: corrupt or truncated JSON at line {error.lineno}, column "
                             f"{error.colno} ({error.msg})", origin=origin) from None
-    except ValueError:  # an integer of more than 4,300 digits, which Python refuses to read
-        raise ContractError("not a measurement: a number of more than 4,300 digits", origin=origin) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ContractError(f"not a measurement: expected schema {SCHEMA!r}, found {excerpt(found)}", origin=origin)
@@ -195,4 +194,6 @@ def read(path: str | Path) -> Measurement:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         message = first["msg"].removeprefix("Value error, ")
+        if "input" in first and not isinstance(first["input"], (dict, list)):
+            message = f"{message} (found {excerpt(first['input'])})"
         raise ContractError(message, field=field, origin=origin) from None

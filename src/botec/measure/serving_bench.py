@@ -66,12 +66,15 @@ from pathlib import Path
 from typing import Optional
 
 from botec.errors import ContractError
+from botec.jsonfile import load_json_text
+from botec.units import excerpt
 
 __all__ = ["FORMATS", "TOOL_NAMES", "ServingBenchmark", "detect", "parse"]
 
 FORMATS = ("vllm-bench", "sglang-bench")
 TOOL_NAMES = {"vllm-bench": "vLLM", "sglang-bench": "SGLang"}
 MILLISECONDS = 1e-3
+MAX_COUNT = 10**18               # requests and tokens: a whole number below this (as a measurement file's counts)
 PERCENTILES = (99, 95, 90, 50)   # the percentiles a botec latency target may name, the most telling first
 
 EXPECTED = {
@@ -184,7 +187,7 @@ def detect(text: str) -> Optional[str]:
 def _objects(text: str, origin: str, format: str) -> list[dict]:
     """The file's result objects: one JSON object (possibly indented), or one per line (JSON lines)."""
     try:
-        whole = json.loads(text)
+        whole = load_json_text(text, origin)   # nested too deep: refused here, naming the line
     except json.JSONDecodeError as error:
         whole, whole_error = None, error
     if isinstance(whole, dict):
@@ -196,7 +199,7 @@ def _objects(text: str, origin: str, format: str) -> list[dict]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = load_json_text(line, origin, line_offset=number - 1)
         except json.JSONDecodeError as error:
             if not objects:  # not JSON lines: say where the one object breaks off
                 error = whole_error
@@ -218,14 +221,40 @@ _ZERO_MEANS = {"completed": "no request completed",
                "mean_tpot_ms": "no request produced more than one output token"}
 
 
-def _number(data: dict, key: str, origin: str, run_text: str, *, required: bool = True, format: str = ""
-            ) -> Optional[float]:
-    """A finite number above 0 at ``key``: a one-line error naming the key when required and absent or
-    wrong; None when optional and absent or unusable."""
+def _is_number(value) -> bool:
+    """A JSON number a float holds finitely: not a bool, not NaN or ±Infinity (which 1e400 and 5,000-digit integers
+    read as), not an integer beyond 10^308."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _is_count(value, least: int = 1) -> bool:
+    """A whole number from ``least`` to below MAX_COUNT (1e3 and 1000.0 count; 2.5, 2^63 and Infinity do not)."""
+    return _is_number(value) and least <= value < MAX_COUNT and float(value).is_integer()
+
+
+def _count(data: dict, key: str, origin: str, run_text: str, what: str, least: int = 0) -> Optional[int]:
+    """An optional count at ``key`` (absent or null: None); anything but a whole number from ``least`` to below
+    10^18 is refused in one line naming the key."""
     value = data.get(key)
-    usable = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-              and value > 0)
-    if usable:
+    if value is None:
+        return None
+    if not _is_count(value, least):
+        raise ContractError(f"{excerpt(value)}{run_text}: expected {what}, a whole number from {least} to below "
+                            f"10^18", field=key, origin=origin)
+    return int(value)
+
+
+def _number(data: dict, key: str, origin: str, run_text: str, *, required: bool = True, format: str = "",
+            whole: bool = False) -> Optional[float]:
+    """A finite number above 0 at ``key`` (``whole``: a count, a whole number below 10^18): a one-line error
+    naming the key when required and absent or wrong; None when optional and absent or unusable."""
+    value = data.get(key)
+    if _is_count(value) if whole else (_is_number(value) and value > 0):
         return float(value)
     if not required:
         return None
@@ -234,7 +263,8 @@ def _number(data: dict, key: str, origin: str, run_text: str, *, required: bool 
         hint = _HINT.get(format, {}).get(key, "")
         raise ContractError(f"missing{run_text}: expected a number{meaning}{hint}", field=key, origin=origin)
     why = f" ({_ZERO_MEANS[key]})" if value == 0 and key in _ZERO_MEANS else ""
-    raise ContractError(f"{value!r}{run_text}{why}: expected a number above 0", field=key, origin=origin)
+    expected = "a number above 0, whole and below 10^18" if whole else "a number above 0, finite"
+    raise ContractError(f"{excerpt(value)}{run_text}{why}: expected {expected}", field=key, origin=origin)
 
 
 def _rate(value) -> Optional[float]:
@@ -242,7 +272,7 @@ def _rate(value) -> Optional[float]:
     if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
         return math.inf
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
+        return float(value) if _is_number(value) else math.inf   # 1e400, a 400-digit integer: unlimited too
     return None
 
 
@@ -258,8 +288,8 @@ def _summary(data: dict, origin: str, format: str, run: int, runs: int) -> Servi
     def number(key, **options):
         return _number(data, key, origin, run_text, format=format, **options)
 
-    completed = number("completed")
-    total_input, total_output = number("total_input_tokens"), number("total_output_tokens")
+    completed = number("completed", whole=True)
+    total_input, total_output = number("total_input_tokens", whole=True), number("total_output_tokens", whole=True)
     duration = number("duration")
     requests_per_s = number("request_throughput")
     output_rate = number("output_throughput", required=False) or total_output / duration
@@ -271,34 +301,35 @@ def _summary(data: dict, origin: str, format: str, run: int, runs: int) -> Servi
     if mean_e2e is None and format == "vllm-bench":
         latencies = data.get("latencies")  # vllm bench serve keeps every request's latency (s) in the file
         errors = data.get("errors")
-        if isinstance(latencies, list) and latencies and all(isinstance(v, (int, float)) for v in latencies):
+        if isinstance(latencies, list) and latencies and all(_is_number(v) for v in latencies):
             kept = [v for i, v in enumerate(latencies)
                     if not (isinstance(errors, list) and i < len(errors) and errors[i])]
-            if kept and all(v > 0 for v in kept):
+            if kept and all(v > 0 for v in kept) and math.isfinite(sum(kept)):
                 mean_e2e = sum(kept) / len(kept) * 1e3
                 notes.append("mean end-to-end latency: from the file's per-request latencies (no mean_e2el_ms: "
                              "e2el was not in --percentile-metrics)")
     percentiles: dict[str, dict[int, float]] = {}
     for key, value in data.items():
         match = _PERCENTILE_KEY.match(key)
-        if match and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if match and _is_number(value) and value >= 0:
             level = float(match.group(1))
             if level == int(level):
                 percentiles.setdefault(_METRIC[match.group(2)], {})[int(level)] = value * MILLISECONDS
     for metric, prefix in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"),
                            ("e2e", "e2el" if format == "vllm-bench" else "e2e_latency")):
         median = data.get(f"median_{prefix}_ms")
-        if isinstance(median, (int, float)) and not isinstance(median, bool) and math.isfinite(median):
+        if _is_number(median) and median >= 0:
             percentiles.setdefault(metric, {}).setdefault(50, median * MILLISECONDS)
-    failed = data.get("failed")
-    failed = int(failed) if isinstance(failed, int) and not isinstance(failed, bool) else None
+    failed = _count(data, "failed", origin, run_text, "the requests that failed")
     if failed:
         notes.append(f"{failed} request(s) failed: the totals and latencies are of the {completed:,.0f} that "
                      "completed")
-    concurrency = data.get("max_concurrency")
-    concurrency = int(concurrency) if isinstance(concurrency, (int, float)) and not isinstance(concurrency, bool) \
-        and concurrency > 0 else None
+    concurrency = _count(data, "max_concurrency", origin, run_text,
+                         "the cap on requests in flight (null: no cap)", least=1)
     burstiness = data.get("burstiness")
+    if burstiness is not None and not (_is_number(burstiness) and burstiness > 0):
+        raise ContractError(f"{excerpt(burstiness)}{run_text}: expected a finite number above 0 (1: Poisson arrivals)",
+                            field="burstiness", origin=origin)
     mean_concurrency = _number(data, "concurrency", origin, run_text, required=False)
     return ServingBenchmark(
         path=origin, format=format, run=run, runs=runs, completed=int(completed),
@@ -308,8 +339,7 @@ def _summary(data: dict, origin: str, format: str, run: int, runs: int) -> Servi
         mean_itl_seconds=mean_itl * MILLISECONDS if mean_itl else None,
         mean_e2e_seconds=mean_e2e * MILLISECONDS if mean_e2e else None, percentiles=percentiles,
         request_rate=_rate(data.get("request_rate")), max_concurrency=concurrency,
-        burstiness=float(burstiness) if isinstance(burstiness, (int, float)) and not isinstance(burstiness, bool)
-        else None,
+        burstiness=float(burstiness) if burstiness is not None else None,
         failed=failed, date=_date(data.get("date")), backend=str(data["backend"]) if data.get("backend") else None,
         model=str(data["model_id"]) if data.get("model_id") else None,
         dataset=str(data["dataset_name"]) if data.get("dataset_name") else None,

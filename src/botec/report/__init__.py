@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from botec import __version__
-from botec.estimate import Estimate
+from botec.estimation import Estimate
 from botec.graph import Quantity
 from botec.layout import Recompute
 from botec.units import format_number, format_quantity
 
-__all__ = ["ACCOUNT_TITLES", "LAYOUT_INPUTS", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows", "state_table_rows",
-           "methods", "headline", "layout_line", "provenance"]
+__all__ = ["ACCOUNT_TITLES", "LAYOUT_INPUTS", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
+           "state_table_rows", "described", "methods", "headline", "layout_line", "provenance"]
 
 ACCOUNT_TITLES = {
     "compute": "Compute",
@@ -71,12 +71,24 @@ def provenance() -> str:
     return f"botec {__version__}; catalog revised {catalog_revised()}"
 
 
+def described(contract) -> str:
+    """The contract's description for a report's header; after ``--set`` overrides, marked as written before them
+    and followed by them, since it may name figures they changed: ``... (as written; overridden: supply.count=512)``.
+    Empty when there is neither."""
+    description = contract.description or ""
+    if not contract.overrides:
+        return description
+    changed = "overridden: " + ", ".join(contract.overrides)
+    return f"{description} (as written; {changed})" if description else changed
+
+
 def headline(result: Estimate) -> str:
     """What runs on what: the accelerator and how many, and the optimizer or the serving formats."""
     q, inputs = result.quantities, result.inputs
     if result.kind == "serving":
+        replicas = int(q["replicas"].value)
         return (f"{inputs.accelerator_label}: {int(q['replica_accelerators'].value):,} per replica × "
-                f"{int(q['replicas'].value):,} replicas; {inputs.formats_label}")
+                f"{replicas:,} replica{'' if replicas == 1 else 's'}; {inputs.formats_label}")
     return f"{inputs.accelerator_label} × {int(q['accelerators'].value):,}; {inputs.formats_label}"
 
 

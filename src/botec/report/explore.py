@@ -122,29 +122,38 @@ def search_markdown(result, contract_path, overrides, system: str = "decimal") -
             f"{result.feasible:,} fit.", ""] + markdown_table(header, rows)
 
 
-def serving_search_markdown(rows: list[dict], system: str = "decimal") -> list[str]:
-    """The serving search (accelerator × TP degree, cheapest first) as a Markdown table."""
+def _latency_note(percentile: int) -> str:
+    """What the serving search's latency columns are: means, where the contract's targets hold at a percentile."""
+    return (f"TPOT and TTFT: means at the fleet's load (each row meets the contract's targets, which hold at "
+            f"P{percentile})")
+
+
+def serving_search_markdown(rows: list[dict], system: str = "decimal", percentile: int = 90) -> list[str]:
+    """The serving search (accelerator × TP degree, cheapest first) as a Markdown table; its latencies are means
+    and say so (the targets hold at the contract's ``percentile``)."""
     from botec.report.tables import markdown_table
 
-    header = ["rank", "accelerator", "TP", "replicas", "accelerators", "batch", "TPOT", "TTFT", "cost per day"]
+    header = ["rank", "accelerator", "TP", "replicas", "accelerators", "batch", "TPOT (mean)", "TTFT (mean)",
+              "cost per day"]
     cells = [[str(rank), row["accelerator"], str(row["tensor_parallel"]), format_number(row["replicas"]),
               format_number(row["accelerators"]), f"{row['batch']:.0f}",
               format_quantity(row["tpot_seconds"], "s", system), format_quantity(row["ttft_seconds"], "s", system),
               format_quantity(row["cost_per_day_usd"], "USD", system) if row["cost_per_day_usd"] is not None
               else "no price"] for rank, row in enumerate(rows, 1)]
-    return markdown_table(header, cells)
+    return [_latency_note(percentile) + ".", ""] + markdown_table(header, cells)
 
 
-def serving_search_text(rows: list[dict]) -> list[str]:
-    lines = []
+def serving_search_text(rows: list[dict], percentile: int = 90) -> list[str]:
+    """The serving search, a line per accelerator × TP degree, under a line saying the latencies are means."""
+    lines = [_latency_note(percentile) + ":"]
     for rank, row in enumerate(rows, 1):
         cost = (format_quantity(row["cost_per_day_usd"], "USD") + " per day" if row["cost_per_day_usd"] is not None
                 else "no price")
         lines.append(f"{rank}. {row['accelerator']} TP {row['tensor_parallel']}: "
                      f"{format_quantity(row['replicas'], 'replicas')}, "
-                     f"{format_quantity(row['accelerators'], 'accelerators')}, batch {row['batch']:.0f}, TPOT "
-                     f"{format_quantity(row['tpot_seconds'], 's')}, TTFT {format_quantity(row['ttft_seconds'], 's')}, "
-                     f"{cost}")
+                     f"{format_quantity(row['accelerators'], 'accelerators')}, batch {row['batch']:.0f}, mean TPOT "
+                     f"{format_quantity(row['tpot_seconds'], 's')}, mean TTFT "
+                     f"{format_quantity(row['ttft_seconds'], 's')}, {cost}")
     return lines
 
 

@@ -13,8 +13,9 @@ import math
 import re
 from typing import Any, Optional
 
-from botec.estimate import Estimate
+from botec.estimation import Estimate
 from botec.graph import Given
+from botec.units import format_quantity
 
 GB = 1e9
 Spec = dict[str, Any]   # {"data": [trace, ...], "layout": {...}}: what plotly.js's newPlot takes
@@ -67,10 +68,16 @@ def _spec(data: list[dict], layout: dict, title: str, y_title: str, x_title: str
 
 
 def _mark_current(layout: dict, x: float, label: str) -> None:
-    """A vertical line at this estimate's own configuration (plotly's ``add_vline``, annotation on top)."""
+    """A vertical line at this estimate's own configuration (plotly's ``add_vline``, annotation on top).
+
+    On a log x axis plotly.js places a shape at the data value but an annotation at log10 of its position
+    (plotly.js #1258, kept for compatibility): the label gets log10(x), else it would sit at 10^x and stretch the
+    axis's autorange to it."""
     layout.setdefault("shapes", []).append({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "y domain",
                                             "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "black"}})
-    layout.setdefault("annotations", []).append({"text": label, "showarrow": False, "xref": "x", "x": x,
+    on_log_axis = layout.get("xaxis", {}).get("type") == "log"
+    label_x = math.log10(x) if on_log_axis and x is not None and x > 0 else x
+    layout.setdefault("annotations", []).append({"text": label, "showarrow": False, "xref": "x", "x": label_x,
                                                  "xanchor": "center", "yref": "y domain", "y": 1,
                                                  "yanchor": "bottom"})
 
@@ -89,7 +96,7 @@ def _bars(parts: list[tuple[str, float]], unit: str, horizontal: bool, scale: fl
     traces = []
     for name, value in parts:
         shown = _finite(value / scale)
-        trace = {"type": "bar", "name": name, "text": [f"{value / scale:.3g} {unit}"], "textposition": "inside"}
+        trace = {"type": "bar", "name": name, "text": [f"{_number(value / scale)} {unit}"], "textposition": "inside"}
         if horizontal:
             trace |= {"orientation": "h", "y": ["time"], "x": [shown], "hovertemplate": f"%{{x:.3g}} {unit}"}
         else:
@@ -133,8 +140,10 @@ def step_figure(result: Estimate) -> Spec:
     request (prefill, decode)."""
     q = result.quantities
     if result.kind == "serving":
-        parts = [("time to first token", q["time_to_first_token_seconds"].value),
-                 ("decode (output × TPOT)", q["output_tokens"].value * q["time_per_output_token_seconds"].value)]
+        # alone on an idle replica: the floors, not the latencies under the contract's load
+        parts = [("time to first token, alone", q["time_to_first_token_floor_seconds"].value),
+                 ("decode ((output − 1) × TPOT floor)",
+                  (q["output_tokens"].value - 1) * q["time_per_output_token_floor_seconds"].value)]
         title = "One request, unloaded"
     elif "exposed_communication_seconds" in q and result.choices.get("step_time") == "components":
         parts = [("compute", q["compute_seconds_per_step"].value), ("pipeline bubble", q["pipeline_bubble_seconds"].value),
@@ -212,7 +221,8 @@ def load_figure(result: Estimate) -> Spec:
             layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": axis, "y0": target,
                                      "y1": target, "line": {"dash": "dash", "color": "crimson"}, "name": label})
             layout["annotations"].append({"xref": "paper", "x": 1 if axis == "y2" else 0, "yref": axis, "y": target,
-                                          "text": f"{label} {q[name].value * 1e3:.3g} ms", "showarrow": False,
+                                          "text": f"{label} {format_quantity(q[name].value, 's')}",
+                                          "showarrow": False,
                                           "yshift": 8, "xanchor": "right" if axis == "y2" else "left"})
     return _spec(data, layout, "Latency against load (one replica)", "TTFT (ms)",
                  "requests/s on one replica (saturation: {:.3g} requests/s)".format(capacity))
@@ -232,8 +242,17 @@ def context_figure(result: Estimate) -> Spec:
                  "mean cached tokens per running request (tokens, log scale)")
 
 
+def _change(value: float, unit: str) -> str:
+    """A signed change in the house's units: ``+2 s``, ``−12 days``, ``no change``."""
+    if value == 0 or not math.isfinite(value):
+        return "no change" if value == 0 else "not finite"
+    return ("+" if value > 0 else "−") + format_quantity(abs(value), unit)
+
+
 def sensitivity_figure(result: Estimate, output: str) -> Optional[Spec]:
-    """A tornado: each ranged assumption from its low to its high end."""
+    """A tornado: each ranged assumption from its low to its high end, the two ends side by side on the
+    assumption's row (each with its own label, so a label never lies on another), one row per assumption
+    (20 pixels each, so the names on the category axis never overprint)."""
     from botec.explore.uncertainty import sensitivity
 
     swings = sensitivity(result, output)
@@ -245,11 +264,13 @@ def sensitivity_figure(result: Estimate, output: str) -> Optional[Spec]:
     names = [s.input for s in reversed(swings)]
     data = []
     for name, end in (("at low", "output_at_low"), ("at high", "output_at_high")):
-        changes = [(getattr(s, end) - base) / scale for s in reversed(swings)]
-        data.append({"type": "bar", "y": names, "x": [_finite(c) for c in changes], "orientation": "h", "name": name,
-                     "text": [f"{c:+,.3g} {label}" for c in changes], "textposition": "auto"})
-    return _spec(data, {"barmode": "overlay"},
-                 f"Sensitivity of {output} (change from {_number(base / scale)} {label})", "",
+        changes = [getattr(s, end) - base for s in reversed(swings)]
+        data.append({"type": "bar", "y": names, "x": [_finite(c / scale) for c in changes], "orientation": "h",
+                     "name": name, "text": [_change(c, unit) for c in changes], "textposition": "outside",
+                     "cliponaxis": False})
+    layout = {"barmode": "group", "height": max(360, 140 + 2 * 20 * len(names)),
+              "yaxis": {"automargin": True, "type": "category"}}
+    return _spec(data, layout, f"Sensitivity of {output} (change from {_number(base / scale)} {label})", "",
                  f"change in {output} ({label})")
 
 

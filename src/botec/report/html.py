@@ -6,8 +6,9 @@ from __future__ import annotations
 from functools import lru_cache
 from html import escape
 
-from botec.estimate import Estimate
-from botec.report import ACCOUNT_TITLES, account_rows, assumption_rows, headline, layout_line, methods, provenance
+from botec.estimation import Estimate
+from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, described, headline, layout_line, methods,
+                          provenance)
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2rem auto;padding:0 1rem;
@@ -86,7 +87,7 @@ def render(result: Estimate, system: str = "decimal") -> str:
 <html lang="en"><head><meta charset="utf-8"><title>botec estimate: {title}</title>
 <style>{_STYLE}</style></head><body>
 <h1>botec estimate: {title}</h1>
-<p class="meta">{escape(contract.description or '')}</p>
+<p class="meta">{escape(described(contract))}</p>
 <p class="meta">{escape(headline(result))}</p><ul class="meta">{method_lines}</ul>
 <h2>Findings</h2>{findings_html(result, system)}
 <h2>Figures</h2>{figures}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from botec import __version__
-from botec.estimate import Estimate
+from botec.estimation import Estimate
 from botec.report import layout_line, methods
 
 

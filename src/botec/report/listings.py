@@ -31,13 +31,22 @@ def _price(price) -> str:
     return f"{'–'.join(format_number(v) for v in (price.low, price.typical, price.high))} ({price.date})"
 
 
+def _state_bytes_per_parameter(preset) -> float:
+    """An optimizer preset's bytes per parameter before sharding, by the training graph's own formula."""
+    from botec.formulas.weights import unsharded_state_bytes_per_parameter
+
+    return unsharded_state_bytes_per_parameter(preset.weight_bytes_per_parameter, preset.gradient_bytes_per_parameter,
+                                               preset.master_weight_bytes_per_parameter,
+                                               preset.optimizer_state_bytes_per_parameter)
+
+
 def catalog_json() -> str:
     from botec.catalog import accelerators, catalog_revised, node_presets, optimizer_presets
 
     return json.dumps({
         "revised": catalog_revised(),
         "accelerators": [dataclasses.asdict(d) for d in accelerators().values()],
-        "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": p.state_bytes_per_parameter}
+        "optimizers": [dataclasses.asdict(p) | {"state_bytes_per_parameter": _state_bytes_per_parameter(p)}
                        for p in optimizer_presets().values()],
         "nodes": [dataclasses.asdict(n) for n in node_presets().values()],
         "engines": _engines_json(),
@@ -200,7 +209,7 @@ def catalog_text(console) -> None:
         table.add_row(p.key, *(f"{v:g}" for v in (p.weight_bytes_per_parameter, p.gradient_bytes_per_parameter,
                                                     p.master_weight_bytes_per_parameter,
                                                     p.optimizer_state_bytes_per_parameter,
-                                                    p.state_bytes_per_parameter)), p.description)
+                                                    _state_bytes_per_parameter(p))), p.description)
     console.print(table)
     header, rows = _engine_rows()
     table = rich_table(_ENGINE_TITLE)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from botec.estimate import Estimate
+from botec.estimation import Estimate
 from botec.report.tables import markdown_table
 from botec.units import format_number
-from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, headline, layout_line, methods, provenance,
-                          state_table_rows)
+from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, described, headline, layout_line, methods,
+                          provenance, state_table_rows)
 
 _MARKS = {"ok": "✅", "warn": "⚠️", "fail": "❌", "info": "ℹ️"}
 
@@ -14,8 +14,8 @@ _MARKS = {"ok": "✅", "warn": "⚠️", "fail": "❌", "info": "ℹ️"}
 def render(result: Estimate, system: str = "decimal") -> str:
     contract = result.contract
     lines = [f"# botec estimate: {contract.name or 'unnamed contract'}", ""]
-    if contract.description:
-        lines += [contract.description, ""]
+    if described(contract):
+        lines += [described(contract), ""]
     lines += [f"**Runs on:** {headline(result)}  ", f"**Layout:** {layout_line(result)}  ",
               f"**Methods:** {'; '.join(methods(result))}", ""]
     lines += [f"> note: {note}" for note in contract.notes] + ([""] if contract.notes else [])

@@ -44,6 +44,7 @@ def _header(sim) -> list[str]:
                      f"{sim.context_tokens:,}-token context (the engine stops a request there)")
     if sim.unfinished_requests:
         lines.append(f"{sim.unfinished_requests:,} requests never finished")
+    lines += [f"warning: {warning}" for warning in getattr(sim, "warnings", ())]
     return lines
 
 
@@ -223,6 +224,7 @@ def simulation_json(sim, spread=None) -> str:
         "context_tokens": sim.context_tokens, "prompts_over_context": sim.prompts_over_context,
         "outputs_cut_at_context": sim.outputs_cut_at_context,
         "percentile_relative_accuracy": sim.percentile_relative_accuracy,
+        "warnings": list(getattr(sim, "warnings", ())),
         "replicas": sim.replicas, "accelerators": sim.accelerators, "balancer": sim.balancer,
         "disaggregated": getattr(sim, "prefill_instances", 0) > 0,
         "prefill_instances_per_replica": getattr(sim, "prefill_instances", 0),

@@ -36,7 +36,7 @@ A stated ``draft_cost`` replaces it; a draft model the contract does not name ke
 """
 
 from botec.graph import Formulas, where
-from botec.serving.latency import KERNELS_PER_LAYER
+from botec.serving.step_costs import KERNELS_PER_LAYER
 from botec.serving.step import STEP_INPUTS, engine_step_seconds
 
 formulas = Formulas(account="serving")

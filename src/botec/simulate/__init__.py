@@ -17,7 +17,8 @@ Measurements (:class:`Simulation`):
 - throughput: completions per second inside a window from the warm-up's end (5 % of the requests done)
   to the last admission (the last time the queue of a replica empties), so neither the ramp-up nor the
   drain counts; output tokens per second, and per accelerator; goodput: the completions in that window
-  meeting every stated target, per second, and the share of requests meeting them;
+  meeting every stated target, per second, and the share of requests meeting them; a warning when the measured
+  requests arrive over less than :data:`STEADY_FILLS` × the time a request stays (the batch never settles);
 - the batch: decoding requests averaged over time (Little's law's B, comparable to ``decode_batch_size``)
   and per step, the most requests running at once; preemptions; the simulated time;
 - beside them, the analytic model's figures at the same load per replica (``at_load`` of
@@ -52,6 +53,11 @@ RECORDS = 100_000
 """Requests, first by arrival, whose per-request times ``Simulation.records`` keeps (memory: 60 bytes each)."""
 
 PERCENTILES = (50, 90, 99)
+
+STEADY_FILLS = 10
+"""A run is in steady state when its measured requests arrive over at least this many times the time a request stays
+(the analytic end-to-end latency: the decode batch fills in about that long, and drains as long after the last
+arrival), so that at most about a tenth of them see the batch filling or draining; else the report warns."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ class Simulation:
     outputs_cut_at_context: int = 0               # served, the output cut at L − P tokens
     records: dict = field(repr=False, default_factory=dict)
     prefill_instances: int = 0                    # disaggregated: prefill instances per decode instance (0: colocated)
+    warnings: tuple = ()                          # one line each: what makes the figures less than they seem
 
     @property
     def disaggregated(self) -> bool:
@@ -174,7 +181,7 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
              progress: Optional[Callable[[int, int], None]] = None, prompt_histogram=None,
              output_histogram=None, concurrency: Optional[int] = None,
              think_time: Optional[float] = None, records: int = RECORDS, prefill_instance=None) -> Simulation:
-    """Simulate a serving estimate (``botec.estimate.estimate_file``'s result) serving ``requests`` requests.
+    """Simulate a serving estimate (``botec.estimation.estimate_file``'s result) serving ``requests`` requests.
 
     ``rate``: the fleet's arrivals per second (default the contract's traffic; ``math.inf``: all at t = 0);
     ``concurrency``: instead, that many users in a closed loop, each sending its next request when its last one
@@ -187,11 +194,13 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     gives the prefill instances costs of their own (default the decode instance's layout), in the simulation and
     the analytic figures beside it. Bad input raises a one-line UserError."""
     from botec.errors import UserError
+    from botec.simulate.engine import Engine
     from botec.simulate.fleet import run_fleet
     from botec.simulate.ledger import StreamLedger
-    from botec.simulate.replica import Engine
+    from botec.simulate.limits import (MAX_REQUESTS, check_arrival_span, check_replicas, check_seed,
+                                       check_think_time)
     from botec.simulate.trace import trace_stream
-    from botec.simulate.workload import MAX_REQUESTS, synthetic_stream
+    from botec.simulate.workload import synthetic_stream
 
     if getattr(result, "kind", None) != "serving":
         raise UserError("botec simulate needs a serving contract (workload.kind: serving); this one is "
@@ -209,14 +218,15 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         raise UserError(f"--rate: expected a positive number of requests per second, got {rate:g}")
     if trace is not None and rate is not None:
         raise UserError("--rate and --trace exclude each other: a trace carries its own arrival times")
+    check_seed(seed)
     users, think = _closed_loop(result, rate, trace, concurrency, think_time)
+    given = replicas is not None
     if replicas is None:
         estimated = float(q["replicas"].value)
         if not (math.isfinite(estimated) and estimated >= 1):
             raise UserError("the estimate has no replica count (no target can be met?): give --replicas")
         replicas = int(round(estimated))
-    if replicas < 1:
-        raise UserError(f"--replicas: expected at least 1 replica, got {replicas}")
+    check_replicas(replicas, given)
     engine = Engine.from_estimate(result)
     if users is not None and instances:
         raise UserError("--concurrency: a closed loop is not simulated on disaggregated replicas "
@@ -224,6 +234,8 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     if users is not None:
         from botec.simulate.closed import simulate_closed
 
+        check_think_time(requests, users, think, "--think-time" if think_time is not None else
+                         "workload.traffic.think_time")
         return simulate_closed(result, engine, requests, users, think, replicas, seed, progress, prompt_histogram,
                                output_histogram)
     if trace is not None:
@@ -235,7 +247,10 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         if requests > MAX_REQUESTS:
             raise UserError(f"--requests: expected at most {MAX_REQUESTS:,} requests, got {requests:,}")
         offered = float(q["requests_per_s"].value) if rate is None else float(rate)
-        stream = synthetic_stream(result.contract.workload.traffic, int(requests), offered,
+        traffic = result.contract.workload.traffic
+        stated = "requests_per_day" if getattr(traffic, "requests_per_day", None) is not None else "requests_per_second"
+        check_arrival_span(requests, offered, "--rate" if rate is not None else f"workload.traffic.{stated}")
+        stream = synthetic_stream(traffic, int(requests), offered,
                                   q["prompt_tokens"].value, q["output_tokens"].value, seed,
                                   prompt_histogram, output_histogram)
     tally = _tally(result, stream.count, records)
@@ -320,7 +335,7 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instan
 
 
 def _measure(result, engine, workload, ledger, fleet, accepted, replicas, balancer, seed, offered) -> Simulation:
-    """A :class:`Simulation` from a whole :class:`~botec.simulate.replica.Ledger` (every request's times in memory,
+    """A :class:`Simulation` from a whole :class:`~botec.simulate.ledger.Ledger` (every request's times in memory,
     as a closed loop keeps them): its finished requests folded into a :class:`~botec.simulate.tally.Tally` at once."""
     import numpy as np
 
@@ -369,6 +384,7 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
     records = dict(tally.records)
     records["measured"] = np.isfinite(records["finish_s"]) & (np.arange(len(records["finish_s"])) >= tally.warmup)
     level = tally.level
+    analytic = _analytic(result, offered / replicas, replicas, prefill_instance)
     return Simulation(
         contract_name=result.contract.name or "contract", workload=description,
         engine=result.contract.strategy.engine, chunked_prefill=engine.chunked_prefill, requests=tally.count,
@@ -388,8 +404,23 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
         simulated_seconds=last - tally.first_arrival, measurement_window_seconds=(start, end), steps=steps,
         prompt_tokens=tally.prompt_tokens, prefill_tokens_computed=sum(s.prefill_tokens for s in stats),
         speculative_tokens_per_step=(sum(s.speculative_tokens for s in stats) / spec_steps) if spec_steps else None,
-        analytic=_analytic(result, offered / replicas, replicas, prefill_instance),
+        analytic=analytic,
         context_tokens=_context_tokens(result),
         prompts_over_context=tally.refused_over_context, outputs_cut_at_context=tally.outputs_cut, records=records,
         prefill_instances=int(round(float(q["prefill_instances"].value))) if "prefill_instances" in q else 0,
+        warnings=_steady_state(tally.count - tally.warmup, float(offered), analytic, mean_decode),
     )
+
+
+def _steady_state(measured: int, offered_per_s: float, analytic: Analytic, mean_decode_batch: float) -> tuple:
+    """A warning when the ``measured`` requests arrive (at ``offered_per_s``) over less than STEADY_FILLS × the time a
+    request stays; none for an offline batch (every request at t = 0: a drain by design)."""
+    stay = analytic.end_to_end_seconds
+    if not (0 < offered_per_s < math.inf and 0 < stay < math.inf) or measured / offered_per_s >= STEADY_FILLS * stay:
+        return ()
+    needed = math.ceil(STEADY_FILLS * stay * offered_per_s / (1 - WARMUP_SHARE))
+    return (f"not in steady state: the {measured:,} measured requests arrive over {measured / offered_per_s:.3g} s, "
+            f"less than {STEADY_FILLS} × the {stay:.3g} s a request stays (the analytic end-to-end latency, the time "
+            f"the decode batch takes to fill), so the batch is filling or draining for much of the run (decoding "
+            f"{mean_decode_batch:,.0f} on average, analytic {analytic.decode_batch_size:,.0f}): simulate at least "
+            f"{needed:,} requests at this rate",)

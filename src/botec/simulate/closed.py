@@ -31,7 +31,9 @@ import math
 
 import numpy as np
 
-from botec.simulate.replica import Engine, Ledger, Replica
+from botec.simulate.engine import Engine
+from botec.simulate.ledger import Ledger
+from botec.simulate.replica import Replica
 
 __all__ = ["simulate_closed", "run_closed_loop", "closed_analytic", "closed_description", "BALANCER",
            "MAX_REQUESTS"]
@@ -51,7 +53,7 @@ def simulate_closed(result, engine: Engine, requests: int, users: int, think_sec
     import dataclasses
 
     from botec.errors import UserError
-    from botec.simulate import _measure
+    from botec.simulate import _measure, _steady_state
     from botec.simulate.workload import synthetic_workload
 
     if not 1 <= requests <= MAX_REQUESTS:
@@ -70,7 +72,9 @@ def simulate_closed(result, engine: Engine, requests: int, users: int, think_sec
                                    description=closed_description(len(drawn), users, think_seconds, lengths))
     sim = _measure(result, engine, workload, ledger, fleet, accepted, replicas, BALANCER, seed,
                    workload.mean_rate_per_s)
-    return dataclasses.replace(sim, analytic=closed_analytic(result, users / replicas, think_seconds))
+    analytic = closed_analytic(result, users / replicas, think_seconds)
+    return dataclasses.replace(sim, analytic=analytic, warnings=_steady_state(
+        sim.requests - sim.warmup_requests, sim.offered_requests_per_s, analytic, sim.mean_decode_batch))
 
 
 class _Finishes(list):

@@ -52,7 +52,9 @@ import numpy as np
 
 from botec.errors import UserError
 from botec.serving.step import STEP_INPUTS, StepModel
-from botec.simulate.replica import _PREFILLED, Engine, Replica, ReplicaStats
+from botec.simulate.engine import Engine
+from botec.simulate.ledger import _PREFILLED, ReplicaStats
+from botec.simulate.replica import Replica
 
 __all__ = ["DisaggregatedReplica", "DisaggregatedStats", "prefill_engine", "run_disaggregated",
            "analytic_replica"]

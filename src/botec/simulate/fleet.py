@@ -21,8 +21,9 @@ import math
 import numpy as np
 
 from botec.errors import UserError
+from botec.simulate.engine import Engine
 from botec.simulate.ledger import StreamLedger
-from botec.simulate.replica import Engine, Replica
+from botec.simulate.replica import Replica
 
 __all__ = ["BALANCERS", "run_fleet"]
 
@@ -35,7 +36,7 @@ def run_fleet(engine: Engine, ledger, replicas: int, balancer: str = "least-outs
     replicas behind ``balancer``; return the replicas (their stats) once all are empty. ``progress(done,
     total)`` is called as the arrivals are dispatched and once at the end.
 
-    ``ledger``: a :class:`~botec.simulate.replica.Ledger` (every request in memory) or a
+    ``ledger``: a :class:`~botec.simulate.ledger.Ledger` (every request in memory) or a
     :class:`~botec.simulate.ledger.StreamLedger`, whose blocks are dispatched as they come (``accepted``
     is its own; a replica knows a request by the slot it holds there) and whose tally is settled after
     each block and at the end. ``replica_type(engine, ledger, index, rng)`` makes a replica (a

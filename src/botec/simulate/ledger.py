@@ -1,7 +1,8 @@
-"""The requests in the system, for a simulation that streams: state only while a request is queued or running.
+"""The books of a simulation: the requests' state and records, and what each replica did (:class:`ReplicaStats`).
 
-:class:`botec.simulate.replica.Ledger` holds every request's state in lists as long as the run (about 460
-bytes a request). :class:`StreamLedger` offers the replicas the same columns by the same names — plain
+:class:`Ledger` holds every request's state in lists as long as the run (about 460 bytes a request), for a closed
+loop and for tests. A simulation that streams keeps a request's state only while it is queued or running:
+:class:`StreamLedger` offers the replicas the same columns by the same names — plain
 lists, which the scheduler indexes as fast — but indexed by *slot*: a request takes a free slot when it is
 dispatched to a replica (the replica knows it by its slot) and gives it back when it finishes, so the
 lists are as long as the most requests in the system at once, not the run.
@@ -15,7 +16,7 @@ lists are as long as the most requests in the system at once, not the run.
   harmless: an entry counts only when the column holds the same step, and then it is the current
   request's own entry (the duplicate is skipped once handled), as for a preempted request's old entries.
 
-The columns are those of a one-request :class:`~botec.simulate.replica.Ledger`, whatever it holds, with
+The columns are those of a one-request :class:`Ledger`, whatever it holds, with
 its initial values: a column added there is mirrored here.
 
 Before a block queues, :func:`screen` applies what the engine does with a request it cannot serve: a prompt
@@ -28,13 +29,67 @@ last step would need more KV blocks than the whole cache holds is refused.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from botec.simulate.replica import Ledger
 from botec.simulate.tally import Tally
 
-__all__ = ["StreamLedger", "screen"]
+__all__ = ["Ledger", "ReplicaStats", "StreamLedger", "screen"]
+
+_WAITING, _PREFILLING, _DECODING, _DONE, _PREFILLED = 0, 1, 2, 3, 4
+"""A request's states; _PREFILLED: its prompt computed elsewhere, its KV here (botec.simulate.disaggregated)."""
+
+
+class Ledger:
+    """Per-request state and records, shared by the replicas of a fleet (a request is served by one).
+
+    Records: ``first_token_s`` (the end of the step that sampled its first token), ``finish_s``, ``replica``,
+    ``preemptions``; NaN / −1 until set. The rest is the scheduler's working state."""
+
+    def __init__(self, arrival_seconds, prompt_tokens, output_tokens, cached_tokens):
+        count = len(arrival_seconds)
+        self.arrival = np.asarray(arrival_seconds, dtype=float).tolist()
+        self.prompt = np.asarray(prompt_tokens).tolist()
+        self.output = np.asarray(output_tokens).tolist()
+        self.cached = np.asarray(cached_tokens).tolist()
+        self.first_token_s = [math.nan] * count
+        self.finish_s = [math.nan] * count
+        self.replica = [-1] * count
+        self.preemptions = [0] * count
+        self.prefill_computed = [0] * count        # prompt tokens computed, recomputation included
+        # working state of the scheduler
+        self.state = [_WAITING] * count
+        self.generated = [0] * count               # tokens generated when it last started decoding (or was evicted)
+        self.decode_start = [0] * count            # the replica's decode-step counter then
+        self.finish_at = [-1] * count              # the counter after its last step (−1: no live heap entry)
+        self.window_at = [-1] * count              # the counter after the step its context reaches the window
+        self.phase = [0] * count                   # counter mod 16 of the steps that need a new block
+        self.growing = [False] * count             # context below the window: it grows and takes blocks
+        self.prefill_left = [0] * count
+        self.prefill_position = [0] * count
+
+
+@dataclass
+class ReplicaStats:
+    """What a replica did: steps, batch sizes (per step and over time), preemptions, admissions."""
+
+    steps: int = 0
+    prefill_steps: int = 0                 # steps carrying prompt tokens
+    decode_request_steps: int = 0          # Σ over steps of the decoding requests (Σ batch size)
+    busy_seconds: float = 0.0
+    decode_batch_seconds: float = 0.0      # ∫ decoding requests dt
+    running_seconds: float = 0.0           # ∫ running requests (decoding + prefilling) dt
+    max_running: int = 0
+    max_decoding: int = 0
+    preemptions: int = 0
+    prefill_tokens: int = 0                # prompt tokens computed, recomputation included
+    first_arrival_s: float = math.nan
+    last_admission_s: float = math.nan     # the start of the step that admitted the last request
+    last_finish_s: float = math.nan
+    speculative_steps: int = 0             # verification steps of a request not capped by its output's end
+    speculative_tokens: int = 0            # tokens those steps gained
+    idle_state: dict = field(default_factory=dict)   # the books when last idle: all zero (a check for tests)
 
 FLUSH_REQUESTS = 8_192
 """Finished requests handed to the tally at a time."""

@@ -1,50 +1,7 @@
-"""One serving replica, simulated event by event: iteration-level scheduling of in-flight batching.
-
-The engine runs steps (Orca's iteration-level scheduling, Yu et al. 2022). Each step carries one token
-of every decoding request (k + 1 when speculating) and, with chunked prefill (Sarathi-Serve, Agrawal et
-al. 2024), chunks of the prompts being prefilled, first come first served, filling what is left of the
-step's token budget. Its time is :func:`botec.serving.step.engine_step_seconds` — the function the
-estimate uses — on the batch the step really holds: the decoding requests and the sum of their contexts,
-the prefill tokens and the sum of the tokens each attends, the positions sampled.
-
-Scheduling, as vLLM's scheduler does it (``vllm/core/scheduler.py``, V0; V1 keeps the policy):
-
-- **admission**: the queue's head joins while fewer than ``max_batch_size`` requests run, the step has
-  token budget left (chunked prefill), and the KV cache has the blocks for its prompt (paged attention,
-  Kwon et al. 2023: blocks of 16 tokens; capacity ⌊kv_budget_bytes / cache_bytes_per_token_per_device / 16⌋
-  blocks, a token's bytes the target's KV and a speculative draft's). First come, first served: a head that
-  does not fit blocks the queue. With ``kv_reservation: full`` (TensorRT-LLM's GUARANTEED_NO_EVICT capacity
-  scheduler) a request is admitted only when the blocks of its whole footprint, ⌈min(P + O − 1, W)/16⌉, fit
-  beside those every running request has reserved: the cache never overflows and nothing is preempted
-  (a lone request is admitted whatever its size, as with paging).
-- **prefill**: chunked, a step carries the decode tokens and then prompt chunks up to the budget b (b −
-  ⌈B/p⌉·(k+1) per micro-batch, at least one token); without chunked prefill (TensorRT-LLM's preset) a step
-  prefills whole prompts, as many as the budget holds (at least one), and decodes pause for it. The last
-  prompt token's step samples the first output token: the time to first token ends with that step.
-- **prefix caching** removes ⌊h·P⌉ of a prompt's P tokens (h = ``prefix_cache_hit_rate``) from its prefill
-  (at least the last token is computed); they are attended. Their full blocks are shared, held once per
-  replica (vLLM's automatic prefix caching hashes and reference-counts full blocks; SGLang's radix tree):
-  the requests' cached prefixes are read as one shared prefix (each request's the first ⌊h·P⌉ tokens of
-  it), the replica holds the longest it has admitted (× ``shared_prefix_copies``: every rank's own
-  copy under data-parallel attention), a request its other blocks. The prefix is never evicted; a
-  request whose context outgrows the sliding window shares nothing.
-- **decode**: a request's context (prompt + tokens generated) grows by a token per step and its blocks
-  with it; a sliding attention window W caps both what a token attends and what the cache keeps.
-- **preemption** (recompute): when the decoders' new blocks would overflow the cache, the most recently
-  admitted running request is evicted; it returns to the queue's front with its generated tokens kept
-  as prompt, to be prefilled again.
-- **speculative decoding** (Leviathan et al. 2023): each step a request gains 1 + the accepted prefix of
-  k drafts, each accepted with probability α, at most what its output still needs; the step verifies
-  k + 1 tokens per request, their queries against one read of its cache, and adds the draft's k steps
-  at ``draft_step_cost`` of a decode step (as :meth:`botec.serving.load.Replica.stage_step` does).
-- **disaggregated** (:mod:`botec.simulate.disaggregated`): a request whose prompt a prefill instance computed
-  arrives with its KV (state ``_PREFILLED``) and joins the decoders at admission, its blocks permitting; evicted, it
-  is recomputed here as any other.
-
-**Pipeline parallelism** follows :mod:`botec.serving.load`: p stages keep p micro-batches in flight (vLLM's
-virtual engines), each of B/p requests, so one simulated step is a *round* in which every running request
-takes one step: τ = p · t_stage(B/p decoding, their contexts / p, the prefill tokens / p, ...), each
-micro-batch with its own budget b. A token's latency is p stage steps. With p = 1 a round is a step.
+"""One serving replica, simulated event by event: iteration-level scheduling of in-flight batching, as the policy
+of :mod:`botec.simulate.engine` says (admission, chunked prefill, paged KV blocks, prefix caching, decode,
+preemption, speculative decoding, disaggregated arrivals, pipeline rounds), run by one generator whose state lives
+in its locals (:meth:`Replica._run`, kept whole for speed).
 
 **Speed.** Between events (an admission, a chunk, a request finishing, a context reaching the window, a
 preemption) a decode-only batch is constant but for its contexts, each growing by one token a step.
@@ -62,180 +19,21 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from botec.errors import UserError
-from botec.serving.step import StepModel
+from botec.simulate.engine import BLOCK_TOKENS, Engine, attended_tokens, steps_to_reach
+from botec.simulate.ledger import _DECODING, _DONE, _PREFILLED, _PREFILLING, _WAITING, Ledger, ReplicaStats
 
-__all__ = ["BLOCK_TOKENS", "Engine", "Ledger", "Replica", "ReplicaStats", "steps_to_reach", "attended_tokens"]
-
-BLOCK_TOKENS = 16
-"""Tokens per KV-cache block (vLLM's default block size)."""
-
-_WAITING, _PREFILLING, _DECODING, _DONE, _PREFILLED = 0, 1, 2, 3, 4
-"""A request's states; _PREFILLED: its prompt computed elsewhere, its KV here (botec.simulate.disaggregated)."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """A replica's figures, read from an estimate: the step costs and the engine's limits."""
-
-    step_model: StepModel
-    pipeline_parallel: int
-    max_batch_size: int
-    max_batched_tokens: int
-    kv_capacity_blocks: int
-    attention_window_tokens: int
-    prefix_cache_hit_rate: float
-    draft_tokens: int
-    draft_acceptance_rate: float
-    draft_step_cost: float
-    chunked_prefill: bool
-    shared_prefix_copies: int = 1
-    full_kv_reservation: bool = False      # kv_reservation: full (TensorRT-LLM); else incremental (paged)
-
-    @classmethod
-    def from_estimate(cls, result) -> "Engine":
-        """From a serving estimate's quantities (``result.quantities``) and its engine preset's chunked-prefill flag."""
-        from botec.catalog.engines import engine_presets
-
-        q = {name: quantity.value for name, quantity in result.quantities.items()}
-        tokens = q["kv_budget_bytes"] / q["cache_bytes_per_token_per_device"]
-        blocks = math.floor(tokens / BLOCK_TOKENS) if math.isfinite(tokens) else 0
-        if blocks < 1:
-            raise UserError("the weights leave no room for a KV cache on this replica: nothing to simulate "
-                            f"(kv_budget_bytes = {q['kv_budget_bytes']:.4g})")
-        strategy = result.contract.strategy
-        preset = engine_presets()[strategy.engine]
-        return cls(step_model=StepModel.from_quantities(result.quantities),
-                   pipeline_parallel=int(q["pipeline_parallel"]), max_batch_size=int(q["max_batch_size"]),
-                   max_batched_tokens=int(q["max_batched_tokens"]), kv_capacity_blocks=blocks,
-                   attention_window_tokens=int(q["attention_window_tokens"]),
-                   prefix_cache_hit_rate=float(q["prefix_cache_hit_rate"]), draft_tokens=int(q["draft_tokens"]),
-                   draft_acceptance_rate=float(q["draft_acceptance_rate"]),
-                   draft_step_cost=float(q["draft_step_cost"]),
-                   chunked_prefill=bool(preset.value("chunked_prefill")),
-                   shared_prefix_copies=int(q["shared_prefix_copies"]),
-                   full_kv_reservation=(strategy.kv_reservation or preset.value("kv_reservation")) == "full")
-
-    def round_function(self):
-        """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,
-        p × a stage step on 1/p of the batch (see the module docstring), plus the draft model's k steps when
-        speculating. Every term is :func:`engine_step_seconds` with the StepModel's costs bound once, in its
-        scalar form (:func:`botec.serving.step.scalar_engine_step`: the scheduler passes plain numbers)."""
-        step = self.step_model.scalar_step()
-        stages, drafts, draft_cost = self.pipeline_parallel, self.draft_tokens, self.draft_step_cost
-        verified = drafts + 1
-
-        if stages == 1 and drafts == 0:
-            return step
-
-        def round_seconds(decoding, decode_context, prefill, prefill_context, sampled):
-            micro, context = decoding / stages, decode_context / stages
-            stage = step(micro * verified, context, prefill / stages, prefill_context / stages,
-                         (sampled + decoding * drafts) / stages,   # the LM head at each of the k + 1 positions
-                         verified)   # k + 1 queries a request, its cache read once
-            if drafts:
-                stage += drafts * draft_cost * step(micro, context, 0.0, 0.0, micro)
-            return stages * stage
-
-        return round_seconds
-
-    def cached_tokens(self, prompt_tokens):
-        """Prompt tokens found in the prefix cache: ⌊h·P⌉, leaving at least one to compute (elementwise)."""
-        return np.minimum(np.rint(self.prefix_cache_hit_rate * np.asarray(prompt_tokens)),
-                          np.asarray(prompt_tokens) - 1).astype(np.int64)
-
-    def footprint_blocks(self, prompt_tokens, output_tokens):
-        """KV blocks a request holds at its last step: ⌈min(P + O − 1, W) / 16⌉ (elementwise)."""
-        tokens = np.minimum(np.asarray(prompt_tokens) + np.asarray(output_tokens) - 1, self.attention_window_tokens)
-        return -(-tokens // BLOCK_TOKENS)
-
-
-class Ledger:
-    """Per-request state and records, shared by the replicas of a fleet (a request is served by one).
-
-    Records: ``first_token_s`` (the end of the step that sampled its first token), ``finish_s``, ``replica``,
-    ``preemptions``; NaN / −1 until set. The rest is the scheduler's working state."""
-
-    def __init__(self, arrival_seconds, prompt_tokens, output_tokens, cached_tokens):
-        count = len(arrival_seconds)
-        self.arrival = np.asarray(arrival_seconds, dtype=float).tolist()
-        self.prompt = np.asarray(prompt_tokens).tolist()
-        self.output = np.asarray(output_tokens).tolist()
-        self.cached = np.asarray(cached_tokens).tolist()
-        self.first_token_s = [math.nan] * count
-        self.finish_s = [math.nan] * count
-        self.replica = [-1] * count
-        self.preemptions = [0] * count
-        self.prefill_computed = [0] * count        # prompt tokens computed, recomputation included
-        # working state of the scheduler
-        self.state = [_WAITING] * count
-        self.generated = [0] * count               # tokens generated when it last started decoding (or was evicted)
-        self.decode_start = [0] * count            # the replica's decode-step counter then
-        self.finish_at = [-1] * count              # the counter after its last step (−1: no live heap entry)
-        self.window_at = [-1] * count              # the counter after the step its context reaches the window
-        self.phase = [0] * count                   # counter mod 16 of the steps that need a new block
-        self.growing = [False] * count             # context below the window: it grows and takes blocks
-        self.prefill_left = [0] * count
-        self.prefill_position = [0] * count
-
-
-@dataclass
-class ReplicaStats:
-    """What a replica did: steps, batch sizes (per step and over time), preemptions, admissions."""
-
-    steps: int = 0
-    prefill_steps: int = 0                 # steps carrying prompt tokens
-    decode_request_steps: int = 0          # Σ over steps of the decoding requests (Σ batch size)
-    busy_seconds: float = 0.0
-    decode_batch_seconds: float = 0.0      # ∫ decoding requests dt
-    running_seconds: float = 0.0           # ∫ running requests (decoding + prefilling) dt
-    max_running: int = 0
-    max_decoding: int = 0
-    preemptions: int = 0
-    prefill_tokens: int = 0                # prompt tokens computed, recomputation included
-    first_arrival_s: float = math.nan
-    last_admission_s: float = math.nan     # the start of the step that admitted the last request
-    last_finish_s: float = math.nan
-    speculative_steps: int = 0             # verification steps of a request not capped by its output's end
-    speculative_tokens: int = 0            # tokens those steps gained
-    idle_state: dict = field(default_factory=dict)   # the books when last idle: all zero (a check for tests)
-
-
-def steps_to_reach(seconds: float, first: float, slope: float) -> int:
-    """The smallest j ≥ 1 whose steps, t_i = first + i·slope (i = 0 … j−1), last at least ``seconds``:
-    j·first + slope·j(j − 1)/2 ≥ seconds (the positive root of the quadratic, then checked exactly)."""
-    if slope > 0:
-        half = first - slope / 2
-        j = math.ceil(2 * seconds / (half + math.sqrt(half * half + 2 * slope * seconds)))
-    else:
-        j = math.ceil(seconds / first)
-    if j < 1:
-        j = 1
-    while j > 1 and (j - 1) * first + slope * (j - 1) * (j - 2) / 2 >= seconds:
-        j -= 1
-    while j * first + slope * j * (j - 1) / 2 < seconds:
-        j += 1
-    return j
-
-
-def attended_tokens(position: int, tokens: int, window: int) -> int:
-    """Σ over the prompt positions q = position … position + tokens − 1 of min(q + 1, W): the cached tokens
-    each prefill token attends (causal, within a sliding window W)."""
-    end = position + tokens
-    below = min(end, window)                  # positions q < W attend q + 1 tokens
-    total = (below * (below + 1) - position * (position + 1)) // 2 if below > position else 0
-    return total + window * (end - max(position, window)) if end > window else total
+__all__ = ["Replica"]
 
 
 class Replica:
     """One engine replica: ``arrive(request)`` queues a request of the :class:`Ledger`, ``advance(until)``
     runs the steps that start before ``until`` (a step starting at t takes the requests arrived by t).
 
-    The scheduler is one generator (its state in locals, resumed by ``advance``): see the module docstring."""
+    The scheduler is one generator (its state in locals, resumed by ``advance``): see the module docstring and
+    :mod:`botec.simulate.engine`'s, its policy."""
 
     def __init__(self, engine: Engine, ledger: Ledger, index: int = 0, rng: np.random.Generator | None = None):
         self.engine = engine

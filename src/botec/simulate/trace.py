@@ -30,8 +30,9 @@ from typing import Iterator
 import numpy as np
 
 from botec.errors import ContractError, UserError
-from botec.simulate.workload import (BLOCK_REQUESTS, MAX_REQUESTS, TRACE_FIELDS, RequestStream, _number,
-                                     _positive_int, csv_header, skipped_csv_row)
+from botec.simulate.limits import MAX_REQUESTS, MAX_SPAN_SECONDS
+from botec.simulate.requests import (BLOCK_REQUESTS, TRACE_FIELDS, RequestStream, csv_header, csv_row_error,
+                                     number_cell, shown, skipped_csv_row, token_cell)
 
 __all__ = ["trace_stream", "read_trace", "MAX_TRACE_REQUESTS", "MAX_TRACE_BYTES", "MAX_LINE_CHARACTERS"]
 
@@ -77,7 +78,16 @@ def trace_stream(path, block: int = BLOCK_REQUESTS, max_requests: int = MAX_TRAC
         count += len(arrivals)
         ordered = ordered and previous <= arrivals[0] and bool(np.all(arrivals[1:] >= arrivals[:-1]))
         previous = float(arrivals[-1])
-        low, high = min(low, float(arrivals.min())), max(high, float(arrivals.max()))
+        earliest, latest = int(arrivals.argmin()), int(arrivals.argmax())
+        if arrivals[earliest] < low:
+            low, low_line = float(arrivals[earliest]), int(lines[earliest])
+        if arrivals[latest] > high:
+            high, high_line = float(arrivals[latest]), int(lines[latest])
+        if high - low > MAX_SPAN_SECONDS:
+            late, early = (high_line, low_line) if high_line > low_line else (low_line, high_line)
+            raise ContractError(f"expected arrivals within {MAX_SPAN_SECONDS:,.0f} s (31.7 years) of each other; "
+                                f"line {early}'s and line {late}'s are {high - low:.3g} s apart",
+                                field=f"line {late}: arrival_s", origin=origin)
         if kept is not None:
             kept.append((arrivals, prompts, outputs))
     span = high - low
@@ -206,18 +216,13 @@ def _checked(arrivals: list, prompts: list, outputs: list, lines: list, origin: 
         values = [np.empty(len(arrivals)), np.empty(len(arrivals)), np.empty(len(arrivals))]
         for k, line in enumerate(lines):
             raw = arrivals[k].strip() if isinstance(arrivals[k], str) else arrivals[k]
-            arrival = _number(raw, "arrival_s", line, origin)
+            arrival = number_cell(raw, "arrival_s", line, origin)
             if arrival < 0:
-                raise ContractError(f"expected seconds of at least 0, got {raw!r}", field=f"line {line}: arrival_s",
-                                    origin=origin)
+                raise ContractError(f"expected seconds of at least 0, got {shown(raw)}",
+                                    field=f"line {line}: arrival_s", origin=origin)
             values[0][k] = arrival
             for column, name, raw in ((1, "prompt_tokens", prompts[k]), (2, "output_tokens", outputs[k])):
-                raw = raw.strip() if isinstance(raw, str) else raw
-                tokens = _positive_int(raw, name, line, origin)
-                if tokens >= 2 ** 53:
-                    raise ContractError(f"expected a positive whole number of tokens below 2^53, got {raw!r}",
-                                        field=f"line {line}: {name}", origin=origin)
-                values[column][k] = tokens
+                values[column][k] = token_cell(raw.strip() if isinstance(raw, str) else raw, name, line, origin)
     return values[0], values[1].astype(np.int64), values[2].astype(np.int64), np.asarray(lines, dtype=np.int64)
 
 
@@ -280,25 +285,32 @@ def _csv_pieces(chunks, origin: str):
 
     for number, text, lines in chunks:
         if '"' in text:                       # from here on, row by row through one reader
-            reader = csv.reader(line for _, _, chunk in _chain((number, text, lines), chunks) for line in chunk)
+            last = [""]                       # the line the reader read last (for an error's cell)
+
+            def read():
+                for _, _, chunk in _chain((number, text, lines), chunks):
+                    for last[0] in chunk:
+                        yield last[0]
+
+            reader = csv.reader(read())
             try:
                 for row in reader:
                     take(reader.line_num + number - 1, row)
                     yield from flush(1 << 16)
             except csv.Error as error:
-                raise ContractError(f"not a CSV row ({error})", field=f"line {reader.line_num + number - 1}",
-                                    origin=origin) from None
+                raise csv_row_error(error, reader.line_num + number - 1, origin, last[0], header) from None
             break
         piece = _plain(text, lines, number, width, columns) if header is not None and "#" not in text else None
         if piece is not None:
             yield piece
             continue
+        reader = csv.reader(lines)
         try:
-            rows = list(csv.reader(lines))
+            for row in reader:
+                take(number + reader.line_num - 1, row)
         except csv.Error as error:
-            raise ContractError(f"not a CSV row ({error})", field=f"line {number}", origin=origin) from None
-        for line, row in zip(range(number, number + len(rows)), rows):
-            take(line, row)
+            line = reader.line_num
+            raise csv_row_error(error, number + line - 1, origin, lines[line - 1], header) from None
         yield from flush()
     if header is None:
         raise ContractError(f"expected a CSV header {','.join(TRACE_FIELDS)}", origin=origin)
@@ -315,12 +327,12 @@ def _json_pieces(chunks, origin: str):
                 yield _checked([row["arrival_s"] for row in rows], [row["prompt_tokens"] for row in rows],
                                [row["output_tokens"] for row in rows], range(number, number + len(rows)), origin)
                 continue
-        except (json.JSONDecodeError, KeyError):
+        except (ValueError, KeyError, RecursionError):   # ValueError: JSONDecodeError, or too long an integer
             pass
         arrivals, prompts, outputs, numbers = [], [], [], []
         for line, text in enumerate(lines, start=number):
             try:
-                row = loads(text)
+                row = _json_line(text, line, origin)
                 arrivals.append(row["arrival_s"])
                 prompts.append(row["prompt_tokens"])
                 outputs.append(row["output_tokens"])
@@ -339,6 +351,22 @@ def _json_pieces(chunks, origin: str):
             numbers.append(line)
         if numbers:
             yield _checked(arrivals, prompts, outputs, numbers, origin)
+
+
+def _json_line(text: str, line: int, origin: str):
+    """One JSON line, parsed; a one-line error for the two ways ``json.loads`` fails other than a
+    ``JSONDecodeError`` (left to the caller): nesting past Python's recursion limit, an integer of more than
+    4,300 digits."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ContractError("a JSON value nested too deeply: expected a JSON object of numbers with arrival_s, "
+                            "prompt_tokens, output_tokens", field=f"line {line}", origin=origin) from None
+    except ValueError as error:
+        if isinstance(error, json.JSONDecodeError):
+            raise
+        raise ContractError("an integer of more than 4,300 digits: expected a JSON object of numbers with "
+                            "arrival_s, prompt_tokens, output_tokens", field=f"line {line}", origin=origin) from None
 
 
 def _chain(first, rest):

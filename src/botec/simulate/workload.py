@@ -27,12 +27,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from botec.errors import ContractError, read_text_file
+from botec.simulate.requests import (BLOCK_REQUESTS, MAX_REQUESTS, TRACE_FIELDS, RequestStream, Workload, csv_header,
+                                     csv_row_error, number_cell, skipped_csv_row, token_cell)
 from botec.units import format_number
 
 __all__ = ["Workload", "RequestStream", "arrival_seconds", "arrival_blocks", "length_tokens", "read_histogram",
@@ -41,53 +42,8 @@ __all__ = ["Workload", "RequestStream", "arrival_seconds", "arrival_blocks", "le
 
 ARRIVALS = ("poisson", "bursty", "uniform")
 LENGTHS = ("fixed", "uniform", "exponential", "lognormal")
-TRACE_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
-MAX_REQUESTS = 100_000_000
-"""The most requests a simulation serves, drawn or from a trace (at about 30 µs of CPU a request, an hour)."""
-BLOCK_REQUESTS = 65_536
-"""Requests drawn or read at a time (a block's arrays: about 1.5 MB)."""
 MAX_HISTOGRAM_BYTES = 64_000_000
 """A histogram file larger than this is refused before it is read (a length histogram is kilobytes)."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """Requests in arrival order: ``arrival_seconds`` (float64, non-decreasing), ``prompt_tokens`` and
-    ``output_tokens`` (int64, at least 1); ``description`` says where they came from."""
-
-    arrival_seconds: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    description: str
-
-    def __len__(self) -> int:
-        return len(self.arrival_seconds)
-
-    @property
-    def mean_rate_per_s(self) -> float:
-        """Requests per second over the span of the arrivals (infinite when they all arrive at once)."""
-        span = float(self.arrival_seconds[-1] - self.arrival_seconds[0]) if len(self) else 0.0
-        return (len(self) - 1) / span if span > 0 else math.inf
-
-
-@dataclass(frozen=True)
-class RequestStream:
-    """``count`` requests in arrival order, as blocks: ``blocks()`` yields (arrival seconds, prompt tokens, output
-    tokens) arrays of ``block`` requests (the last one shorter), afresh each call. ``mean_rate_per_s``: the
-    offered rate (a trace's: (n − 1) / the span of its arrivals); ``description`` says where they came from."""
-
-    count: int
-    description: str
-    mean_rate_per_s: float
-    blocks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]
-    block: int = BLOCK_REQUESTS
-
-    def materialize(self) -> Workload:
-        """The whole stream as one :class:`Workload` (arrays of every request: for tests and small runs)."""
-        parts = list(self.blocks())
-        arrivals, prompts, outputs = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
-                                      for k in range(3))
-        return Workload(arrivals, prompts.astype(np.int64), outputs.astype(np.int64), self.description)
 
 
 def arrival_seconds(rng: np.random.Generator, count: int, rate_per_s: float, process: str = "poisson",
@@ -150,8 +106,8 @@ def read_histogram(path) -> tuple[np.ndarray, np.ndarray]:
                      origin)
     tokens, weights = [], []
     for line, row in rows:
-        tokens.append(_positive_int(row["tokens"], "tokens", line, origin))
-        weight = _number(row["weight"], "weight", line, origin)
+        tokens.append(token_cell(row["tokens"], "tokens", line, origin))
+        weight = number_cell(row["weight"], "weight", line, origin)
         if weight < 0:
             raise ContractError(f"expected a weight of at least 0, got {row['weight']!r}", field=f"line {line}: weight",
                                 origin=origin)
@@ -222,55 +178,26 @@ def read_trace(path) -> Workload:
     return whole(path)
 
 
-def skipped_csv_row(row: list[str]) -> bool:
-    """A row a CSV reader passes over: empty, blank or a comment (its first cell starts with #)."""
-    return not row or all(not cell.strip() for cell in row) or row[0].lstrip().startswith("#")
-
-
-def csv_header(row: list[str], fields: tuple[str, ...], line: int, origin: str) -> list[str]:
-    """The header's cells, stripped; a one-line error naming the first of ``fields`` it lacks."""
-    header = [cell.strip() for cell in row]
-    missing = [f for f in fields if f not in header]
-    if missing:
-        raise ContractError(f"the CSV header must name {','.join(fields)} (missing {missing[0]}; got "
-                            f"{','.join(header)!r})", field=f"line {line}", origin=origin)
-    return header
-
-
 def _csv_rows(text: str, fields: tuple[str, ...], origin: str) -> list[tuple[int, dict]]:
     """(line number, row) of a CSV whose header names ``fields`` (extra columns are ignored)."""
     reader = csv.reader(io.StringIO(text))
     header, rows = None, []
-    for row in reader:
+    try:
+        for row in reader:
+            line = reader.line_num
+            if skipped_csv_row(row):
+                continue
+            if header is None:
+                header = csv_header(row, fields, line, origin)
+                continue
+            if len(row) < len(header):
+                raise ContractError(f"expected {len(header)} columns, got {len(row)}", field=f"line {line}",
+                                    origin=origin)
+            rows.append((line, {name: row[header.index(name)].strip() for name in fields}))
+    except csv.Error as error:
         line = reader.line_num
-        if skipped_csv_row(row):
-            continue
-        if header is None:
-            header = csv_header(row, fields, line, origin)
-            continue
-        if len(row) < len(header):
-            raise ContractError(f"expected {len(header)} columns, got {len(row)}", field=f"line {line}", origin=origin)
-        rows.append((line, {name: row[header.index(name)].strip() for name in fields}))
+        lines = text.splitlines()
+        raise csv_row_error(error, line, origin, lines[line - 1] if 0 < line <= len(lines) else "", header) from None
     if header is None:
         raise ContractError(f"expected a CSV header {','.join(fields)}", origin=origin)
     return rows
-
-
-def _number(raw, name: str, line: int, origin: str) -> float:
-    try:
-        if isinstance(raw, bool):
-            raise ValueError
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value):
-        raise ContractError(f"expected a finite number, got {raw!r}", field=f"line {line}: {name}", origin=origin)
-    return value
-
-
-def _positive_int(raw, name: str, line: int, origin: str) -> int:
-    value = _number(raw, name, line, origin)
-    if value < 1 or value != int(value):
-        raise ContractError(f"expected a positive whole number of tokens, got {raw!r}", field=f"line {line}: {name}",
-                            origin=origin)
-    return int(value)

@@ -20,8 +20,10 @@ thresholds.input("goodput_threshold", unit="fraction",
 thresholds.input("pipeline_bubble_share_threshold", unit="fraction",
                  meaning="pipeline bubble share of the compute time above which it is worth shrinking")
 
+# Each account split into parts (compute, memory, network) lists them in their order: a report lists the quantities
+# in the order they are defined.
 TRAINING = Graph("training", transformer.formulas, workload.formulas, device.formulas, weights.formulas,
-                 compute.formulas, ops.formulas, memory.formulas, adapters.formulas, links.formulas, network.formulas,
+                 *compute.PARTS, ops.formulas, *memory.PARTS, adapters.formulas, links.formulas, *network.PARTS,
                  storage.formulas,
                  goodput.formulas,
                  economics.facility, economics.training, thresholds)

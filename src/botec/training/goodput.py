@@ -51,7 +51,7 @@ and a checkpoint's read time apart from the restart time R (state it inside R).
 """
 
 from botec.graph import Formulas, exp, exprel, maximum, minimum, where
-from botec.training.compute import accelerator_hours
+from botec.training.compute.achieved import accelerator_hours
 
 formulas = Formulas(account="compute")
 

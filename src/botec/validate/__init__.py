@@ -175,15 +175,13 @@ class CaseResult:
 
 
 def _set(data: dict, dotted: str, value: Any) -> None:
-    """Set ``a.b.c`` in a nested mapping (None removes it)."""
-    keys = dotted.split(".")
-    node = data
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
+    """Set ``a.b.c`` in a nested mapping (None removes it): the contract's one setter."""
+    from botec.contract.overrides import remove_field, set_field
+
     if value is None:
-        node.pop(keys[-1], None)
+        remove_field(data, dotted)
     else:
-        node[keys[-1]] = copy.deepcopy(value)
+        set_field(data, dotted, copy.deepcopy(value))
 
 
 def _load(text: str, name: str) -> Case:
@@ -266,7 +264,7 @@ def row_kind(case: Case, row: Row, efficiency_set: str | None) -> str:
 def run_row(case: Case, row: Row, efficiency_set: str | None = None) -> RowResult:
     from botec.contract import parse_contract
     from botec.errors import UserError
-    from botec.estimate import estimate
+    from botec.estimation import estimate
     from botec.units import dimension_of_unit, parse_quantity
 
     metric = row.metric or case.metric

@@ -6,8 +6,9 @@
 An :class:`Estimate` carries the inputs it was computed from, so that sweeps, solvers, Monte
 Carlo, figures and the web app start from them instead of reading the contract again.
 
-The module itself is callable: ``botec.estimate("job.yaml", supply__count=8)`` is the notebook API,
-:func:`botec.api.estimate` (a path, a mapping or a contract, with fields changed as keywords).
+This module knows no screen: it imports neither :mod:`botec.report` nor :mod:`botec.api`. The
+notebook API, ``botec.estimate("job.yaml", supply__count=8)``, is :func:`botec.api.estimate`, which
+also gives an :class:`Estimate` its notebook display and ``to_dataframe``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def reference_contract_path():
 
 @dataclass(frozen=True)
 class Estimate:
-    """A contract's inputs, every quantity they resolve to, and what they mean."""
+    """A contract's inputs, every quantity they resolve to, and what they mean.
+
+    Its notebook display (``_repr_html_``, ``_repr_markdown_``) and ``to_dataframe`` are the API's
+    (:mod:`botec.api` binds them when it is imported, as ``botec.estimate`` and ``botec.Estimate`` do).
+    """
 
     inputs: Inputs
     quantities: dict[str, Quantity]
@@ -103,32 +108,6 @@ class Estimate:
                                 f"{self.inputs.why_absent(name, self.quantities)}")
             raise UserError(f"{name!r} is not a quantity{did_you_mean(name, self.quantities)}")
         return "\n".join("  " * depth + line for depth, line in explain_chain(name, self.quantities, system))
-
-    def to_dataframe(self):
-        """Every quantity as a row of a pandas DataFrame indexed by name (value in base units, unit, meaning, ...)."""
-        try:
-            import pandas
-        except ImportError:
-            raise ImportError("Estimate.to_dataframe needs pandas: pip install 'botec[pandas]'") from None
-        from botec.report.json_report import quantity_record
-
-        rows = []
-        for quantity in self.quantities.values():
-            record = quantity_record(quantity)
-            source = record.pop("source")
-            rows.append(record | {"provenance": source["provenance"], "field": source["field"],
-                                  "source": source["note"]})
-        return pandas.DataFrame(rows).set_index("name")
-
-    def _repr_html_(self) -> str:  # Jupyter
-        from botec.report.html import notebook_html
-
-        return notebook_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from botec.report.markdown import render
-
-        return render(self)
 
 
 def _check_finite(quantities: dict[str, Quantity]) -> None:
@@ -274,21 +253,3 @@ def estimate_file(path=None, overrides: list[str] | None = None) -> Estimate:
         with resources.as_file(reference_contract_path()) as reference:
             return estimate(load_contract(reference, overrides, origin=f"reference workload {REFERENCE_CONTRACT}"))
     return estimate(load_contract(path, overrides), base_dir=Path(path).resolve().parent)
-
-
-class _CallableModule(type(math)):
-    """This module, callable: ``botec.estimate(source, **fields)`` is :func:`botec.api.estimate`.
-
-    ``botec.estimate`` is both this module (``from botec.estimate import Estimate``) and the notebook
-    API's entry point, whichever of the two Python happened to bind to the package's attribute first.
-    """
-
-    def __call__(self, source=None, overrides=None, **fields) -> Estimate:
-        from botec.api import estimate as estimate_source
-
-        return estimate_source(source, overrides, **fields)
-
-
-import sys as _sys  # noqa: E402
-
-_sys.modules[__name__].__class__ = _CallableModule

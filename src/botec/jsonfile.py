@@ -1,0 +1,82 @@
+"""A user's JSON text, parsed so that no file can crash the reader: the one JSON loader of botec's readers.
+
+Python's ``json.loads`` fails in three ways that are not a ``JSONDecodeError`` and would end a command in an
+internal error: a value nested some thousand levels deep (``RecursionError``, from a few kilobytes of ``[``),
+an integer of more than 4,300 digits (``ValueError``: Python refuses to convert it) and, downstream, a
+number too large for a float (``1e400`` reads as infinity). :func:`load_json_text`
+
+- refuses nesting deeper than :data:`MAX_JSON_DEPTH` levels before parsing, in one line naming the line and
+  column (a :class:`ContractError`): no file botec reads needs more than a few levels;
+- reads an integer longer than :data:`MAX_INTEGER_DIGITS` digits as the float it is closest to (infinity: it is
+  beyond 10^308), as JSON reads ``1e400``: the reader's field check then refuses it, naming the field, as it
+  refuses ``Infinity`` (JSON's ``NaN`` and ``Infinity`` are read as floats, for the fields that allow them:
+  SGLang writes ``"request_rate": Infinity``);
+- leaves a ``json.JSONDecodeError`` (corrupt or truncated JSON) to the caller, who says what it expected.
+
+Used by the measurement file (:mod:`botec.measure.measurement`) and the serving-benchmark results
+(:mod:`botec.measure.serving_bench`); any reader of a user's JSON may use it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from botec.errors import ContractError
+
+__all__ = ["MAX_JSON_DEPTH", "MAX_INTEGER_DIGITS", "load_json_text", "too_deep_at"]
+
+MAX_JSON_DEPTH = 64          # nesting levels a user's JSON may have (botec's and the benchmarks' files use at most 4)
+MAX_INTEGER_DIGITS = 4300    # digits of an integer Python converts (sys.get_int_max_str_digits' default)
+
+# A JSON string (skipped: brackets inside it do not nest; an unterminated one runs to the end, so that the scan
+# stays linear whatever the text) or a bracket.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+
+
+def _integer(digits: str):
+    """An integer of the text: exact up to MAX_INTEGER_DIGITS digits, else the float nearest (±inf)."""
+    return int(digits) if len(digits) <= MAX_INTEGER_DIGITS else float(digits)
+
+
+def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """The offset in ``text`` of the first bracket that opens level ``limit + 1``, or -1 when none does.
+
+    Brackets inside strings do not count; a stray closing bracket never takes the depth below 0. One pass of a
+    regular expression over the strings and brackets, skipped when the text has too few brackets to nest that deep.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return -1
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        first = match.group()[0]
+        if first == "[" or first == "{":
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif first == "]" or first == "}":
+            depth = max(0, depth - 1)
+    return -1
+
+
+def load_json_text(text: str, origin: str | None = None, line_offset: int = 0):
+    """Parse ``text`` as JSON (see the module docstring): the value, a :class:`ContractError` naming the line
+    and column where the nesting passes :data:`MAX_JSON_DEPTH`, or ``json.JSONDecodeError`` for the caller.
+
+    ``line_offset``: lines before ``text`` in its file (a JSON-lines reader parsing one line), for the message.
+    """
+    offset = too_deep_at(text)
+    if offset >= 0:
+        line = text.count("\n", 0, offset) + 1 + line_offset
+        column = offset - text.rfind("\n", 0, offset)
+        raise ContractError(f"JSON nested too deep: more than {MAX_JSON_DEPTH} levels at line {line}, column "
+                            f"{column} (no file botec reads nests that deep)", origin=origin)
+    try:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:   # an integer Python refuses to convert (> 4,300 digits): read again, it as a float
+            return json.loads(text, parse_int=_integer)
+    except RecursionError:   # unreachable below MAX_JSON_DEPTH; kept so that no depth can become a traceback
+        raise ContractError(f"JSON nested too deep: more than {MAX_JSON_DEPTH} levels", origin=origin) from None

@@ -1,0 +1,327 @@
+"""Network, data parallel: the gradients' reductions and the sharded weights' gathers, bytes and time.
+
+The dense gradients reduce-scatter over the ZeRO/FSDP shard group and all-reduce across its replicas (or, without
+ZeRO, all-reduce over the data-parallel ranks); the expert gradients do the same over the expert data-parallel
+group, at its own link; ZeRO-3 / FSDP all-gather the weights before each use, ZeRO-1/2 once after the step. Each is
+how many per step × one collective (:mod:`botec.formulas.collectives`); :mod:`botec.training.network` says which.
+"""
+
+from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent,
+                                        ring_collectives_seconds)
+from botec.graph import Formulas, where
+
+formulas = Formulas(account="network")
+
+
+# --- data parallel: the gradients ---------------------------------------------------------------
+
+@formulas.formula(unit="B", meaning="one full gradient message of the trainable parameters one accelerator holds",
+                  expression="trainable_parameters_per_device × gradient_bytes_per_parameter",
+                  source="lesson 000: 10⁹ × 2 B = 2 GB; under LoRA only the adapters have gradients")
+def gradient_bytes(trainable_parameters_per_device, gradient_bytes_per_parameter):
+    """M = trainable parameters held × bytes per gradient element."""
+    return trainable_parameters_per_device * gradient_bytes_per_parameter
+
+
+@formulas.formula(unit="B", meaning="the expert part of that gradient message",
+                  expression="trainable_expert_parameters_per_device × gradient_bytes_per_parameter", detail=True)
+def expert_gradient_bytes(trainable_expert_parameters_per_device, gradient_bytes_per_parameter):
+    return trainable_expert_parameters_per_device * gradient_bytes_per_parameter
+
+
+@formulas.formula(unit="B", meaning="the non-expert part of that gradient message",
+                  expression="gradient_bytes − expert_gradient_bytes", detail=True)
+def dense_gradient_bytes(gradient_bytes, expert_gradient_bytes):
+    return gradient_bytes - expert_gradient_bytes
+
+
+@formulas.formula(unit="1", meaning="gradient reductions per step: every micro-batch under ZeRO-2/3 and FSDP, once "
+                                    "per step otherwise",
+                  expression="gradient_accumulation_steps if zero_stage ≥ 2 else 1",
+                  source="DeepSpeed runtime/engine.py allreduce_gradients: 'ZeRO stage >= 2 communicates during non "
+                         "gradient accumulation boundaries as well'; FSDP reduce-scatters in every backward",
+                  detail=True)
+def gradient_reduce_rounds(gradient_accumulation_steps, zero_stage):
+    return where(zero_stage >= 2, gradient_accumulation_steps, 1)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step reduce-scattering the dense gradients "
+                                    "over the ZeRO / FSDP shard group",
+                  expression="gradient_reduce_rounds × (sharding_degree − 1) / sharding_degree × dense_gradient_bytes",
+                  source="ZeRO (Rajbhandari et al. 2020 §7): each rank keeps the reduced gradients of its shard",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding_degree, dense_gradient_bytes):
+    return gradient_reduce_rounds * gather_bytes_sent(dense_gradient_bytes, sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (α–β)",
+                  expression="gradient_reduce_rounds × (sharding_degree − 1) × shard_link_latency_seconds"
+                             " + gradient_reduce_scatter_bytes_sent_per_step / shard_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
+                                    gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s):
+    return ring_collectives_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
+                                    gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
+                  expression="dense_gradient_bytes / sharding_degree if zero_stage ≥ 1 else dense_gradient_bytes",
+                  detail=True)
+def gradient_all_reduce_message_bytes(dense_gradient_bytes, sharding_degree, zero_stage):
+    return dense_gradient_bytes / where(zero_stage >= 1, sharding_degree, 1)
+
+
+@formulas.formula(unit="1", meaning="ranks the dense gradients are all-reduced over (ZeRO: the replicas of each shard "
+                                    "group, 1 unless hybrid)",
+                  expression="replica_groups if zero_stage ≥ 1 else data_parallel_degree", detail=True)
+def gradient_all_reduce_ranks(replica_groups, data_parallel_degree, zero_stage):
+    return where(zero_stage >= 1, replica_groups, data_parallel_degree)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the dense gradients (ring)",
+                  expression="gradient_reduce_rounds × 2 × (gradient_all_reduce_ranks − 1) / gradient_all_reduce_ranks"
+                             " × gradient_all_reduce_message_bytes",
+                  source="lesson 000: 2(4 − 1)/4 × 2 GB = 3 GB", zero_when="gradient_all_reduce_ranks == 1",
+                  detail=True)
+def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all_reduce_message_bytes,
+                                            gradient_all_reduce_ranks):
+    """Ring all-reduce: 2(N−1)/N · M sent (and as much received) per participant per reduction."""
+    return gradient_reduce_rounds * all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
+
+
+@formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
+                  expression="gradient_reduce_rounds × steps(gradient_all_reduce_ranks) × dp_link_latency_seconds"
+                             " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
+                             " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
+                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True,
+                  symbols={"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
+def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
+                                dp_link_latency_seconds, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
+    return (gradient_reduce_rounds * all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree)
+            * dp_link_latency_seconds + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
+
+
+# --- data parallel: the expert gradients, over the expert data-parallel group ------------------------
+#
+# The ranks that hold the same expert sit EP apart in Megatron's order (TP, CP, DP ⊃ EP): DP / EP of them, or,
+# under ZeRO/FSDP, shard / EP of them in each shard group (memory shards the expert state over these:
+# :func:`botec.training.memory.state.expert_sharding_degree`). Their collectives run at that group's own link
+# (``edp_link_*``, placed by :mod:`botec.inputs.cluster`): with EP filling a node, one rank per node, one NIC.
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step reduce-scattering the expert gradients "
+                                    "over the expert data-parallel ranks of its shard group",
+                  expression="gradient_reduce_rounds × (expert_sharding_degree − 1) / expert_sharding_degree"
+                             " × expert_gradient_bytes",
+                  source="Megatron-Core distributed optimizer (expert_data_parallel_group) and DeepSpeed MoE "
+                         "(expert_data_parallel_group): each rank keeps the reduced gradients of its shard of its "
+                         "experts, the shard memory holds (gradient_memory_bytes)",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, expert_sharding_degree,
+                                                       expert_gradient_bytes):
+    """(e − 1)/e · M_expert per reduction, e = sharding degree / EP: each rank sends e − 1 shards of the 1/e it
+    keeps, every micro-batch under ZeRO-2/3 (as the dense gradients), once per step under ZeRO-1."""
+    return gradient_reduce_rounds * gather_bytes_sent(expert_gradient_bytes, expert_sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (α–β)",
+                  expression="gradient_reduce_rounds × (expert_sharding_degree − 1) × edp_link_latency_seconds"
+                             " + expert_gradient_reduce_scatter_bytes_sent_per_step / edp_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_gradient_reduce_scatter_seconds(gradient_reduce_rounds, expert_sharding_degree, edp_link_latency_seconds,
+                                           expert_gradient_reduce_scatter_bytes_sent_per_step, edp_link_bytes_per_s):
+    return ring_collectives_seconds(gradient_reduce_rounds, expert_sharding_degree, edp_link_latency_seconds,
+                                    expert_gradient_reduce_scatter_bytes_sent_per_step, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="the expert gradients each all-reduce carries (ZeRO: one shard)",
+                  expression="expert_gradient_bytes / expert_sharding_degree if zero_stage ≥ 1"
+                             " else expert_gradient_bytes", detail=True)
+def expert_gradient_all_reduce_message_bytes(expert_gradient_bytes, expert_sharding_degree, zero_stage):
+    return expert_gradient_bytes / where(zero_stage >= 1, expert_sharding_degree, 1)
+
+
+@formulas.formula(unit="1", meaning="ranks the expert gradients are all-reduced over: the DP / EP replicas of each "
+                                    "expert (ZeRO: the replicas of each shard group, 1 unless hybrid)",
+                  expression="replica_groups if zero_stage ≥ 1 else expert_data_parallel_degree", detail=True)
+def expert_gradient_all_reduce_ranks(replica_groups, expert_data_parallel_degree, zero_stage):
+    return where(zero_stage >= 1, replica_groups, expert_data_parallel_degree)
+
+
+@formulas.formula(unit="B/s", meaning="bandwidth of the link the expert gradient all-reduce crosses: the expert "
+                                      "data-parallel group's (no ZeRO), the dense replicas' (hybrid sharding: the "
+                                      "same ranks, one of each shard group)",
+                  expression="dp_link_bytes_per_s if zero_stage ≥ 1 else edp_link_bytes_per_s", detail=True)
+def expert_gradient_all_reduce_link_bytes_per_s(dp_link_bytes_per_s, edp_link_bytes_per_s, zero_stage):
+    return where(zero_stage >= 1, dp_link_bytes_per_s, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="s", meaning="latency per step of that link",
+                  expression="dp_link_latency_seconds if zero_stage ≥ 1 else edp_link_latency_seconds", detail=True)
+def expert_gradient_all_reduce_link_latency_seconds(dp_link_latency_seconds, edp_link_latency_seconds, zero_stage):
+    return where(zero_stage >= 1, dp_link_latency_seconds, edp_link_latency_seconds)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-reducing the expert gradients (ring)",
+                  expression="gradient_reduce_rounds × 2 × (expert_gradient_all_reduce_ranks − 1)"
+                             " / expert_gradient_all_reduce_ranks × expert_gradient_all_reduce_message_bytes",
+                  zero_when="expert_parameters == 0 or expert_gradient_all_reduce_ranks == 1", detail=True)
+def expert_gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, expert_gradient_all_reduce_message_bytes,
+                                                   expert_gradient_all_reduce_ranks):
+    return gradient_reduce_rounds * all_reduce_bytes_sent(expert_gradient_all_reduce_message_bytes,
+                                                          expert_gradient_all_reduce_ranks)
+
+
+@formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
+                  expression="gradient_reduce_rounds × steps(expert_gradient_all_reduce_ranks)"
+                             " × expert_gradient_all_reduce_link_latency_seconds"
+                             " + expert_gradient_all_reduce_bytes_sent_per_step"
+                             " / expert_gradient_all_reduce_link_bytes_per_s;"
+                             " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
+                  zero_when="expert_parameters == 0 or expert_gradient_all_reduce_ranks == 1", detail=True, prose=True,
+                  symbols={"n": "expert_gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
+def expert_gradient_all_reduce_seconds(gradient_reduce_rounds, expert_gradient_all_reduce_ranks,
+                                       collective_algorithm_tree, expert_gradient_all_reduce_link_latency_seconds,
+                                       expert_gradient_all_reduce_bytes_sent_per_step,
+                                       expert_gradient_all_reduce_link_bytes_per_s):
+    return (gradient_reduce_rounds
+            * all_reduce_latency_steps(expert_gradient_all_reduce_ranks, collective_algorithm_tree)
+            * expert_gradient_all_reduce_link_latency_seconds
+            + expert_gradient_all_reduce_bytes_sent_per_step / expert_gradient_all_reduce_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step to synchronize the gradients",
+                  expression="gradient_reduce_scatter_bytes_sent_per_step + gradient_all_reduce_bytes_sent_per_step"
+                             " + expert_gradient_reduce_scatter_bytes_sent_per_step"
+                             " + expert_gradient_all_reduce_bytes_sent_per_step")
+def gradient_sync_bytes_sent_per_step(gradient_reduce_scatter_bytes_sent_per_step,
+                                      gradient_all_reduce_bytes_sent_per_step,
+                                      expert_gradient_reduce_scatter_bytes_sent_per_step,
+                                      expert_gradient_all_reduce_bytes_sent_per_step):
+    return (gradient_reduce_scatter_bytes_sent_per_step + gradient_all_reduce_bytes_sent_per_step
+            + expert_gradient_reduce_scatter_bytes_sent_per_step + expert_gradient_all_reduce_bytes_sent_per_step)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step to synchronize gradients (the lesson's "
+                                    "name for the ring all-reduce's bytes)",
+                  expression="gradient_sync_bytes_sent_per_step", source="lesson 000: 2(4 − 1)/4 × 2 GB = 3 GB")
+def ring_bytes_sent_per_step(gradient_sync_bytes_sent_per_step):
+    return gradient_sync_bytes_sent_per_step
+
+
+@formulas.formula(unit="s", meaning="time per step of the gradient synchronization (α–β)",
+                  expression="gradient_reduce_scatter_seconds + gradient_all_reduce_seconds"
+                             " + expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds")
+def gradient_sync_seconds(gradient_reduce_scatter_seconds, gradient_all_reduce_seconds,
+                          expert_gradient_reduce_scatter_seconds, expert_gradient_all_reduce_seconds):
+    return (gradient_reduce_scatter_seconds + gradient_all_reduce_seconds + expert_gradient_reduce_scatter_seconds
+            + expert_gradient_all_reduce_seconds)
+
+
+# --- ZeRO-3 / FSDP: the weights -------------------------------------------------------------------
+
+@formulas.formula(unit="1", meaning="weight all-gathers per step: per micro-batch (ZeRO-3 / FSDP) and after the "
+                                    "optimizer step (ZeRO-1/2)",
+                  expression="parameter_gathers_per_microbatch × gradient_accumulation_steps"
+                             " + post_step_parameter_gathers",
+                  source="Rajbhandari et al. 2020 §7: ZeRO-3 gathers before the forward and before the backward; "
+                         "ZeRO-1/2 and Megatron's distributed optimizer gather the updated shards once per step",
+                  detail=True)
+def parameter_gathers_per_step(parameter_gathers_per_microbatch, gradient_accumulation_steps,
+                               post_step_parameter_gathers):
+    return parameter_gathers_per_microbatch * gradient_accumulation_steps + post_step_parameter_gathers
+
+
+@formulas.formula(unit="B", meaning="the weights one accelerator works with, gathered from their shards",
+                  expression="trainable_parameters_per_device × weight_bytes_per_parameter + (frozen_dense_weight_bytes"
+                             " + frozen_expert_weight_bytes if parameter_gathers_per_microbatch > 0 else 0)",
+                  source="a frozen LoRA base is gathered at its stored bytes (4-bit: packed) before each use under "
+                         "ZeRO-3 / FSDP, and never after the optimizer step (it does not change)", detail=True)
+def parameter_gather_message_bytes(trainable_parameters_per_device, weight_bytes_per_parameter,
+                                   frozen_dense_weight_bytes, frozen_expert_weight_bytes,
+                                   parameter_gathers_per_microbatch):
+    frozen = where(parameter_gathers_per_microbatch > 0, frozen_dense_weight_bytes + frozen_expert_weight_bytes, 0.0)
+    return trainable_parameters_per_device * weight_bytes_per_parameter + frozen
+
+
+@formulas.formula(unit="B", meaning="the expert part of that weight message",
+                  expression="trainable_expert_parameters_per_device × weight_bytes_per_parameter"
+                             " + (frozen_expert_weight_bytes if parameter_gathers_per_microbatch > 0 else 0)",
+                  detail=True)
+def expert_parameter_gather_message_bytes(trainable_expert_parameters_per_device, weight_bytes_per_parameter,
+                                          frozen_expert_weight_bytes, parameter_gathers_per_microbatch):
+    frozen = where(parameter_gathers_per_microbatch > 0, frozen_expert_weight_bytes, 0.0)
+    return trainable_expert_parameters_per_device * weight_bytes_per_parameter + frozen
+
+
+@formulas.formula(unit="B", meaning="the non-expert part of that weight message",
+                  expression="parameter_gather_message_bytes − expert_parameter_gather_message_bytes", detail=True)
+def dense_parameter_gather_message_bytes(parameter_gather_message_bytes, expert_parameter_gather_message_bytes):
+    return parameter_gather_message_bytes - expert_parameter_gather_message_bytes
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded non-expert "
+                                    "weights over the shard group",
+                  expression="parameter_gathers_per_step × (sharding_degree − 1) / sharding_degree"
+                             " × dense_parameter_gather_message_bytes",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def dense_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, sharding_degree,
+                                               dense_parameter_gather_message_bytes):
+    return parameter_gathers_per_step * gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (α–β)",
+                  expression="parameter_gathers_per_step × (sharding_degree − 1) × shard_link_latency_seconds"
+                             " + dense_parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
+                                   dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s):
+    return ring_collectives_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
+                                    dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "
+                                    "over the expert data-parallel ranks of its shard group",
+                  expression="parameter_gathers_per_step × (expert_sharding_degree − 1) / expert_sharding_degree"
+                             " × expert_parameter_gather_message_bytes",
+                  source="Megatron-Core's distributed optimizer gathers the expert parameters over the expert "
+                         "data-parallel group (the ranks memory shards them over), not the whole DP group",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, expert_sharding_degree,
+                                                expert_parameter_gather_message_bytes):
+    """(e − 1)/e · W_expert per gather, e = sharding degree / EP (ZeRO-1/2: once after the step)."""
+    return parameter_gathers_per_step * gather_bytes_sent(expert_parameter_gather_message_bytes,
+                                                          expert_sharding_degree)
+
+
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (α–β)",
+                  expression="parameter_gathers_per_step × (expert_sharding_degree − 1) × edp_link_latency_seconds"
+                             " + expert_parameter_gather_bytes_sent_per_step / edp_link_bytes_per_s",
+                  zero_when="zero_stage < 1 or expert_sharding_degree == 1 or expert_parameters == 0", detail=True)
+def expert_parameter_gather_seconds(parameter_gathers_per_step, expert_sharding_degree, edp_link_latency_seconds,
+                                    expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s):
+    return ring_collectives_seconds(parameter_gathers_per_step, expert_sharding_degree, edp_link_latency_seconds,
+                                    expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step to all-gather sharded weights",
+                  expression="dense_parameter_gather_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step")
+def parameter_gather_bytes_sent_per_step(dense_parameter_gather_bytes_sent_per_step,
+                                         expert_parameter_gather_bytes_sent_per_step):
+    return dense_parameter_gather_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step
+
+
+@formulas.formula(unit="s", meaning="time per step of the weight all-gathers (α–β): the non-expert weights over the "
+                                    "shard group, the experts over the expert data-parallel group",
+                  expression="dense_parameter_gather_seconds + expert_parameter_gather_seconds")
+def parameter_gather_seconds(dense_parameter_gather_seconds, expert_parameter_gather_seconds):
+    return dense_parameter_gather_seconds + expert_parameter_gather_seconds
+
+
+@formulas.formula(unit="s", meaning="the expert data-parallel group's communication per step: the expert gradients' "
+                                    "reductions and the expert weights' gathers",
+                  expression="expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds"
+                             " + expert_parameter_gather_seconds",
+                  zero_when="expert_parameters == 0", detail=True)
+def expert_data_parallel_seconds(expert_gradient_reduce_scatter_seconds, expert_gradient_all_reduce_seconds,
+                                 expert_parameter_gather_seconds):
+    return expert_gradient_reduce_scatter_seconds + expert_gradient_all_reduce_seconds + expert_parameter_gather_seconds

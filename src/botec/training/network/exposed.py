@@ -1,0 +1,173 @@
+"""Network, the totals: the bytes each accelerator sends per step, the bandwidth floor, and what is exposed.
+
+The model-parallel share ``1 − model_parallel_overlap`` is exposed; the data-parallel share
+``1 − data_parallel_overlap``, but never more hidden than the backward it overlaps or, for weights gathered per
+micro-batch (ZeRO-3, FSDP), than each layer's compute hides of the next layer's gather and reduce-scatter.
+"""
+
+from botec.graph import Formulas, maximum, minimum, where
+
+formulas = Formulas(account="network")
+
+
+# --- totals ---------------------------------------------------------------------------------------
+
+@formulas.formula(unit="B", meaning="all collective bytes each accelerator sends per step",
+                  expression="gradient_sync_bytes_sent_per_step + parameter_gather_bytes_sent_per_step"
+                             " + tp_bytes_sent_per_step + pp_bytes_sent_per_step + cp_bytes_sent_per_step"
+                             " + ep_bytes_sent_per_step")
+def collective_bytes_sent_per_step(gradient_sync_bytes_sent_per_step, parameter_gather_bytes_sent_per_step,
+                                   tp_bytes_sent_per_step, pp_bytes_sent_per_step, cp_bytes_sent_per_step,
+                                   ep_bytes_sent_per_step):
+    return (gradient_sync_bytes_sent_per_step + parameter_gather_bytes_sent_per_step + tp_bytes_sent_per_step
+            + pp_bytes_sent_per_step + cp_bytes_sent_per_step + ep_bytes_sent_per_step)
+
+
+@formulas.formula(unit="B/s", meaning="average outgoing collective rate per accelerator over a step",
+                  expression="collective_bytes_sent_per_step / step_seconds",
+                  source="lesson 000: 3 GB / 0.51 s ≈ 5.9 GB/s")
+def average_collective_bytes_per_s(collective_bytes_sent_per_step, step_seconds):
+    """Step-averaged rate; bursts during the collective run far above it."""
+    return collective_bytes_sent_per_step / step_seconds
+
+
+@formulas.formula(unit="s", meaning="bandwidth-only lower bound on the collective time per step",
+                  expression="(gradient_reduce_scatter_bytes_sent_per_step"
+                             " + dense_parameter_gather_bytes_sent_per_step) / shard_link_bytes_per_s"
+                             " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s"
+                             " + (expert_gradient_reduce_scatter_bytes_sent_per_step"
+                             " + expert_parameter_gather_bytes_sent_per_step) / edp_link_bytes_per_s"
+                             " + expert_gradient_all_reduce_bytes_sent_per_step"
+                             " / expert_gradient_all_reduce_link_bytes_per_s"
+                             " + tp_bytes_sent_per_step / tp_link_bytes_per_s + pp_bytes_sent_per_step"
+                             " / pp_link_bytes_per_s + cp_bytes_sent_per_step / cp_link_bytes_per_s"
+                             " + ep_bytes_sent_per_step / ep_link_bytes_per_s",
+                  source="lesson 000: 3 GB / 25 GB/s = 0.12 s", zero_when="collective_bytes_sent_per_step == 0")
+def collective_floor_seconds(gradient_reduce_scatter_bytes_sent_per_step, dense_parameter_gather_bytes_sent_per_step,
+                             shard_link_bytes_per_s, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s,
+                             expert_gradient_reduce_scatter_bytes_sent_per_step,
+                             expert_parameter_gather_bytes_sent_per_step, edp_link_bytes_per_s,
+                             expert_gradient_all_reduce_bytes_sent_per_step,
+                             expert_gradient_all_reduce_link_bytes_per_s,
+                             tp_bytes_sent_per_step, tp_link_bytes_per_s, pp_bytes_sent_per_step, pp_link_bytes_per_s,
+                             cp_bytes_sent_per_step, cp_link_bytes_per_s, ep_bytes_sent_per_step, ep_link_bytes_per_s):
+    """Each group's bytes at its link's bandwidth; ignores latency, contention and topology."""
+    return ((gradient_reduce_scatter_bytes_sent_per_step + dense_parameter_gather_bytes_sent_per_step)
+            / shard_link_bytes_per_s
+            + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s
+            + (expert_gradient_reduce_scatter_bytes_sent_per_step + expert_parameter_gather_bytes_sent_per_step)
+            / edp_link_bytes_per_s
+            + expert_gradient_all_reduce_bytes_sent_per_step / expert_gradient_all_reduce_link_bytes_per_s
+            + tp_bytes_sent_per_step / tp_link_bytes_per_s + pp_bytes_sent_per_step / pp_link_bytes_per_s
+            + cp_bytes_sent_per_step / cp_link_bytes_per_s + ep_bytes_sent_per_step / ep_link_bytes_per_s)
+
+
+@formulas.formula(unit="fraction", meaning="the collectives' bandwidth floor as a share of the step",
+                  expression="collective_floor_seconds / step_seconds",
+                  source="lesson 000: 0.12 s beside a 0.51 s step")
+def collective_floor_share(collective_floor_seconds, step_seconds):
+    """Above ~10 % the step estimate holds only if communication overlaps the backward pass."""
+    return collective_floor_seconds / step_seconds
+
+
+@formulas.formula(unit="s", meaning="all communication time per step (α–β), before overlap",
+                  expression="gradient_sync_seconds + parameter_gather_seconds + tp_communication_seconds"
+                             " + pp_communication_seconds + cp_communication_seconds + ep_communication_seconds")
+def communication_seconds(gradient_sync_seconds, parameter_gather_seconds, tp_communication_seconds,
+                          pp_communication_seconds, cp_communication_seconds, ep_communication_seconds):
+    return (gradient_sync_seconds + parameter_gather_seconds + tp_communication_seconds + pp_communication_seconds
+            + cp_communication_seconds + ep_communication_seconds)
+
+
+@formulas.formula(unit="s", meaning="tensor, pipeline, context and expert communication per step that compute does "
+                                    "not hide",
+                  expression="(tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
+                             " + ep_communication_seconds) × (1 − model_parallel_overlap)")
+def exposed_model_parallel_seconds(tp_communication_seconds, pp_communication_seconds, cp_communication_seconds,
+                                   ep_communication_seconds, model_parallel_overlap):
+    return (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
+            + ep_communication_seconds) * (1 - model_parallel_overlap)
+
+
+@formulas.formula(unit="s", meaning="data-parallel communication per step: gradient reductions and weight gathers",
+                  expression="gradient_sync_seconds + parameter_gather_seconds", detail=True)
+def data_parallel_communication_seconds(gradient_sync_seconds, parameter_gather_seconds):
+    return gradient_sync_seconds + parameter_gather_seconds
+
+
+@formulas.formula(unit="s", meaning="one layer's weight all-gather (ZeRO-3 / FSDP: before its forward, and again "
+                                    "before its backward under full shard)",
+                  expression="parameter_gather_seconds / (parameter_gathers_per_step × pipeline_stage_layers)",
+                  source="FSDP and ZeRO-3 gather one layer (one FSDP unit) at a time", detail=True,
+                  zero_when="parameter_gathers_per_microbatch == 0")
+def layer_parameter_gather_seconds(parameter_gather_seconds, parameter_gathers_per_step, pipeline_stage_layers):
+    # a sweep evaluates every row: where no weights are gathered, 0 s / 1 (not 0 / 0) before zero_when applies
+    return parameter_gather_seconds / (maximum(parameter_gathers_per_step, 1.0) * pipeline_stage_layers)
+
+
+@formulas.formula(unit="s", meaning="one layer's share of one gradient reduction (its reduce-scatter, and the "
+                                    "all-reduce across replicas under hybrid sharding)",
+                  expression="gradient_sync_seconds / (gradient_reduce_rounds × pipeline_stage_layers)", detail=True)
+def layer_gradient_reduce_seconds(gradient_sync_seconds, gradient_reduce_rounds, pipeline_stage_layers):
+    return gradient_sync_seconds / (gradient_reduce_rounds * pipeline_stage_layers)
+
+
+@formulas.formula(unit="s", meaning="compute the data-parallel communication can hide behind: the backward of each "
+                                    "micro-batch whose gradients are reduced; under ZeRO-3 / FSDP, layer by layer, "
+                                    "what each layer's compute hides of the next layer's gather (and reduce-scatter)",
+                  expression="gradient_accumulation_steps × (L − 1) × (min(g, F / L) + min((G − 1) × g + r, B / L))"
+                             " if G > 0 else B × gradient_reduce_rounds; F = microbatch_compute_seconds − B",
+                  source="Megatron-LM and PyTorch DDP overlap the reduction of gradient buckets with the rest of the "
+                         "backward of the last micro-batch only; FSDP (Zhao et al. 2023 §3.3, forward and backward "
+                         "prefetch) and ZeRO-3 issue the next layer's all-gather while this layer computes, one "
+                         "layer ahead: a layer's communication hides behind one layer's compute, the first gather "
+                         "and the last reduce-scatter of each pass behind none", detail=True, prose=True,
+                  symbols={"B": "microbatch_backward_seconds", "L": "pipeline_stage_layers",
+                           "g": "layer_parameter_gather_seconds", "r": "layer_gradient_reduce_seconds",
+                           "G": "parameter_gathers_per_microbatch"})
+def data_parallel_overlap_window_seconds(microbatch_backward_seconds, gradient_reduce_rounds,
+                                         gradient_accumulation_steps, microbatch_compute_seconds,
+                                         parameter_gathers_per_microbatch, pipeline_stage_layers,
+                                         layer_parameter_gather_seconds, layer_gradient_reduce_seconds):
+    """Replicated weights (ZeRO ≤ 2): the backward of each micro-batch whose gradients are reduced, B × rounds.
+
+    Weights gathered per micro-batch (ZeRO-3, FSDP): with prefetch depth one, layer l + 1's gather runs during
+    layer l's compute, so per micro-batch and layer at most min(communication, compute) hides:
+
+        window = m × (L − 1) × (min(g, F / L) + min((G − 1)·g + r, B / L))
+
+    m: micro-batches, L: layers of the stage, g: one layer's gather, r: one layer's gradient reduction,
+    G: gathers per micro-batch (2 full shard: the backward gathers again; 1 shard_grad_op), F, B: one micro-batch's
+    forward (with recomputation) and backward. What exceeds a layer's compute is exposed, layer by layer, rather
+    than hidden by a share of the total."""
+    forward = microbatch_compute_seconds - microbatch_backward_seconds
+    layers = maximum(pipeline_stage_layers, 1.0)
+    backward_comm = (parameter_gathers_per_microbatch - 1) * layer_parameter_gather_seconds \
+        + layer_gradient_reduce_seconds
+    prefetched = gradient_accumulation_steps * (layers - 1) * (
+        minimum(layer_parameter_gather_seconds, forward / layers)
+        + minimum(maximum(backward_comm, 0.0), microbatch_backward_seconds / layers))
+    return where(parameter_gathers_per_microbatch > 0, prefetched,
+                 microbatch_backward_seconds * gradient_reduce_rounds)
+
+
+@formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
+                  expression="data_parallel_communication_seconds − min(data_parallel_overlap"
+                             " × data_parallel_communication_seconds, data_parallel_overlap_window_seconds)",
+                  source="the share stated as data_parallel_overlap, bounded by the compute it can hide behind")
+def exposed_data_parallel_seconds(data_parallel_communication_seconds, data_parallel_overlap,
+                                  data_parallel_overlap_window_seconds):
+    hidden = minimum(data_parallel_overlap * data_parallel_communication_seconds, data_parallel_overlap_window_seconds)
+    return data_parallel_communication_seconds - hidden
+
+
+@formulas.formula(unit="s", meaning="communication per step that compute does not hide",
+                  expression="exposed_model_parallel_seconds + exposed_data_parallel_seconds")
+def exposed_communication_seconds(exposed_model_parallel_seconds, exposed_data_parallel_seconds):
+    return exposed_model_parallel_seconds + exposed_data_parallel_seconds
+
+
+@formulas.formula(unit="fraction", meaning="the communication compute does not hide, as a share of the step",
+                  expression="exposed_communication_seconds / step_seconds", detail=True)
+def exposed_communication_share(exposed_communication_seconds, step_seconds):
+    return exposed_communication_seconds / step_seconds

@@ -1,0 +1,148 @@
+"""Network, model parallel: tensor, pipeline, context and expert parallelism's exchanges, bytes and time.
+
+Per layer and micro-batch on the busiest stage: TP's all-reduces (Shoeybi et al. 2019; reduce-scatter + all-gather
+under sequence parallelism), the pipeline's sends of activations and gradients (× v chunks), ring attention's K, V
+gathers (context parallel) and the experts' dispatch and combine all-to-alls (expert parallel).
+"""
+
+from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent,
+                                        ring_collectives_seconds)
+from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
+from botec.graph import Formulas, where
+
+formulas = Formulas(account="network")
+
+
+# --- tensor, pipeline, context and expert parallel -------------------------------------------------
+
+@formulas.formula(unit="1", meaning="tensor-parallel all-reduces (or their equivalent in bytes) per layer per "
+                                    "micro-batch",
+                  expression="2 × (2 + full_recompute_share) + (1 if sequence_parallel else 0)",
+                  source="Shoeybi et al. 2019: 2 in the forward, 2 in the backward; full recomputation repeats the "
+                         "forward's 2 (on the share of the layers that recompute); with sequence parallelism Megatron "
+                         "all-gathers the saved input again in the backward (2 all-gathers: one all-reduce's bytes; "
+                         "Megatron-LM tensor_parallel/layers.py)",
+                  detail=True)
+def tp_collectives_per_layer(full_recompute_share, sequence_parallel):
+    passes = 2 + full_recompute_share  # forward, backward (and the forward again where layers recompute)
+    regather = where(sequence_parallel, 1, 0)
+    return TP_ALL_REDUCES_PER_LAYER_FORWARD * passes + regather
+
+
+@formulas.formula(unit="1", meaning="tensor-parallel all-reduces per step on the busiest stage",
+                  expression="pipeline_stage_layers × gradient_accumulation_steps × tp_collectives_per_layer",
+                  detail=True)
+def tp_collectives_per_step(pipeline_stage_layers, gradient_accumulation_steps, tp_collectives_per_layer):
+    return pipeline_stage_layers * gradient_accumulation_steps * tp_collectives_per_layer
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step for tensor parallelism",
+                  expression="tp_collectives_per_step × 2 × (tensor_parallel − 1) / tensor_parallel"
+                             " × layer_activation_bytes", zero_when="tensor_parallel == 1")
+def tp_bytes_sent_per_step(tp_collectives_per_step, tensor_parallel, layer_activation_bytes):
+    """With sequence parallelism each all-reduce is a reduce-scatter + all-gather: the same bytes."""
+    return tp_collectives_per_step * all_reduce_bytes_sent(layer_activation_bytes, tensor_parallel)
+
+
+@formulas.formula(unit="s", meaning="time per step of the tensor-parallel collectives (α–β)",
+                  expression="tp_collectives_per_step × steps(tensor_parallel) × tp_link_latency_seconds"
+                             " + tp_bytes_sent_per_step / tp_link_bytes_per_s;"
+                             " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
+                  zero_when="tensor_parallel == 1", prose=True,
+                  symbols={"n": "tensor_parallel", "tree": "collective_algorithm_tree"})
+def tp_communication_seconds(tp_collectives_per_step, tensor_parallel, collective_algorithm_tree,
+                             tp_link_latency_seconds, tp_bytes_sent_per_step, tp_link_bytes_per_s):
+    return (tp_collectives_per_step * all_reduce_latency_steps(tensor_parallel, collective_algorithm_tree)
+            * tp_link_latency_seconds + tp_bytes_sent_per_step / tp_link_bytes_per_s)
+
+
+@formulas.formula(unit="1", meaning="pipeline sends per step: activations forward, gradients backward, per "
+                                    "micro-batch and model chunk",
+                  expression="2 × gradient_accumulation_steps × virtual_pipeline_stages", detail=True)
+def pp_sends_per_step(gradient_accumulation_steps, virtual_pipeline_stages):
+    return 2 * gradient_accumulation_steps * virtual_pipeline_stages
+
+
+@formulas.formula(unit="B", meaning="bytes each stage sends per step to the next (activations, and gradients back)",
+                  expression="pp_sends_per_step × layer_activation_bytes / tensor_parallel",
+                  source="Narayanan et al. 2021 §4.1: each TP rank sends its 1/t of the hidden state (scatter) and the "
+                         "receiving stage all-gathers it over NVLink; with sequence parallelism it is already split",
+                  zero_when="pipeline_parallel == 1")
+def pp_bytes_sent_per_step(pp_sends_per_step, layer_activation_bytes, tensor_parallel):
+    """One micro-batch's hidden state, 1/t of it per TP rank."""
+    return pp_sends_per_step * layer_activation_bytes / tensor_parallel
+
+
+@formulas.formula(unit="s", meaning="time per step of the pipeline sends and receives (α–β)",
+                  expression="pp_sends_per_step × pp_link_latency_seconds + pp_bytes_sent_per_step / pp_link_bytes_per_s",
+                  zero_when="pipeline_parallel == 1")
+def pp_communication_seconds(pp_sends_per_step, pp_link_latency_seconds, pp_bytes_sent_per_step, pp_link_bytes_per_s):
+    return pp_sends_per_step * pp_link_latency_seconds + pp_bytes_sent_per_step / pp_link_bytes_per_s
+
+
+@formulas.formula(unit="B", meaning="keys and values of the whole sequence, as one TP rank holds them",
+                  expression="micro_batch_size × sequence_length × kv_heads × (qk_head_dim + v_head_dim)"
+                             " × activation_bytes_per_element / tensor_parallel", detail=True)
+def kv_sequence_bytes(micro_batch_size, sequence_length, kv_heads, qk_head_dim, v_head_dim,
+                      activation_bytes_per_element, tensor_parallel):
+    return (micro_batch_size * sequence_length * kv_heads * (qk_head_dim + v_head_dim)
+            * activation_bytes_per_element / tensor_parallel)
+
+
+@formulas.formula(unit="1", meaning="context-parallel exchanges per step: all-gather K, V forward and backward, "
+                                    "reduce-scatter their gradients, per layer and micro-batch",
+                  expression="pipeline_stage_layers × gradient_accumulation_steps × 3",
+                  source="ring attention (Liu et al. 2023); Megatron's context parallelism", detail=True)
+def cp_collectives_per_step(pipeline_stage_layers, gradient_accumulation_steps):
+    return pipeline_stage_layers * gradient_accumulation_steps * 3
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step for context parallelism",
+                  expression="cp_collectives_per_step × (context_parallel − 1) / context_parallel × kv_sequence_bytes",
+                  zero_when="context_parallel == 1")
+def cp_bytes_sent_per_step(cp_collectives_per_step, context_parallel, kv_sequence_bytes):
+    return cp_collectives_per_step * gather_bytes_sent(kv_sequence_bytes, context_parallel)
+
+
+@formulas.formula(unit="s", meaning="time per step of the context-parallel exchanges (α–β)",
+                  expression="cp_collectives_per_step × (context_parallel − 1) × cp_link_latency_seconds"
+                             " + cp_bytes_sent_per_step / cp_link_bytes_per_s",
+                  zero_when="context_parallel == 1")
+def cp_communication_seconds(cp_collectives_per_step, context_parallel, cp_link_latency_seconds,
+                             cp_bytes_sent_per_step, cp_link_bytes_per_s):
+    return ring_collectives_seconds(cp_collectives_per_step, context_parallel, cp_link_latency_seconds,
+                                    cp_bytes_sent_per_step, cp_link_bytes_per_s)
+
+
+@formulas.formula(unit="B", meaning="tokens' hidden states one accelerator routes to experts per MoE layer",
+                  expression="layer_activation_bytes × experts_per_token / (tensor_parallel if sequence_parallel"
+                             " else 1)",
+                  source="with sequence parallelism each TP rank dispatches its own s/t tokens (Megatron-Core MoE "
+                         "token dispatcher)", detail=True, prose=True)
+def expert_dispatch_bytes(layer_activation_bytes, experts_per_token, tensor_parallel, sequence_parallel):
+    return layer_activation_bytes * experts_per_token / where(sequence_parallel, tensor_parallel, 1)
+
+
+@formulas.formula(unit="1", meaning="expert all-to-alls per step on the busiest stage: dispatch and combine, forward "
+                                    "and backward, per MoE layer and micro-batch",
+                  expression="moe_layers × pipeline_stage_layers / layers × gradient_accumulation_steps × 4",
+                  source="GShard (Lepikhin et al. 2020)", detail=True)
+def ep_collectives_per_step(moe_layers, pipeline_stage_layers, layers, gradient_accumulation_steps):
+    return moe_layers * pipeline_stage_layers / layers * gradient_accumulation_steps * 4
+
+
+@formulas.formula(unit="B", meaning="bytes each accelerator sends per step in expert all-to-alls",
+                  expression="ep_collectives_per_step × (expert_parallel − 1) / expert_parallel × expert_dispatch_bytes",
+                  zero_when="expert_parallel == 1")
+def ep_bytes_sent_per_step(ep_collectives_per_step, expert_parallel, expert_dispatch_bytes):
+    return ep_collectives_per_step * gather_bytes_sent(expert_dispatch_bytes, expert_parallel)
+
+
+@formulas.formula(unit="s", meaning="time per step of the expert all-to-alls (α–β)",
+                  expression="ep_collectives_per_step × (expert_parallel − 1) × ep_link_latency_seconds"
+                             " + ep_bytes_sent_per_step / ep_link_bytes_per_s",
+                  zero_when="expert_parallel == 1")
+def ep_communication_seconds(ep_collectives_per_step, expert_parallel, ep_link_latency_seconds,
+                             ep_bytes_sent_per_step, ep_link_bytes_per_s):
+    return ring_collectives_seconds(ep_collectives_per_step, expert_parallel, ep_link_latency_seconds,
+                                    ep_bytes_sent_per_step, ep_link_bytes_per_s)
