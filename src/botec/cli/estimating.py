@@ -10,6 +10,7 @@ import typer
 
 from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, load_estimate,
                               numpy_needed, units_of)
+from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.cli.quick import estimate_report
 from botec.errors import UserError
 
@@ -30,6 +31,9 @@ def estimate(
     seed: int = typer.Option(0, "--seed", help="Seed for --uncertainty (the same seed, the same figures)."),
     deadline: Optional[str] = typer.Option(None, "--deadline", help="With --uncertainty: the chance to finish by "
                                                                      "this, e.g. '7 d'."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="With --uncertainty: " + WORKERS_HELP.format(
+                                          unit="samples", threshold="1,000,000"), show_default=False),
+    ray: Optional[str] = typer.Option(None, "--ray", help="With --uncertainty: " + RAY_HELP, show_default=False),
 ) -> None:
     """Estimate a training job in four accounts (compute, memory, network, storage) plus cost, or a serving fleet.
 
@@ -45,7 +49,8 @@ def estimate(
     if not allow_misfit:
         check_fit(result, system)
     numpy_needed()
-    from botec.explore.uncertainty import monte_carlo
+    from botec.explore.uncertainty import IN_PROCESS_BELOW_SAMPLES, monte_carlo
+    from botec.fanout import fanout_options
     from botec.report.explore import uncertainty_json, uncertainty_text
     from botec.units import UnitError, parse_quantity
 
@@ -53,7 +58,10 @@ def estimate(
         deadline_seconds = parse_quantity(deadline, "seconds") if deadline else None
     except UnitError as error:
         raise UserError(f"--deadline: {error}") from None
-    mc = monte_carlo(result, samples, seed, deadline_seconds)
+    mc = monte_carlo(result, samples, seed, deadline_seconds,
+                     **fanout_options(workers, ray, samples, IN_PROCESS_BELOW_SAMPLES))
+    if mc.samples < samples:
+        interrupted_note(f"the figures of the {mc.samples:,} of {samples:,} samples drawn")
     emit(uncertainty_json(mc) if format is Format.json else
          "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output, force=force)
 

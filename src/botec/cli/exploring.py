@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit,
                               emit_drawn, load_estimate, load_inputs, numpy_needed, units_of)
 
@@ -44,13 +45,18 @@ def sweep(
     cap: int = typer.Option(10_000_000, "--cap", help="Refuse spaces larger than this without --force."),
     force: bool = typer.Option(False, "--force", help="Evaluate a space larger than --cap, and replace a "
                                                       "read-only -o/--output or --csv file."),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP.format(unit="rows",
+                                          threshold="1,000,000"), show_default=False),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP, show_default=False),
 ) -> None:
     """Evaluate the cross product of some fields through the same formulas, vectorized; feasible rows marked.
 
-    Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`
+    Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`; a large space runs
+    on every core (`--workers`), or on a Ray cluster with `--ray ADDRESS`, with the same rows either way.
     """
     numpy_needed()
-    from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
+    from botec.explore.space import IN_PROCESS_BELOW_ROWS, Space, evaluate_space, fit_quantities, fits_mask, parse_axes
+    from botec.fanout import fanout_options
     from botec.report import explore as view
 
     inputs = load_inputs(contract)
@@ -61,13 +67,14 @@ def sweep(
         raise UserError("--set: give at least one FIELD=VALUES to sweep")
     parsed = parse_axes(axes, inputs, None if force else cap, advice="; narrow it or pass --force")
     space = Space(inputs, parsed)
+    fan = fanout_options(workers, ray, space.size, IN_PROCESS_BELOW_ROWS)
     from botec.report.progress import space_progress
 
     with space_progress() as progress:
         columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(outputs + fit_quantities(inputs))),
-                                                progress=progress)
+                                                progress=progress, **fan)
     if counts.get("interrupted"):
-        typer.echo(f"interrupted: showing the first {len(valid):,} of {space.size:,} configurations", err=True)
+        interrupted_note(f"showing the first {len(valid):,} of {space.size:,} configurations")
     fits = fits_mask(columns, valid)
     header = [a.path for a in parsed] + outputs + ["feasible"]
     rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
@@ -174,6 +181,9 @@ def search(
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal (GB) or binary (GiB); markdown."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP.format(unit="candidates",
+                                          threshold="2,000,000"), show_default=False),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP, show_default=False),
 ) -> None:
     """Search TP × PP × CP × DP (EP) × ZeRO × micro-batch × recomputation × SP × interleaving for the fastest
     layout that fits; for a serving contract, the accelerator and TP degree that meet the targets cheapest.
@@ -198,7 +208,17 @@ def search(
         emit("\n".join(view.serving_search_markdown(rows, units.value, percentile) if format is Format.markdown
                        else view.serving_search_text(rows, percentile)), output, force=force)
         return
-    result = run_search(inputs, objective, top)
+    from botec.explore.search import IN_PROCESS_BELOW_CANDIDATES, default_axes
+    from botec.explore.space import Space
+    from botec.fanout import fanout_options
+    from botec.report.progress import space_progress
+
+    axes = default_axes(inputs)
+    fan = fanout_options(workers, ray, Space(inputs, axes).size, IN_PROCESS_BELOW_CANDIDATES)
+    with space_progress() as progress:
+        result = run_search(inputs, objective, top, axes, progress=progress, **fan)
+    if result.examined < result.candidates:
+        interrupted_note(f"the best of {result.examined:,} of the {result.candidates:,} candidates")
     if format is Format.json:
         emit(view.search_json(result), output, force=force)
     elif format is Format.markdown:

@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from botec.cli.common import FORCE_HELP, SET_HELP, Format, app, emit, emit_drawn, load_estimate, numpy_needed
+from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.errors import UserError
 
 MAX_SEEDS = 100   # independent runs of --seeds: enough for a narrow interval, few enough to finish
@@ -54,6 +55,9 @@ def simulate(
                              "4,294,967,295 (2^32 - 1)."),
     seeds: int = typer.Option(1, "--seeds", help="Independent runs (seeds --seed, --seed + 1, ...): each "
                               "percentile's mean over them and its 95 % confidence interval."),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP.format(unit="requests in all",
+                                          threshold="100,000"), show_default=False),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP, show_default=False),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text (rich), json or markdown."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
@@ -71,7 +75,8 @@ def simulate(
     and an output cut at it, as vLLM does; both are counted.
 
     Example: `botec simulate examples/serve-llama3.1-8b-h100.yaml --requests 20000 --rate 30 -f json`;
-    `--concurrency 64` for 64 users in a closed loop instead of a rate.
+    `--concurrency 64` for 64 users in a closed loop instead of a rate; `--seeds 10 --workers 4` for ten runs on
+    four processes, `--ray auto` on the Ray cluster this machine belongs to (the same figures either way).
     """
     numpy_needed()
     from botec.simulate.limits import MAX_REQUESTS, check_arrival_span, check_replicas, check_seed
@@ -104,17 +109,23 @@ def simulate(
         raise UserError(f"{contract}: botec simulate needs a serving contract (workload.kind: serving); this is a "
                         f"{result.kind} contract")
     from botec.report.simulation import simulation_json, simulation_markdown, simulation_progress, simulation_text
-    from botec.simulate import simulate as run
 
-    from botec.simulate.replications import replicate
+    from botec.fanout import fanout_options
+    from botec.simulate.replications import IN_PROCESS_BELOW_REQUESTS, replicate
 
+    # a trace's requests are not counted before it is read: its runs fan out (it is seldom short)
+    work = math.inf if trace is not None and seeds > 1 else requests * seeds
+    fan = fanout_options(workers, ray, work, IN_PROCESS_BELOW_REQUESTS)
     show = sys.stderr.isatty() and (trace is not None or requests * seeds >= PROGRESS_FROM_REQUESTS)
     with simulation_progress(show) as progress:
-        runs = replicate(lambda **options: run(result, **options), seeds, seed=seed, requests=requests, rate=rate,
-                         replicas=replicas, balancer=balancer.value, trace=trace, progress=progress,
+        runs = replicate(result, seeds, seed=seed, **fan, progress=progress, requests=requests, rate=rate,
+                         replicas=replicas, balancer=balancer.value, trace=trace,
                          prompt_histogram=prompt_histogram, output_histogram=output_histogram,
                          concurrency=concurrency, think_time=think_seconds)
-    sim, spread = runs.runs[0], (runs if seeds > 1 else None)
+    if len(runs.runs) < seeds:
+        interrupted_note(f"reporting the {len(runs.runs)} of {seeds} runs that finished (seeds "
+                         f"{', '.join(str(s) for s in runs.seeds)})")
+    sim, spread = runs.runs[0], (runs if len(runs.runs) > 1 else None)
     if format is Format.json:
         emit(simulation_json(sim, spread), output, force=force)
     elif format is Format.markdown:

@@ -7,7 +7,9 @@ model and the accelerator count, within :data:`botec.layout.SEARCH_BOUNDS`), and
 prune them are the ones ``botec estimate`` checks: a layout the search ranks is one the estimate
 accepts. Calculon's `llm-optimal-execution` builds a model object per candidate (100–200
 candidates/s on two cores); here each formula runs once per chunk of 65,536 candidates, and only the
-best rows so far are kept from one chunk to the next.
+best rows of each chunk are kept, then merged. The chunks are independent tasks
+(:func:`botec.fanout.run_tasks`: local processes or a Ray cluster); the merge orders rows by (headroom kept,
+objective, candidate number), a total order, so the best rows are the same whoever evaluated which chunk.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
-from botec.explore.space import Axis, Space, evaluate_chunks, fit_quantities, fits_mask, space_counts
+from botec.explore.space import (Axis, Space, add_counts, checked_targets, chunk_tasks, evaluate_rows, fit_quantities,
+                                  fits_mask, rows_progress, space_counts)
 from botec.inputs import Inputs
 from botec.layout import SEARCH_BOUNDS, Recompute, candidates
 
@@ -42,6 +45,7 @@ class SearchResult:
     feasible: int            # that fit in memory
     seconds: float
     best: list[dict]         # the top layouts: their fields and headline figures
+    examined: int = -1       # the candidates looked at: all of them (-1: as many as candidates) unless interrupted
 
     @property
     def per_second(self) -> float:
@@ -50,36 +54,63 @@ class SearchResult:
 
 # Rows evaluated at once by the search: the graph's intermediate arrays over one chunk are its peak memory
 # (10^7 candidates: 143 MB peak at 65,536 rows, 235 MB at 131,072, 401 MB at 250,000; no slower than larger chunks).
+# Fixed, not derived from the worker count: each chunk is one task.
 SEARCH_CHUNK_ROWS = 65_536
+
+IN_PROCESS_BELOW_CANDIDATES = 2_000_000
+"""A search of fewer candidates runs in this process unless workers are asked for: GPT-3's 161,280 take 0.2 s
+here, two workers' start-up about 1 s (``benchmarks/fanout.py``)."""
 
 
 def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
-           progress=None, chunk: int = SEARCH_CHUNK_ROWS) -> SearchResult:
+           progress=None, chunk: int = SEARCH_CHUNK_ROWS, *, workers: int | None = 1,
+           ray_address: str | None = "") -> SearchResult:
     """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit, those that
     keep the stated headroom first (ties: the earlier candidate first).
 
-    The space is evaluated ``chunk`` rows at a time and only the best ``top`` rows so far are kept between chunks
+    The space is evaluated ``chunk`` rows at a time and only each chunk's best ``top`` rows are kept
     (:class:`_BestRows`), so the memory is one chunk's, whatever the number of candidates (10^7 candidates kept
-    every column of every row: 4.2 GB peak; now 143 MB, ``benchmarks/layout_search.py --memory``)."""
+    every column of every row: 4.2 GB peak; now 143 MB, ``benchmarks/layout_search.py --memory``). The chunks
+    run as :func:`botec.fanout.run_tasks` runs them (``workers``, ``ray_address``; the default: here, one after
+    another). Interrupted (Ctrl-C), the best of the chunks finished so far."""
+    from botec.fanout import Interrupted, run_tasks
+
     if inputs.kind != "training":
         raise ContractError("the layout search ranks training layouts", field="workload.kind")
     started = time.perf_counter()
     space = Space(inputs, axes or default_axes(inputs))
     wanted = [objective, *fit_quantities(inputs), "planned_device_bytes", "step_seconds", "run_seconds",
               "end_to_end_mfu", "accelerator_hours"]
-    wanted = list(dict.fromkeys(wanted))
+    wanted = checked_targets(inputs, list(dict.fromkeys(wanted)))
     kept = [path for path in LAYOUT_FIELDS if path in {axis.path for axis in space.axes}] + wanted
-    best, feasible = _BestRows(objective, top), 0
-    counts = space_counts(space)
+    tasks = chunk_tasks(space, chunk, (wanted, True, kept, objective, top))
     try:
-        for first_row, columns, valid in evaluate_chunks(space, counts, chunk, wanted, progress):
-            fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
-            feasible += int(fits.sum())
-            best.add({name: columns[name][fits] for name in kept}, first_row + np.flatnonzero(fits))
-    except KeyboardInterrupt:  # a clean stop: the best of what was evaluated so far
-        pass
+        parts = run_tasks(_best_of_chunk, tasks, workers=workers, ray_address=ray_address,
+                          progress=rows_progress(progress, tasks, space.size))
+    except Interrupted as stopped:   # a clean stop: the best of what was evaluated so far
+        parts = stopped.results
+    best, feasible, counts, examined = _BestRows(objective, top), 0, space_counts(space), 0
+    for task, part in zip(tasks, parts):
+        if part is not None:
+            columns, candidate, chunk_feasible, chunk_counts = part
+            best.add(columns, candidate)
+            feasible += chunk_feasible
+            add_counts(counts, chunk_counts)
+            examined += task[3] - task[2]
     return SearchResult(counts["candidates"], counts["evaluated"], feasible, time.perf_counter() - started,
-                        [_described(inputs, rows, wanted) for rows in best.rows()])
+                        [_described(inputs, rows, wanted) for rows in best.rows()], examined)
+
+
+def _best_of_chunk(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, int, dict]:
+    """One chunk of the search (a :func:`botec.explore.space.chunk_tasks` task): its best rows' kept columns, their
+    candidate numbers, how many rows fit, and the chunk's counts."""
+    first_row = task[2]
+    _, _, kept, objective, top = task[4]
+    columns, valid, counts = evaluate_rows(task)
+    fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
+    best = _BestRows(objective, top)
+    best.add({name: columns[name][fits] for name in kept}, first_row + np.flatnonzero(fits))
+    return best.columns, best.candidate, int(fits.sum()), counts
 
 
 class _BestRows:

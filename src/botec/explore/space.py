@@ -12,8 +12,8 @@ network tier the contract does not state, are left out, not estimated.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,8 +22,15 @@ from botec.errors import ContractError
 from botec.inputs import Inputs
 from botec.layout import Recompute
 
-__all__ = ["Axis", "Space", "parse_axis", "parse_axes", "evaluate_space", "evaluate_chunks", "space_counts",
-           "fit_quantities", "fits_mask"]
+__all__ = ["Axis", "Space", "parse_axis", "parse_axes", "evaluate_space", "evaluate_rows", "chunk_tasks",
+           "space_counts", "add_counts", "shipped_inputs", "fit_quantities", "fits_mask", "SWEEP_CHUNK_ROWS", "IN_PROCESS_BELOW_ROWS"]
+
+SWEEP_CHUNK_ROWS = 262_144
+"""Rows evaluated at once by a sweep, each chunk one task for the workers (the graph's intermediates over one
+chunk are a worker's peak memory: about 1.3 kB a row, 350 MB). Fixed, not derived from the worker count."""
+IN_PROCESS_BELOW_ROWS = 1_000_000
+"""A sweep of fewer rows runs in this process unless workers are asked for: at about a microsecond a row, under a
+second of work, which two workers' start-up (about 1 s) would eat."""
 
 # The most values one axis may have, whatever the cap: its array alone is 800 MB.
 MOST_AXIS_VALUES = 100_000_000
@@ -158,40 +165,55 @@ def _grid(axes: list[Axis], start: int, stop: int) -> dict[str, np.ndarray]:
     return columns
 
 
-def evaluate_space(space: Space, chunk: int = 1_000_000, wanted: list[str] | None = None,
-                   progress=None) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
+def evaluate_space(space: Space, chunk: int = SWEEP_CHUNK_ROWS, wanted: list[str] | None = None,
+                   progress=None, *, workers: int | None = 1, ray_address: str | None = ""
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
     """Evaluate every valid configuration of ``space``; returns (columns, valid mask, counts).
 
     ``columns`` holds the axes and every wanted quantity (arrays over all rows, NaN where a row is
     not valid); ``valid`` marks the rows that respect the layout rules and whose network tiers
     the contract states; ``counts`` has the candidates, the valid rows, and the rows left out for
     want of a tier, by the field that would state it. Every row is kept: a caller that needs only the best
-    few (the layout search) reads :func:`evaluate_chunks` instead, its memory flat in the space's size.
-    """
+    few (the layout search) keeps them chunk by chunk instead (:mod:`botec.explore.search`).
+
+    The chunks of ``chunk`` rows are independent tasks for :func:`botec.fanout.run_tasks` (``workers``,
+    ``ray_address``; the default: one after another, here); a row's figures do not depend on who evaluates it.
+    Interrupted (Ctrl-C), the rows of the chunks finished before the first unfinished one are returned and
+    ``counts["interrupted"]`` is 1."""
+    from botec.fanout import Interrupted, run_tasks
+
     counts = space_counts(space)
-    parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+    targets = checked_targets(space.inputs, wanted)
+    tasks = chunk_tasks(space, chunk, (targets, wanted is not None))
     try:
-        for _, columns, valid in evaluate_chunks(space, counts, chunk, wanted, progress):
-            parts.append((columns, valid))
-    except KeyboardInterrupt:  # a clean stop: what was evaluated so far is returned
+        parts = run_tasks(evaluate_rows, tasks, workers=workers, ray_address=ray_address,
+                          progress=rows_progress(progress, tasks, space.size))
+    except Interrupted as stopped:
         counts["interrupted"] = 1
+        parts = list(itertools.takewhile(lambda part: part is not None, stopped.results))
+    for _, _, chunk_counts in parts:
+        add_counts(counts, chunk_counts)
     if not parts:
         return {}, np.zeros(0, bool), counts
-    merged = {name: np.concatenate([columns[name] for columns, _ in parts]) for name in parts[0][0]}
-    return merged, np.concatenate([valid for _, valid in parts]), counts
+    merged = {name: np.concatenate([columns[name] for columns, _, _ in parts]) for name in parts[0][0]}
+    return merged, np.concatenate([valid for _, valid, _ in parts]), counts
 
 
 def space_counts(space: Space) -> dict:
-    """What :func:`evaluate_chunks` counts as it goes: the candidates, the valid rows, the rows left out for want
-    of a network tier (by the field that would state it)."""
+    """What the evaluation counts as it goes: the candidates, the valid rows, the rows left out for want of a
+    network tier (by the field that would state it)."""
     return {"candidates": space.size, "evaluated": 0, "unplaced": {}}
 
 
-def evaluate_chunks(space: Space, counts: dict, chunk: int = 1_000_000, wanted: list[str] | None = None,
-                    progress=None) -> Iterator[tuple[int, dict[str, np.ndarray], np.ndarray]]:
-    """Evaluate ``space`` ``chunk`` rows at a time: yields (first row, columns, valid mask) per chunk, the columns
-    as :func:`evaluate_space` has them over the chunk's rows; ``counts`` (:func:`space_counts`) is updated."""
-    inputs = space.inputs
+def add_counts(counts: dict, chunk_counts: dict) -> None:
+    """Add one chunk's valid rows and unplaced rows (by field) to ``counts``."""
+    counts["evaluated"] += chunk_counts["evaluated"]
+    for field, rows in chunk_counts["unplaced"].items():
+        counts["unplaced"][field] = counts["unplaced"].get(field, 0) + rows
+
+
+def checked_targets(inputs: Inputs, wanted: list[str] | None) -> list[str]:
+    """The quantities to evaluate: ``wanted`` (each checked to be a quantity), else every one."""
     registry = inputs.graph.definitions(inputs.choices)
     if wanted is not None:
         unknown = [name for name in wanted if name not in registry]
@@ -200,21 +222,48 @@ def evaluate_chunks(space: Space, counts: dict, chunk: int = 1_000_000, wanted: 
 
             raise ContractError(f"unknown quantity {unknown[0]!r}{did_you_mean_quantity(unknown[0], registry)}",
                                 field="--quantity")
-    targets = list(wanted or registry)
+    return list(wanted or registry)
+
+
+def chunk_tasks(space: Space, chunk: int, job: tuple) -> list[tuple]:
+    """One task per ``chunk`` rows: (the inputs as a :class:`botec.fanout.Rebuilt`, the axes, first row, end row,
+    ``job``: what the chunk's function needs besides)."""
+    inputs = shipped_inputs(space.inputs)
+    return [(inputs, space.axes, start, min(start + chunk, space.size), job) for start in range(0, space.size, chunk)]
+
+
+def rows_progress(progress, tasks: list[tuple], size: int):
+    """``progress(rows done, rows)`` from run_tasks' (tasks done, tasks): every chunk but the last is full."""
+    if progress is None:
+        return None
+    rows = tasks[0][3] - tasks[0][2] if tasks else 0
+    return lambda done, total: progress(min(done * rows, size), size)
+
+
+def shipped_inputs(inputs: Inputs):
+    """``inputs`` as workers receive them (:class:`botec.fanout.Rebuilt`): their contract, rebuilt once per worker
+    process (the graph holds the formulas' functions, which do not pickle); here, ``inputs`` themselves."""
+    from botec.fanout import Rebuilt
+    from botec.inputs import build_inputs
+
+    return Rebuilt(build_inputs, inputs.contract, inputs.base_dir, made=inputs)
+
+
+def evaluate_rows(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
+    """Rows ``start:stop`` of a space (a :func:`chunk_tasks` task whose job starts with (targets, strict)):
+    (columns, valid mask, counts), the columns as :func:`evaluate_space` has them over the chunk's rows."""
+    inputs, axes, start, stop, (targets, strict, *_) = task
+    inputs = inputs.value
     _keep_freed_arrays()
-    for start in range(0, space.size, chunk):
-        stop = min(start + chunk, space.size)
-        columns = _grid(space.axes, start, stop)
-        valid, quantities = _evaluate_rows(inputs, columns, targets, wanted is not None, counts)
-        for name in targets:
-            value = np.full(valid.shape, np.nan)
-            if name in quantities:
-                value[valid] = quantities[name].value   # an array over the valid rows, or one number for all
-            columns[name] = value
-        del quantities   # every intermediate of the chunk: not held while the caller reads it and the next is made
-        yield start, columns, valid
-        if progress is not None:   # once the caller has the chunk: an interrupt here keeps it
-            progress(stop, space.size)
+    counts = {"evaluated": 0, "unplaced": {}}
+    columns = _grid(axes, start, stop)
+    valid, quantities = _evaluate_rows(inputs, columns, targets, strict, counts)
+    for name in targets:
+        value = np.full(valid.shape, np.nan)
+        if name in quantities:
+            value[valid] = quantities[name].value   # an array over the valid rows, or one number for all
+        columns[name] = value
+    return columns, valid, counts
 
 
 @functools.cache
