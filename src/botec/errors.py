@@ -48,8 +48,9 @@ def read_text_file(path, what: str = "file", max_bytes: int | None = None) -> st
         raise ContractError(f"cannot read the {what} ({error.__class__.__name__}: {error})", origin=origin) from None
 
 
-def write_text_atomically(path, text: str, option: str = "-o/--output", force: bool = False) -> None:
-    """Write ``text`` to ``path`` (what ``-o/--output`` names), whole or not at all, respecting what is there.
+def write_text_atomically(path, text: str | bytes, option: str = "-o/--output", force: bool = False) -> None:
+    """Write ``text`` (UTF-8; or ``bytes``, a binary file such as Parquet) to ``path`` (what ``-o/--output``
+    names), whole or not at all, respecting what is there.
 
     - a regular file, or a new path: written to a uniquely named temporary file in the same folder,
       flushed to disk, then renamed over the path (and the folder flushed, so that the rename is durable too),
@@ -74,17 +75,19 @@ def write_text_atomically(path, text: str, option: str = "-o/--output", force: b
     def failure(reason) -> UserError:
         return UserError(f"{option}: {path}: cannot write ({reason})")
 
+    binary = isinstance(text, bytes)
     if str(path) == "-":
-        sys.stdout.write(text)
+        (sys.stdout.buffer if binary else sys.stdout).write(text)
         sys.stdout.flush()
         return
-    data = text.encode("utf-8")
+    data = text if binary else text.encode("utf-8")
     descriptor = _descriptor_alias(str(path))
     if descriptor is not None:  # /dev/stdout, /dev/fd/3: the process's own stream, not a file to replace
         stream = {1: sys.stdout, 2: sys.stderr}.get(descriptor)
         try:
             if stream is not None:
-                stream.write(text)
+                stream.flush()
+                (stream.buffer if binary else stream).write(text)
                 stream.flush()
             else:
                 view = memoryview(data)

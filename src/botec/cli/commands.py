@@ -11,7 +11,7 @@ from botec import __version__
 from botec.cli.common import app
 
 # The commands register themselves on import, and `botec --help` lists them in this order.
-from botec.cli import estimating, serving_app, simulating, catalogs, measuring, exploring, validating  # noqa: E402,F401,I001
+from botec.cli import estimating, serving_app, simulating, studying, launching, catalogs, measuring, exploring, validating  # noqa: E402,F401,I001
 from botec.cli import _one_line  # noqa: E402
 
 __all__ = ["app", "invoked", "usage"]

@@ -1,0 +1,87 @@
+"""`botec export` and `botec import`: a contract's plan as launch configs, and launch configs into a contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from botec.cli.common import CONTRACT_HELP, FORCE_HELP, SET_HELP, app, emit, load_estimate
+from botec.errors import UserError
+
+
+@app.command("export")
+def export_(
+    contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
+    to: str = typer.Option(..., "--to", "-t", help="The launch format (`botec export --list` names them), or `all`: "
+                                                   "every format of the contract's kind, a file each in -o DIR.",
+                           show_default=False),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
+                                          help="The file (default: stdout); with --to all, the folder (made if "
+                                               "absent), each file named FORMAT + its suffix."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Write the estimate's plan (layout, batch, recomputation, precision, offload) as a launch config.
+
+    Only options of the pinned tool version are written; what the file cannot express is listed in its header.
+    Example: `botec export examples/llama3.1-8b-finetune-h100.yaml --to torchtitan -o train.sh`
+    """
+    from botec.launch import launch_format
+
+    if to != "all":
+        chosen = launch_format(to)   # an unknown name fails before the estimate runs
+        result = load_estimate(contract, set_)
+        if chosen.kind != result.kind:
+            raise UserError(f"--to {to}: a {chosen.kind} format, and this is a {result.kind} contract (its formats: "
+                            f"{', '.join(_formats_of(result.kind)) or 'none installed'})")
+        emit(chosen.export(result), output, force=force)
+        return
+    if output is None or str(output) == "-":
+        raise UserError("--to all writes one file per format: name a folder with -o/--output")
+    if output.exists() and not output.is_dir():
+        raise UserError(f"-o/--output: {output}: --to all needs a folder, and this is a file")
+    result = load_estimate(contract, set_)
+    formats = {name: launch_format(name) for name in _formats_of(result.kind)}
+    written = {f"{name}{f.suffix}": f.export(result) for name, f in formats.items()}   # all, before any is written
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"-o/--output: {output}: cannot make the folder ({error.strerror or error})") from None
+    for file_name, text in written.items():
+        emit(text, output / file_name, force=force)
+
+
+def _formats_of(kind: str) -> list[str]:
+    """The installed formats of ``kind``, by name."""
+    from botec.launch import FORMAT_MODULES, launch_format
+    from botec.launch.importing import available_formats
+
+    return [name for name in available_formats(FORMAT_MODULES) if launch_format(name).kind == kind]
+
+
+@app.command("import")
+def import_(
+    file: Path = typer.Argument(..., help="A launch config (torchtitan or Megatron-LM launch script, DeepSpeed JSON, "
+                                          "accelerate YAML, ...) or a Hugging Face config.json.", show_default=False),
+    from_: Optional[str] = typer.Option(None, "--from", help="The file's format (default: told from its content and "
+                                                             "suffix); `hf-config` for a config.json.",
+                                        show_default=False),
+    base: Optional[Path] = typer.Option(None, "--base", help="A contract that gives the fields the file does not "
+                                                             "carry (the accelerator, the tokens, ...).",
+                                        show_default=False),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
+                                          help="The contract file to write (default: stdout)."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+) -> None:
+    """Read a launch config into a contract: the layout, batch, sequence length, steps, precision it states.
+
+    What the file does not carry comes from --base; without one, the contract lists it as missing.
+    Example: `botec import train.sh --base examples/llama3.1-8b-finetune-h100.yaml -o job.yaml`
+    """
+    from botec.launch.importing import import_contract
+
+    emit(import_contract(file, from_, base, output, set_), output, force=force)
+
