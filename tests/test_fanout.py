@@ -108,13 +108,26 @@ def test_monte_carlo_blocks_are_seeded_by_seed_and_block_number(lesson):
     assert short.percentiles["run_seconds"] != longer.percentiles["run_seconds"]   # more samples, other P50
 
 
-def test_a_local_ray_cluster_gives_the_same_figures(serving, lesson, monkeypatch):
+def test_a_local_ray_cluster_gives_the_same_figures(serving, lesson, monkeypatch, tmp_path, capsys):
+    """Simulate's seeds, Monte Carlo and a study (botec study --ray local, through the command line) on a local
+    Ray cluster: the same figures, byte for byte, as in this process."""
+    from conftest import run_cli
+    from test_study import TINY
+
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'botec[ray]')")
     monkeypatch.setattr(uncertainty, "MONTE_CARLO_BLOCK_SAMPLES", 1_000)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         assert _replications_json(serving, None, "local") == _replications_json(serving, 1)
         assert _monte_carlo(lesson, None, "local") == _monte_carlo(lesson, 1)
+        study = tmp_path / "tiny.yaml"
+        study.write_text(TINY, encoding="utf-8")
+        tables = []
+        for options in (["--workers", "1"], ["--ray", "local"]):
+            code, out, err = run_cli(["study", str(study), *options], capsys)
+            assert code == 0, err
+            tables.append(out)
+        assert tables[0] == tables[1] and len(tables[0].strip().splitlines()) == 1 + 2 * 2 * 2   # header + 8 runs
     finally:
         ray.shutdown()
 
