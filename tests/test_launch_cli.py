@@ -9,7 +9,7 @@ import os
 import pytest
 import yaml
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, run_cli
 
 H100 = EXAMPLES / "llama3.1-8b-finetune-h100.yaml"
 HF_CONFIG = EXAMPLES.parent / "tests" / "data" / "hf" / "llama-2-7b" / "config.json"
@@ -148,3 +148,22 @@ def test_a_base_with_a_relative_model_config_still_finds_it(cli, tmp_path):
     assert cli("export", str(base), "--to", "accelerate", "-o", str(tmp_path / "acc.yaml"))[0] == 0
     assert cli("import", str(tmp_path / "acc.yaml"), "--base", str(base), "-o", str(job))[0] == 0
     assert _json_value(cli, job, "parameters") == pytest.approx(6_738_415_616)
+
+
+def test_best_exports_the_layout_the_search_ranks_first(capsys):
+    """--best: GPT-3 175B on 1,024 A100s: the search's first layout (TP 4 + SP, PP 4 interleaved 8, ZeRO-1,
+    micro-batch 1) is what the Megatron script says, and a note names it; serving: the cheapest accelerator."""
+    from botec.estimation import estimate_file
+    from botec.explore.search import search
+
+    contract = EXAMPLES / "gpt3-175b-search.yaml"
+    layout = search(estimate_file(contract).inputs, "step_seconds", 1).best[0]["layout"]
+    code, out, err = run_cli(["export", str(contract), "--to", "megatron", "--best"], capsys)
+    assert code == 0, err
+    assert (layout["strategy.tensor_parallel"], layout["strategy.pipeline_parallel"],
+            layout["strategy.virtual_pipeline_stages"]) == (4, 4, 8)
+    for option in ("--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 4",
+                   "--num-virtual-stages-per-pipeline-rank 8", "--micro-batch-size 1", "--sequence-parallel",
+                   "--use-distributed-optimizer"):
+        assert option in out
+    assert "--best: the plan `botec search` ranks first: --set strategy.tensor_parallel=4" in err

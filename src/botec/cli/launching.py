@@ -22,14 +22,23 @@ def export_(
                                                "absent), each file named FORMAT + its suffix."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    best: bool = typer.Option(False, "--best", help="Export the best plan `botec search` finds instead of the "
+                                                    "contract's: the fastest layout that fits (training, by "
+                                                    "--objective), the cheapest accelerator and TP that meet the "
+                                                    "targets (serving)."),
+    objective: str = typer.Option("step_seconds", "--objective", help="With --best, training: the quantity the "
+                                                                      "search minimizes."),
 ) -> None:
     """Write the estimate's plan (layout, batch, recomputation, precision, offload) as a launch config.
 
     Only options of the pinned tool version are written; what the file cannot express is listed in its header.
-    Example: `botec export examples/llama3.1-8b-finetune-h100.yaml --to torchtitan -o train.sh`
+    Example: `botec export examples/llama3.1-8b-finetune-h100.yaml --to torchtitan -o train.sh`;
+    `--best` exports the layout `botec search` ranks first.
     """
     from botec.launch import launch_format
 
+    if best:
+        set_ = list(set_) + _best_plan(contract, set_, objective)
     if to != "all":
         chosen = launch_format(to)   # an unknown name fails before the estimate runs
         result = load_estimate(contract, set_)
@@ -51,6 +60,31 @@ def export_(
         raise UserError(f"-o/--output: {output}: cannot make the folder ({error.strerror or error})") from None
     for file_name, text in written.items():
         emit(text, output / file_name, force=force)
+
+
+def _best_plan(contract: Optional[Path], overrides: List[str], objective: str) -> list[str]:
+    """The ``--set`` overrides of the plan ``botec search`` ranks first (a one-line error when none is found)."""
+    from botec.cli.common import load_inputs, numpy_needed
+    from botec.explore.search import LAYOUT_FIELDS, as_overrides, search, search_serving
+
+    numpy_needed()
+    inputs = load_inputs(contract, overrides)
+    if inputs.kind == "serving":
+        rows = search_serving(inputs, 1)
+        if not rows:
+            raise UserError("--best: no accelerator and tensor-parallel degree holds a request and meets the "
+                            "latency targets")
+        chosen = [f"supply.accelerator={rows[0]['accelerator']}",
+                  f"strategy.tensor_parallel={rows[0]['tensor_parallel']}"]
+    else:
+        found = search(inputs, objective, 1)
+        if not found.best:
+            raise UserError("--best: no layout of this model fits these accelerators (see `botec search`)")
+        layout = found.best[0]["layout"]
+        chosen = as_overrides({path: layout[path] for path in LAYOUT_FIELDS if path in layout})
+    typer.echo("botec: note: --best: the plan `botec search` ranks first: " + " ".join(f"--set {o}" for o in chosen),
+               err=True)
+    return chosen
 
 
 def _formats_of(kind: str) -> list[str]:
