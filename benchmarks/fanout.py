@@ -7,7 +7,7 @@ the time of 1. Each configuration here is one simulation of ``--requests`` reque
 wall time, the CPU of this process and of the tasks (the workers' own start-up is not in the tasks' CPU: it is the
 wall time's difference), the ratio 2 workers / 1, and checks that both runs give the same figures.
 
-    .venv/bin/python benchmarks/fanout.py [--configurations 100] [--requests 100000] [--workers 1,2]
+    .venv/bin/python benchmarks/fanout.py [--configurations 100] [--requests 100000] [--workers 1,2] [--ray local]
     .venv/bin/python benchmarks/fanout.py --start-up     # a pool's start-up, 2 and 4 workers, twice each
 
 Full size (100 × 10^5) is about 100 × 1.4 s = 2.5 min on one core; ``--configurations 12 --requests 20000`` is a
@@ -33,7 +33,7 @@ def timed_run(task):
     return (simulation.ttft.percentile(99), simulation.measured_requests), time.process_time() - started
 
 
-def study(configurations: int, requests: int, workers: int) -> tuple[list, dict]:
+def study(configurations: int, requests: int, workers: int, ray_address: str = "") -> tuple[list, dict]:
     from botec.estimation import estimate_file
     from botec.fanout import run_tasks
     from botec.simulate.replications import _estimate
@@ -43,7 +43,7 @@ def study(configurations: int, requests: int, workers: int) -> tuple[list, dict]
     estimate = Rebuilt(_estimate, result.inputs.contract, result.inputs.base_dir)
     tasks = [(estimate, k, {"requests": requests, "rate": 10 + k / 10}) for k in range(configurations)]
     wall, cpu = time.perf_counter(), time.process_time()
-    done = run_tasks(timed_run, tasks, workers=workers, ray_address="")
+    done = run_tasks(timed_run, tasks, workers=workers, ray_address=ray_address)
     figures = {"wall_s": time.perf_counter() - wall, "parent_cpu_s": time.process_time() - cpu,
                "tasks_cpu_s": sum(seconds for _, seconds in done)}
     return [answer for answer, _ in done], figures
@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--workers", default="1,2", help="worker counts to compare, the first the baseline")
     parser.add_argument("--start-up", action="store_true", help="time a pool's start-up only")
+    parser.add_argument("--ray", default="", help="then the same study on this Ray cluster ('local': one started "
+                                                  "here), its figures compared with the baseline's")
     args = parser.parse_args()
     if args.start_up:
         start_up()
@@ -78,6 +80,11 @@ def main() -> None:
         print(f"{workers} worker(s): wall {figures['wall_s']:.2f} s, this process {figures['parent_cpu_s']:.2f} s "
               f"CPU, tasks {figures['tasks_cpu_s']:.2f} s CPU{ratio}{same}")
         baseline = baseline or (answers, figures)
+    if args.ray:
+        answers, figures = study(args.configurations, args.requests, 1, args.ray)
+        print(f"Ray ({args.ray}): wall {figures['wall_s']:.2f} s, tasks {figures['tasks_cpu_s']:.2f} s CPU, "
+              f"{figures['wall_s'] / baseline[1]['wall_s']:.0%} of the baseline's wall, same figures: "
+              f"{answers == baseline[0]}")
 
 
 if __name__ == "__main__":
