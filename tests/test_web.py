@@ -341,6 +341,12 @@ needs_browser = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's
 
 
 def _browser(playwright):
+    """Debian's Chromium. Each expectation waits up to 30 s (a deadline, not a sleep: it passes as soon as the page
+    shows it): every change goes through the server's parse and estimate, which two busy cores slow past
+    Playwright's default 5 s."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
         "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"])
@@ -460,8 +466,8 @@ def test_one_state_stale_results_permalink_and_a_narrow_screen(server, tmp_path)
         expect(page.locator("#contract")).to_have_value(lesson)
         page.locator("#contract").dispatch_event("paste")            # paste another contract over it
         page.locator("#contract").fill(MIXTRAL_TEXT)
+        expect(page.locator('[data-path="strategy.micro_batch_size"]')).to_have_value("1")   # Mixtral's, not 16
         expect(page.locator("#findings")).to_contain_text("fits")
-        expect(page.locator('[data-path="strategy.micro_batch_size"]')).to_have_value("1")
         expect(page.locator("#contract-error")).to_have_text("")
         expect(page.locator("#results")).not_to_have_class("stale")
         page.screenshot(path=str(ARTIFACTS / "7-pasted.png"), full_page=True)
