@@ -5,7 +5,8 @@ One :class:`ServingPlan` per export: the replica's layout (TP, PP, EP, data-para
 replicas the traffic needs, speculative decoding and disaggregation, all read from the estimate's quantities and
 resolved contract (never from the contract file again). The formats (:mod:`botec.launch.vllm`,
 :mod:`~botec.launch.sglang`, :mod:`~botec.launch.trtllm`, :mod:`~botec.launch.kubernetes`) turn it into a tool's
-options; their readers turn the options back into contract fields with :func:`nest`.
+options; their readers turn the options back into contract fields with :func:`botec.launch.plan.fields_of`
+(through the one setter, ``contract.set_field``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Optional
 
 from botec.errors import ContractError
 
-__all__ = ["ServingPlan", "InstancePlan", "Speculation", "serving_plan", "nest", "command_text", "commands_in",
+__all__ = ["ServingPlan", "InstancePlan", "Speculation", "serving_plan", "command_text", "commands_in",
            "options_of", "integer_option", "ratio_option", "model_for_id", "check_serving"]
 
 
@@ -190,18 +191,6 @@ def serving_plan(result) -> ServingPlan:
         kv_reservation=result.choices.get("kv_reservation", "incremental"), context_tokens=_context_tokens(result),
         replicas=max(1, math.ceil(q["replicas"].value)), prefix_caching=q["prefix_cache_hit_rate"].value > 0,
         speculation=speculation)
-
-
-def nest(flat: dict) -> dict:
-    """Dotted contract fields as nested sections: {"strategy.tensor_parallel": 4} -> {"strategy": {...: 4}}."""
-    nested: dict = {}
-    for dotted, value in flat.items():
-        *sections, name = dotted.split(".")
-        place = nested
-        for section in sections:
-            place = place.setdefault(section, {})
-        place[name] = value
-    return nested
 
 
 def command_text(comments: list[str], program: list[str], options: list[tuple[str, Optional[str]]]) -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.plan import fields_of
 from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, nest, options_of, ratio_option, serving_plan)
+                                       model_for_id, options_of, ratio_option, serving_plan)
 
 __all__ = ["FORMAT", "export", "read"]
 
@@ -180,7 +181,7 @@ def read(text: str, origin: str) -> dict:
         layout = _layout(prefill[-1], origin)
         layout.pop("max_batch_size", None)
         fields.update({f"strategy.disaggregation.prefill.{name}": value for name, value in layout.items()})
-    return nest(fields)
+    return fields_of(fields)
 
 
 FORMAT = LaunchFormat(name="sglang", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",

@@ -20,8 +20,9 @@ import re
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.plan import fields_of
 from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, nest, options_of, ratio_option, serving_plan)
+                                       model_for_id, options_of, ratio_option, serving_plan)
 
 __all__ = ["FORMAT", "export", "read", "llm_api_options"]
 
@@ -161,7 +162,7 @@ def read(text: str, origin: str) -> dict:
     model = model_for_id(positional[0]) if positional else None
     if model:
         fields["workload.model"] = model
-    return nest(fields)
+    return fields_of(fields)
 
 
 FORMAT = LaunchFormat(name="trtllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",

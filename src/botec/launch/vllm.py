@@ -20,8 +20,9 @@ import math
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.plan import fields_of
 from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, nest, options_of, ratio_option, serving_plan)
+                                       model_for_id, options_of, ratio_option, serving_plan)
 
 __all__ = ["FORMAT", "export", "read", "engine_options"]
 
@@ -221,7 +222,7 @@ def read(text: str, origin: str) -> dict:
         layout = _layout(prefill[-1][1], origin)
         layout.pop("max_batch_size", None)
         fields.update({f"strategy.disaggregation.prefill.{name}": value for name, value in layout.items()})
-    return nest(fields)
+    return fields_of(fields)
 
 
 FORMAT = LaunchFormat(name="vllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
