@@ -57,7 +57,7 @@ workload:
   tokens: 10M
   sequence_length: 128
 supply:
-  accelerator: {name: this CPU, peak_flops_per_s: 100 GFLOP/s, memory: 16 GB}
+  accelerator: {name: this CPU, peak_flops_per_s: 10 TFLOP/s, memory: 16 GB}   # above any CPU: an MFU below 1
   count: COUNT
   network: {bandwidth: 1 GB/s}
   storage: {write_bandwidth: 500 MB/s}

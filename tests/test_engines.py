@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from botec.catalog import CatalogError, load_yaml_text
+from botec.catalog import CatalogError
+from botec.yamlfile import load_yaml_text
 from botec.catalog.engines import (BASES, DEFAULT_ENGINE, ENGINE_FIGURES, KV_BUDGET_RULES, KV_RESERVATIONS, engine_preset,
                                    engine_presets, parse_engines)
 

@@ -145,3 +145,54 @@ def test_imports_that_never_happen(who, whom, why):
     broken = sorted(f"{module} -> {target}" for module, targets in GRAPH.items() if _in(module, *who)
                     for target in targets if _in(target, *whom))
     assert broken == [], why
+
+
+# One reader per format: every JSON a user hands botec goes through botec.jsonfile (nesting, 4,300-digit integers),
+# every YAML through botec.yamlfile (aliases, nesting, integer length, duplicate keys). Nowhere else may call the
+# parsers directly, lazily or through an alias (``from json import loads``, ``loads = json.loads``).
+READERS = {"json": ("botec.jsonfile", {"load", "loads"}), "yaml": ("botec.yamlfile", None)}
+
+
+def _is_parse(module: str, name: str) -> bool:
+    """``json.load``/``json.loads``, or any ``yaml`` function that loads (load, safe_load, full_load, load_all,
+    CSafeLoader...)."""
+    names = READERS[module][1]
+    return name in names if names is not None else "load" in name.lower()
+
+
+def direct_parser_calls(source: str) -> list[str]:
+    """Where ``source`` reaches a JSON or YAML parser directly ("line 12: json.loads"): an attribute of the
+    ``json``/``yaml`` module (under any name it was imported as), or a name imported from it."""
+    tree = ast.parse(source)
+    aliases = {}   # the local name of an imported json/yaml module -> the module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in READERS:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module in READERS:
+            found += [f"line {node.lineno}: from {node.module} import {alias.name}" for alias in node.names
+                      if _is_parse(node.module, alias.name)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module = aliases[node.value.id]
+            if _is_parse(module, node.attr):
+                found.append(f"line {node.lineno}: {module}.{node.attr}")
+    return sorted(found)
+
+
+def test_every_json_and_yaml_goes_through_its_one_reader():
+    exempt = {module for module, _ in READERS.values()}
+    broken = {module: calls for module, path in MODULES.items() if module not in exempt
+              for calls in [direct_parser_calls(path.read_text(encoding="utf-8"))] if calls}
+    assert broken == {}
+
+
+def test_the_reader_rule_finds_a_planted_parser():
+    """The check can fail: each way of reaching a parser directly is found, and dumping is not a parse."""
+    planted = ("import json\nimport yaml as y\nfrom json import loads\n\n"
+               "def read(text):\n    return json.loads(text), y.safe_load(text), y.load_all(text)\n"
+               "def lazily(text):\n    import json as j\n    parse = j.load\n    return json.dumps(text), y.safe_dump({})\n")
+    assert direct_parser_calls(planted) == ["line 3: from json import loads", "line 6: json.loads",
+                                            "line 6: yaml.load_all", "line 6: yaml.safe_load", "line 9: json.load"]

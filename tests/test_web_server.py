@@ -108,11 +108,23 @@ def test_a_header_over_64_kib_gets_431():
         assert b"the request's header is larger than 64 KiB" in refused
 
 
-def test_health_is_answered_while_four_big_contracts_parse():
+def test_health_is_answered_while_four_big_contracts_parse(monkeypatch):
     """Parsing runs in the pool, off the event loop: with four 250 KB contracts being parsed (all four in the
-    pool: two parsing, two waiting), /api/health is answered before the first of them is."""
+    pool: two parsing, two waiting), /api/health is answered before the first of them is. Each parse is held
+    until health has answered (an event, not a race against the parse's speed): were the parse on the event
+    loop, health could not be answered and the test would time out instead."""
+    from botec.web import answers
+
     app = create_app()
     big = _big_contract()
+    answered = threading.Event()
+    original = answers.contract_answer
+
+    def held(request):
+        assert answered.wait(60), "health was never answered while the contracts waited in the pool"
+        return original(request)
+
+    monkeypatch.setattr(answers, "contract_answer", held)
     with _Server(app) as server:
         async def run() -> list[str]:
             finished: list[str] = []
@@ -130,10 +142,13 @@ def test_health_is_answered_while_four_big_contracts_parse():
                 health = await client.get(f"{server.url}/api/health")
                 assert health.status_code == 200
                 finished.append("health")
+                answered.set()
                 await asyncio.gather(*parses)
             return finished
 
-        assert asyncio.run(run())[0] == "health"
+        finished = asyncio.run(run())
+        assert finished[0] == "health"   # the four parses then finish in the pool's order
+        assert sorted(finished[1:]) == [f"contract {i}" for i in range(4)]
 
 
 def test_a_full_pool_answers_503_with_retry_after():

@@ -13,8 +13,11 @@ number too large for a float (``1e400`` reads as infinity). :func:`load_json_tex
   SGLang writes ``"request_rate": Infinity``);
 - leaves a ``json.JSONDecodeError`` (corrupt or truncated JSON) to the caller, who says what it expected.
 
-Used by the measurement file (:mod:`botec.measure.measurement`) and the serving-benchmark results
-(:mod:`botec.measure.serving_bench`); any reader of a user's JSON may use it.
+Every JSON botec reads goes through this module, as every YAML goes through :mod:`botec.yamlfile`
+(``tests/test_structure.py`` holds it: no ``json.load``/``json.loads`` anywhere else): contracts (with
+``unique_keys``: an object that states a key twice is refused), Hugging Face ``config.json`` files, launch
+files being imported, measurements, serving-benchmark results, traces (:func:`load_json_rows`, the fast path
+for many short lines at once).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 
 from botec.errors import ContractError
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_INTEGER_DIGITS", "load_json_text", "too_deep_at"]
+__all__ = ["MAX_JSON_DEPTH", "MAX_INTEGER_DIGITS", "load_json_text", "load_json_rows", "too_deep_at"]
 
 MAX_JSON_DEPTH = 64          # nesting levels a user's JSON may have (botec's and the benchmarks' files use at most 4)
 MAX_INTEGER_DIGITS = 4300    # digits of an integer Python converts (sys.get_int_max_str_digits' default)
@@ -59,11 +62,22 @@ def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int:
     return -1
 
 
-def load_json_text(text: str, origin: str | None = None, line_offset: int = 0):
+def _unique_pairs(pairs: list, origin: str | None) -> dict:
+    """A JSON object, refused when it states a key twice (JSON would keep the last silently)."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ContractError(f"malformed JSON: {twice!r} is stated twice in one object", origin=origin)
+    return found
+
+
+def load_json_text(text: str, origin: str | None = None, line_offset: int = 0, unique_keys: bool = False):
     """Parse ``text`` as JSON (see the module docstring): the value, a :class:`ContractError` naming the line
     and column where the nesting passes :data:`MAX_JSON_DEPTH`, or ``json.JSONDecodeError`` for the caller.
 
     ``line_offset``: lines before ``text`` in its file (a JSON-lines reader parsing one line), for the message.
+    ``unique_keys``: refuse an object that states a key twice (a :class:`ContractError` naming the key).
     """
     offset = too_deep_at(text)
     if offset >= 0:
@@ -71,12 +85,26 @@ def load_json_text(text: str, origin: str | None = None, line_offset: int = 0):
         column = offset - text.rfind("\n", 0, offset)
         raise ContractError(f"JSON nested too deep: more than {MAX_JSON_DEPTH} levels at line {line}, column "
                             f"{column} (no file botec reads nests that deep)", origin=origin)
+    hook = (lambda pairs: _unique_pairs(pairs, origin)) if unique_keys else None
     try:
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=hook)
         except json.JSONDecodeError:
             raise
         except ValueError:   # an integer Python refuses to convert (> 4,300 digits): read again, it as a float
-            return json.loads(text, parse_int=_integer)
+            return json.loads(text, parse_int=_integer, object_pairs_hook=hook)
     except RecursionError:   # unreachable below MAX_JSON_DEPTH; kept so that no depth can become a traceback
         raise ContractError(f"JSON nested too deep: more than {MAX_JSON_DEPTH} levels", origin=origin) from None
+
+
+def load_json_rows(lines: list[str]) -> list | None:
+    """Many JSON lines at once, parsed as one array (a trace's fast path: one call for a chunk of rows), or None
+    when that fails in any way (a line that is not JSON, too deep, an integer Python refuses): the caller then
+    reads the lines one by one with :func:`load_json_text`, which says what is wrong where."""
+    if not all(lines):
+        return None
+    try:
+        rows = json.loads("[" + ",".join(lines) + "]")
+    except (ValueError, RecursionError):   # ValueError: JSONDecodeError, or too long an integer
+        return None
+    return rows if len(rows) == len(lines) else None

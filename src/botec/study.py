@@ -228,7 +228,7 @@ class Study:
 
 def load_study(path) -> Study:
     """Read and check a study file (every contract × vary point estimated once), or a one-line UserError."""
-    from botec.catalog import load_contract_yaml
+    from botec.yamlfile import load_user_yaml
     from botec.errors import read_text_file
 
     import yaml
@@ -236,7 +236,7 @@ def load_study(path) -> Study:
     path = Path(path)
     text = read_text_file(path, "study file", max_bytes=MAX_STUDY_BYTES)
     try:
-        data = load_contract_yaml(text)
+        data = load_user_yaml(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

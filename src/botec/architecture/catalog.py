@@ -16,7 +16,7 @@ def model_catalog() -> dict[str, Architecture]:
     """Well-known models from ``catalog/models.yaml``, keyed by the name a contract uses."""
     from importlib import resources
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
     from botec.units import parse_quantity
 
     data = load_yaml_text(resources.files("botec.catalog").joinpath("models.yaml").read_text(encoding="utf-8"))

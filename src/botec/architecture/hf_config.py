@@ -8,6 +8,7 @@ from pathlib import Path
 
 from botec.architecture.shape import MLA, T5_FAMILIES, Architecture, MoE
 from botec.errors import ContractError, read_text_file
+from botec.jsonfile import load_json_text
 
 __all__ = ["SUPPORTED_FAMILIES", "from_hf_config", "read_hf_config"]
 
@@ -110,7 +111,7 @@ def read_hf_config(path: str | Path) -> Architecture:
     origin = str(path)
     text = read_text_file(path)
     try:
-        config = json.loads(text)
+        config = load_json_text(text, origin)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None

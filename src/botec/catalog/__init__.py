@@ -86,96 +86,9 @@ class OptimizerPreset:
     source: str
 
 
-def load_yaml_text(text: str, unique_keys: bool = False):
-    """Parse YAML safely, with libyaml's C parser when PyYAML was built with it (several times faster).
-
-    ``unique_keys``: refuse a mapping that states a key twice (YAML would silently keep the last), as a
-    user's contract must not.
-    """
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    if unique_keys:
-        loader = _unique_key_loader(loader)
-    return yaml.load(text, Loader=loader)
-
-
-_YAML_STR = "tag:yaml.org,2002:str"
-
-
-@lru_cache(maxsize=None)
-def _unique_key_loader(base):
-    import yaml
-
-    class UniqueKeyLoader(base):
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                # a plain string key is its text (what the constructor would make of it, without constructing
-                # every key twice); any other key is constructed to compare
-                key = key_node.value if key_node.tag == _YAML_STR else self.construct_object(key_node, deep=deep)
-                if key != "<<" and key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"{key!r} is stated twice in one mapping",
-                                                            key_node.start_mark)
-                seen.add(key)
-            return super().construct_mapping(node, deep)
-
-    return UniqueKeyLoader
-
-
-MAX_CONTRACT_DEPTH = 32  # nesting levels a contract's YAML may have (the examples use at most 5)
-MAX_INTEGER_DIGITS = 100  # characters of a plain integer a contract's YAML may have (Python refuses > 4,300)
-
-
-def load_contract_yaml(text: str):
-    """Parse a user's contract (or a ``--set`` value) as YAML that cannot be bombed.
-
-    Safe and fast like :func:`load_yaml_text` with ``unique_keys``, and moreover refuses anchors/aliases (a
-    contract has no use for them, and a 3 KB "billion laughs" of nested aliases expands to 9^10 values: refusing
-    them is simpler and cheaper than expanding them under a budget), nesting deeper than
-    :data:`MAX_CONTRACT_DEPTH`, and integers longer than :data:`MAX_INTEGER_DIGITS` characters. Each refusal is
-    a ``yaml.MarkedYAMLError`` naming the line, as a syntax error is.
-    """
-    import yaml
-
-    loader = _unique_key_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_contract_nodes(node)
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _check_contract_nodes(root) -> None:
-    """Walk the composed YAML once: each node seen once (an alias makes a node reachable twice), depth bounded."""
-    import yaml
-
-    def refuse(problem: str, mark) -> None:
-        raise yaml.composer.ComposerError(None, None, problem, mark)
-
-    seen: set[int] = set()
-    stack = [(root, 1, root.start_mark)]
-    while stack:
-        node, depth, mark = stack.pop()
-        if id(node) in seen:
-            refuse("anchors and aliases (&name, *name) are not allowed in a contract; write the value out", mark)
-        seen.add(id(node))
-        if depth > MAX_CONTRACT_DEPTH:
-            refuse(f"nested deeper than {MAX_CONTRACT_DEPTH} levels", node.start_mark)
-        if isinstance(node, yaml.MappingNode):  # pushed last to first: visited in the document's order
-            for key, value in reversed(node.value):
-                stack.append((value, depth + 1, key.start_mark))
-                stack.append((key, depth + 1, key.start_mark))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, depth + 1, node.start_mark) for item in reversed(node.value))
-        elif node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_INTEGER_DIGITS:
-            refuse(f"a whole number of {len(node.value)} characters (at most {MAX_INTEGER_DIGITS})", node.start_mark)
-
-
 def _load_yaml(name: str) -> dict:
+    from botec.yamlfile import load_yaml_text
+
     return load_yaml_text(resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8"))
 
 

@@ -203,14 +203,14 @@ def read(path: str | Path) -> EfficiencyCurve:
     """Load and validate a curve file, or raise a one-line :class:`ContractError` naming the field."""
     import yaml
 
-    from botec.catalog import load_contract_yaml
+    from botec.yamlfile import load_user_yaml
 
     origin = str(path)
     text = read_text_file(path, "efficiency-curve file", max_bytes=MAX_CURVE_BYTES)
     if not text.strip():
         raise ContractError("not an efficiency curve: the file is empty", origin=origin)
     try:
-        data = load_contract_yaml(text)   # bomb-proof: no aliases, bounded depth and integer length
+        data = load_user_yaml(text)   # bomb-proof: no aliases, bounded depth and integer length
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -109,7 +109,7 @@ def families() -> dict[str, FamilyEfficiency]:
     """Every family's figures, parsed and checked (low ≤ value ≤ high, a basis and a source each)."""
     from importlib import resources
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     data = load_yaml_text(resources.files("botec.catalog").joinpath("efficiency.yaml").read_text(encoding="utf-8"))
     out = {}
@@ -139,7 +139,7 @@ def efficiency_sets() -> dict[str, EfficiencySet]:
     """The named calibration sets of ``calibrations/*.yaml`` (opt-in: ``assumptions.efficiency_set``)."""
     from importlib import resources
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     out = {}
     for path in sorted(resources.files("botec.catalog").joinpath("calibrations").iterdir(), key=lambda p: p.name):
@@ -159,7 +159,7 @@ def operator_measurements() -> dict[str, OperatorMeasurement]:
     """The operator tables the measured figures of ``efficiency.yaml`` are derived from, by file name."""
     from importlib import resources
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     out = {}
     for path in sorted(resources.files("botec.catalog").joinpath("measurements").iterdir(), key=lambda p: p.name):

@@ -156,7 +156,7 @@ def engine_presets() -> dict[str, EnginePreset]:
     """Every serving-engine preset of ``engines.yaml``, parsed and checked, keyed as a contract names it."""
     from importlib import resources
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     text = resources.files("botec.catalog").joinpath(_FILE).read_text(encoding="utf-8")
     return parse_engines(load_yaml_text(text, unique_keys=True))

@@ -216,15 +216,6 @@ def _hugging_face_model(data: dict, notes: list[str]) -> tuple[dict, list[str]]:
         f"workload.model: the Hugging Face id {name!r} read as the catalog model {key!r}"]
 
 
-def _unique_pairs(pairs: list, origin: str) -> dict:
-    """A JSON object, refused when it states a key twice (JSON would keep the last silently)."""
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise ContractError(f"malformed JSON: {key!r} is stated twice in one object", origin=origin)
-    return dict(pairs)
-
-
 def read_contract_data(path: str | Path) -> dict:
     """The raw mapping of a YAML or JSON contract file, or a :class:`ContractError` saying what is wrong."""
     import yaml
@@ -234,20 +225,20 @@ def read_contract_data(path: str | Path) -> dict:
     text = read_text_file(path, max_bytes=MAX_CONTRACT_BYTES)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(text, object_pairs_hook=lambda pairs: _unique_pairs(pairs, origin))
-        else:
-            from botec.catalog import load_contract_yaml
+            from botec.jsonfile import load_json_text
 
-            data = load_contract_yaml(text)
+            data = load_json_text(text, origin, unique_keys=True)
+        else:
+            from botec.yamlfile import load_user_yaml
+
+            data = load_user_yaml(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None
     except ContractError:
         raise
-    except ValueError as error:  # JSON: an int() of more than 4,300 digits; YAML: a date such as 2026-13-45
-        problem = "a number of more than 4,300 digits" if path.suffix.lower() == ".json" else str(error)
-        raise ContractError(f"malformed {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {problem}",
-                            origin=origin) from None
+    except ValueError as error:  # YAML: a date such as 2026-13-45 that the constructor cannot build
+        raise ContractError(f"malformed YAML: {str(error)[:200]}", origin=origin) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

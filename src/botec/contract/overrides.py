@@ -54,7 +54,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
     import yaml
 
-    from botec.catalog import load_contract_yaml
+    from botec.yamlfile import load_user_yaml
     from botec.units import excerpt
 
     data = copy.deepcopy(data)
@@ -66,7 +66,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if any("\ud800" <= character <= "\udfff" for character in text):  # not text a file or a form can hold
             raise ContractError(f"the value is not valid text (a lone surrogate): {text!a}", field=path)
         try:
-            value = load_contract_yaml(text)
+            value = load_user_yaml(text)
         except yaml.YAMLError:
             value = text
         set_field(data, path, value)

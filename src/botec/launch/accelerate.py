@@ -74,14 +74,9 @@ _ZERO_OF_SHARDING = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "HY
 
 
 def read(text: str, origin: str) -> dict:
-    import yaml
+    from botec.yamlfile import parse_user_yaml
 
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ContractError(f"malformed YAML{where}", origin=origin) from None
+    config = parse_user_yaml(text, origin)
     if not isinstance(config, dict):
         raise ContractError("an accelerate config is a YAML mapping", origin=origin)
     kind = str(config.get("distributed_type", "NO"))

@@ -64,8 +64,10 @@ def export(result) -> str:
 
 
 def read(text: str, origin: str) -> dict:
+    from botec.jsonfile import load_json_text
+
     try:
-        config = json.loads(text)
+        config = load_json_text(text, origin, unique_keys=True)
     except json.JSONDecodeError as error:
         raise ContractError(f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                             origin=origin) from None

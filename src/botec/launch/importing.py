@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -34,9 +33,11 @@ REQUIRED = {
 
 
 def _is_hf_config(text: str) -> bool:
+    from botec.jsonfile import load_json_text
+
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = load_json_text(text)
+    except (ValueError, ContractError):   # not JSON, or nested too deep: not a config.json
         return False
     return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
 

@@ -97,12 +97,9 @@ def _command_of(spec: dict) -> str:
 def read(text: str, origin: str) -> dict:
     """The contract fields of production-stack Helm values (the vllm serve options of each modelSpec entry: the
     one named ``*-prefill`` is a disaggregated prefill instance)."""
-    import yaml
+    from botec.yamlfile import parse_user_yaml
 
-    try:
-        values = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ContractError(f"not YAML ({error.__class__.__name__})", origin=origin) from None
+    values = parse_user_yaml(text, origin)
     specs = ((values or {}).get("servingEngineSpec") or {}).get("modelSpec") if isinstance(values, dict) else None
     if not isinstance(specs, list) or not specs or not all(isinstance(spec, dict) for spec in specs):
         raise ContractError("expected a list of model entries", field="servingEngineSpec.modelSpec", origin=origin)

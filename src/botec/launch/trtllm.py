@@ -102,15 +102,11 @@ def export(result) -> str:
 
 def _options_file(text: str, origin: str) -> dict:
     """The LLM-API options of the script's here-document (``cat > FILE <<'EOF' ... EOF``), or of a bare YAML."""
-    import yaml
+    from botec.yamlfile import parse_user_yaml
 
     found = re.search(r"<<-?\s*'?(\w+)'?\s*\n(.*?)\n\1\s*$", text, re.S | re.M)
     body = found.group(2) if found else ("" if "trtllm-serve" in text else text)
-    try:
-        options = yaml.safe_load(body) if body.strip() else {}
-    except yaml.YAMLError as error:
-        raise ContractError(f"the LLM-API options are not YAML ({error.__class__.__name__})",
-                            field="--extra_llm_api_options", origin=origin) from None
+    options = parse_user_yaml(body, origin, field="--extra_llm_api_options") if body.strip() else {}
     if not isinstance(options, dict):
         raise ContractError("the LLM-API options must be a mapping of option: value", field="--extra_llm_api_options",
                             origin=origin)

@@ -19,6 +19,7 @@ import json
 import math
 
 from botec.errors import ContractError
+from botec.jsonfile import load_json_text
 from botec.launch import LaunchFormat
 from botec.launch.plan import fields_of
 from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
@@ -142,8 +143,8 @@ def _layout(options: dict, origin: str) -> dict:
     fields["expert_parallel"] = fields["tensor_parallel"] if expert_parallel else 1
     if "--eplb-config" in options:
         try:
-            redundant = json.loads(options["--eplb-config"]).get("num_redundant_experts", 0)
-        except (json.JSONDecodeError, AttributeError):
+            redundant = load_json_text(options["--eplb-config"], origin).get("num_redundant_experts", 0)
+        except (json.JSONDecodeError, AttributeError, ContractError):
             raise ContractError("expected a JSON object", field="--eplb-config", origin=origin) from None
         fields["redundant_experts"] = integer_option({"--eplb-config": str(redundant)}, "--eplb-config", origin, 0)
     pipeline = integer_option(options, "--pipeline-parallel-size", origin)
@@ -177,9 +178,11 @@ def _formats(options: dict, origin: str) -> dict:
         fields["strategy.weight_precision"] = weights
     if "--speculative-config" in options:
         try:
-            config = json.loads(options["--speculative-config"])
+            config = load_json_text(options["--speculative-config"], origin)
         except json.JSONDecodeError as error:
             raise ContractError(f"expected JSON ({error.msg})", field="--speculative-config", origin=origin) from None
+        except ContractError as error:
+            raise ContractError(error.detail, field="--speculative-config", origin=origin) from None
         methods = {value: key for key, value in SPECULATIVE_METHODS.items()}
         method = config.get("method") if isinstance(config, dict) else None
         if method not in methods and not str(method).endswith("_mtp"):

@@ -319,16 +319,17 @@ def _csv_pieces(chunks, origin: str):
 
 def _json_pieces(chunks, origin: str):
     """Checked pieces (see :func:`_checked`) of a JSON-lines trace, a chunk at a time."""
-    loads = json.loads
+    from botec.jsonfile import load_json_rows
+
     for number, _, lines in chunks:
-        try:                                  # the chunk at once, as one JSON array (then line by line if need be)
-            rows = loads("[" + ",".join(lines) + "]") if all(lines) else None
-            if rows is not None and len(rows) == len(lines) and set(map(type, rows)) == {dict}:
+        rows = load_json_rows(lines)           # the chunk at once, as one JSON array (then line by line if need be)
+        if rows is not None and set(map(type, rows)) == {dict}:
+            try:
                 yield _checked([row["arrival_s"] for row in rows], [row["prompt_tokens"] for row in rows],
                                [row["output_tokens"] for row in rows], range(number, number + len(rows)), origin)
                 continue
-        except (ValueError, KeyError, RecursionError):   # ValueError: JSONDecodeError, or too long an integer
-            pass
+            except KeyError:
+                pass
         arrivals, prompts, outputs, numbers = [], [], [], []
         for line, text in enumerate(lines, start=number):
             try:
@@ -354,19 +355,17 @@ def _json_pieces(chunks, origin: str):
 
 
 def _json_line(text: str, line: int, origin: str):
-    """One JSON line, parsed; a one-line error for the two ways ``json.loads`` fails other than a
-    ``JSONDecodeError`` (left to the caller): nesting past Python's recursion limit, an integer of more than
-    4,300 digits."""
+    """One JSON line, parsed (:func:`botec.jsonfile.load_json_text`: too deep a nesting is one line naming it, an
+    integer of more than 4,300 digits reads as infinity, which the row check refuses); a ``JSONDecodeError`` is
+    left to the caller."""
+    from botec.jsonfile import MAX_JSON_DEPTH, load_json_text
+
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise ContractError("a JSON value nested too deeply: expected a JSON object of numbers with arrival_s, "
-                            "prompt_tokens, output_tokens", field=f"line {line}", origin=origin) from None
-    except ValueError as error:
-        if isinstance(error, json.JSONDecodeError):
-            raise
-        raise ContractError("an integer of more than 4,300 digits: expected a JSON object of numbers with "
-                            "arrival_s, prompt_tokens, output_tokens", field=f"line {line}", origin=origin) from None
+        return load_json_text(text, origin, line_offset=line - 1)
+    except ContractError:   # nested too deep
+        raise ContractError(f"a JSON value nested more than {MAX_JSON_DEPTH} levels deep: expected a JSON object of "
+                            "numbers with arrival_s, prompt_tokens, output_tokens", field=f"line {line}",
+                            origin=origin) from None
 
 
 def _chain(first, rest):

@@ -185,7 +185,7 @@ def _set(data: dict, dotted: str, value: Any) -> None:
 
 
 def _load(text: str, name: str) -> Case:
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     data = load_yaml_text(text)
     for key in ("source", "assumes"):

@@ -29,7 +29,7 @@ CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"   # a sourc
 def examples() -> dict[str, str]:
     """Every example contract the web app can run, by name: those in the package, and in a source checkout
     every ``examples/*.yaml`` whose model is not a config file (the web app reads no files)."""
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_yaml_text
 
     found = {Path(item.name).stem: item.read_text(encoding="utf-8")
              for item in resources.files("botec.contracts").iterdir() if item.name.endswith(".yaml")}

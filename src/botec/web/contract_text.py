@@ -17,10 +17,10 @@ from botec.errors import ContractError
 
 def parse_text(text: str) -> dict:
     """The raw mapping of a contract's text (YAML or JSON), or a ContractError naming the line."""
-    from botec.catalog import load_contract_yaml
+    from botec.yamlfile import load_user_yaml
 
     try:
-        data = load_contract_yaml(text)   # the loader contract files go through (no aliases, depth bounded)
+        data = load_user_yaml(text)   # the loader contract files go through (no aliases, depth bounded)
     except Exception as error:  # yaml.YAMLError and its C-loader cousins
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -89,12 +89,12 @@ def schema_fields(kind: str) -> tuple[dict, ...]:
 
 def _scalar(value: Any) -> tuple[str, Any]:
     """A form's value as YAML text, and the value a contract reads from it (as ``--set`` does)."""
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import load_user_yaml
 
     if not isinstance(value, str):
         return json.dumps(value), value
     try:
-        parsed = load_yaml_text(value)
+        parsed = load_user_yaml(value)
     except Exception:  # yaml.YAMLError and its C-loader cousins
         parsed = value
     if isinstance(parsed, (dict, list)) or "\n" in value:
@@ -107,11 +107,10 @@ def _set_in_text(text: str, path: str, value: Any) -> Optional[str]:
     where the path is not a scalar of the text or the edit would not read back as ``value``."""
     import yaml
 
-    from botec.catalog import load_yaml_text
+    from botec.yamlfile import compose_user_yaml, load_user_yaml
 
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    node = compose_user_yaml(text)
+    if node is None:
         return None
     for key in path.split("."):
         if not isinstance(node, yaml.MappingNode):
@@ -121,14 +120,14 @@ def _set_in_text(text: str, path: str, value: Any) -> Optional[str]:
             return None
     if not isinstance(node, yaml.ScalarNode):
         return None
-    before = load_yaml_text(text)
+    before = load_user_yaml(text)
     plain, parsed = _scalar(value)
     expected = _assign(before, path, parsed)
     quoted = json.dumps(parsed) if isinstance(parsed, str) else plain
     for written in (quoted, plain) if node.style in ('"', "'") else (plain, quoted):
         edited = text[:node.start_mark.index] + written + text[node.end_mark.index:]
         try:
-            if load_yaml_text(edited) == expected:
+            if load_user_yaml(edited) == expected:
                 return edited
         except Exception:  # yaml.YAMLError and its C-loader cousins
             continue
@@ -140,12 +139,11 @@ def _add_to_text(text: str, path: str, value: Any) -> Optional[str]:
     (comments and layout kept), or None where that cannot be done exactly."""
     import yaml
 
-    from botec.catalog import load_yaml_text
     from botec.contract import apply_overrides
+    from botec.yamlfile import compose_user_yaml, load_user_yaml
 
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    node = compose_user_yaml(text)
+    if node is None:
         return None
     keys = path.split(".")
     depth = 0
@@ -170,9 +168,9 @@ def _add_to_text(text: str, path: str, value: Any) -> Optional[str]:
     block = "\n".join(lines) + "\n"
     edited = text[:at] + ("" if at == 0 or text[at - 1] == "\n" else "\n") + block + text[at:]
     try:
-        expected = apply_overrides(load_yaml_text(text), [f"{path}={plain}"])
+        expected = apply_overrides(load_user_yaml(text), [f"{path}={plain}"])
         # unique keys: a section written again at the end would read back as the last one stated
-        return edited if load_yaml_text(edited, unique_keys=True) == expected else None
+        return edited if load_user_yaml(edited) == expected else None
     except Exception:  # yaml.YAMLError and its C-loader cousins, a path through a scalar, a key stated twice
         return None
 

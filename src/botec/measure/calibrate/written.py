@@ -56,7 +56,9 @@ def calibrated_data(contract_path: str | Path | None, calibration: Calibration,
     from botec.estimation import reference_contract_path
 
     if contract_path is None:
-        data = yaml.safe_load(reference_contract_path().read_text(encoding="utf-8"))
+        from botec.yamlfile import load_yaml_text
+
+        data = load_yaml_text(reference_contract_path().read_text(encoding="utf-8"))
     else:
         data = read_contract_data(contract_path)
     if overrides:
