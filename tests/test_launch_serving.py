@@ -94,7 +94,7 @@ def test_the_pinned_lists_refuse_options_those_versions_lack():
 
 def test_vllm_writes_the_h100_plan(estimates):
     text = vllm.export(estimates["serve-llama3.1-8b-h100"])
-    assert "# vLLM 0.33.0: written by botec" in text
+    assert "# vLLM 0.33.0 launch config written by botec" in text
     assert "vllm serve meta-llama/Llama-3.1-8B \\\n  --tensor-parallel-size 1 \\\n" in text
     # the engine's max_num_seqs 1024 and max_num_batched_tokens 8192, vLLM's gpu_memory_utilization 0.92;
     # 1,024 prompt + 256 output tokens at fixed lengths: --max-model-len 1280
@@ -197,12 +197,12 @@ def test_reads_the_deprecated_sglang_dp_attention_form_and_aliases():
 
 
 @pytest.mark.parametrize(("fmt", "text", "message"), [
-    (vllm, "vllm serve m --tensor-parallel-size four\n", "--tensor-parallel-size: expected a whole number >= 1, got 'four'"),
+    (vllm, "vllm serve m --tensor-parallel-size four\n", "--tensor-parallel-size: expected a whole number, got 'four'"),
     (vllm, "vllm serve m --gpu-memory-utilization 1.5\n", "--gpu-memory-utilization: expected a share in (0, 1], got '1.5'"),
     (vllm, "vllm serve m --speculative-config '{bad'\n", "--speculative-config: expected JSON"),
     (vllm, "python train.py --lr 3e-4\n", "no `vllm serve` command found"),
     (sglang, "python -m sglang.launch_server --tp-size 6 --attn-dp-size 4\n", "--attn-dp-size: 4 attention groups do not divide"),
-    (trtllm, "trtllm-serve m --max_batch_size 0\n", "--max_batch_size: expected a whole number >= 1, got '0'"),
+    (trtllm, "trtllm-serve m --max_batch_size 0\n", "--max_batch_size: expected a whole number >= 1, got 0"),
     (kubernetes, "servingEngineSpec: {modelSpec: 3}\n", "servingEngineSpec.modelSpec: expected a list of model entries"),
 ])
 def test_bad_launch_files_get_one_line_errors_naming_the_option(fmt, text, message):

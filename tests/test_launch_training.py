@@ -94,7 +94,7 @@ def test_torchtitan_states_the_estimates_layout_batch_and_steps(estimates):
     # steps = ⌈1e9 / (16 × 8,192)⌉ = ⌈7,629.4⌉ = 7,630; the one FSDP group spans all 8 ranks.
     text = launch_format("torchtitan").export(estimates("llama3.1-8b-finetune-h100.yaml"))
     command = read_command(text, "t", ("torchtitan.train",), set())
-    assert command.launcher == {"nproc_per_node": "8", "nnodes": "1"}
+    assert command.launcher == {"--nproc-per-node": "8", "--nnodes": "1"}
     o = command.options
     assert (o["--module"], o["--config"]) == ("llama3", "llama3_8b")
     assert (o["--training.local_batch_size"], o["--training.global_batch_size"], o["--training.seq_len"],
@@ -108,7 +108,7 @@ def test_megatron_states_the_layout_and_model_shape(estimates):
     # Mixtral 8x7B on 32 H100 (4 nodes of 8): EP 8, ZeRO-2 = Megatron FSDP optim_grads, B = 128, selective.
     text = launch_format("megatron").export(estimates("mixtral-8x7b-finetune.yaml"))
     command = read_command(text, "m", ("pretrain_gpt.py",), TOOLS["megatron"]["flags"])
-    assert command.launcher == {"nproc_per_node": "8", "nnodes": "4"}
+    assert command.launcher == {"--nproc-per-node": "8", "--nnodes": "4"}
     o = command.options
     assert o["--expert-model-parallel-size"] == "8" and o["--global-batch-size"] == "128"
     assert o["--data-parallel-sharding-strategy"] == "optim_grads" and o["--recompute-granularity"] == "selective"

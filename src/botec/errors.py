@@ -3,7 +3,8 @@ the CLI prints it and exits with code 2."""
 
 from __future__ import annotations
 
-__all__ = ["ContractError", "UserError", "read_text_file", "write_text_atomically"]
+__all__ = ["ContractError", "UserError", "check_user_path", "read_text_file", "write_text_atomically",
+           "write_texts_atomically"]
 
 
 class UserError(Exception):
@@ -21,8 +22,24 @@ class ContractError(UserError, ValueError):
         super().__init__(": ".join(parts + [message]))
 
 
+def check_user_path(path, field: str | None = None, origin: str | None = None) -> None:
+    """Refuse a path no file can have, before anything looks it up: one holding a NUL byte (the system ends a path
+    at its first NUL, so Python refuses it with ``ValueError: embedded null byte``). A path a user wrote in a file
+    (a study's ``contracts``, ``workload.model.config``, a draft model's config) is checked here, by whoever
+    resolves it, and by :func:`read_text_file` for every file botec reads; the path is shown escaped, never raw."""
+    import os
+
+    text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+    if "\x00" in text:
+        from botec.units import excerpt
+
+        raise ContractError(f"expected a file path without a NUL byte (\\x00), got {excerpt(text)}", field=field,
+                            origin=origin)
+
+
 def read_text_file(path, what: str = "file", max_bytes: int | None = None) -> str:
-    """The UTF-8 text of ``path``, or a one-line :class:`ContractError` (missing, unreadable, not text, too large).
+    """The UTF-8 text of ``path``, or a one-line :class:`ContractError` (missing, unreadable, not text, too large,
+    a path holding a NUL byte: :func:`check_user_path`).
 
     ``max_bytes``: refuse a file larger than this before reading it whole: its size is checked first, and at
     most ``max_bytes + 1`` characters are read (a device such as ``/dev/zero`` or a FIFO has no size to check).
@@ -30,6 +47,7 @@ def read_text_file(path, what: str = "file", max_bytes: int | None = None) -> st
     import os
     from pathlib import Path
 
+    check_user_path(path)
     origin = str(path)
     too_large = f"the {what} is larger than {max_bytes:,} bytes; is it the right file?" if max_bytes else ""
     try:
@@ -68,19 +86,13 @@ def write_text_atomically(path, text: str | bytes, option: str = "-o/--output", 
       ``option`` and the path, a :class:`UserError`.
     """
     import os
-    import stat
     import sys
-    from pathlib import Path
-
-    def failure(reason) -> UserError:
-        return UserError(f"{option}: {path}: cannot write ({reason})")
 
     binary = isinstance(text, bytes)
     if str(path) == "-":
         (sys.stdout.buffer if binary else sys.stdout).write(text)
         sys.stdout.flush()
         return
-    data = text if binary else text.encode("utf-8")
     descriptor = _descriptor_alias(str(path))
     if descriptor is not None:  # /dev/stdout, /dev/fd/3: the process's own stream, not a file to replace
         stream = {1: sys.stdout, 2: sys.stderr}.get(descriptor)
@@ -90,46 +102,80 @@ def write_text_atomically(path, text: str | bytes, option: str = "-o/--output", 
                 (stream.buffer if binary else stream).write(text)
                 stream.flush()
             else:
-                view = memoryview(data)
+                view = memoryview(text if binary else text.encode("utf-8"))
                 while view:
                     view = view[os.write(descriptor, view):]
         except OSError as error:
-            raise failure(error.strerror or error) from None
+            raise UserError(f"{option}: {path}: cannot write ({error.strerror or error})") from None
         return
-    try:
-        existing = os.stat(path)  # follows a symlink
-    except FileNotFoundError:
-        existing = None
-    except OSError as error:
-        raise failure(error.strerror or error) from None
-    mode = existing.st_mode if existing is not None else None
-    if mode is not None and stat.S_ISDIR(mode):
-        raise failure("it is a directory")
-    if mode is not None and not stat.S_ISREG(mode):  # a device, a FIFO, a socket: write into it
+    write_texts_atomically({path: text}, option, force)
+
+
+def write_texts_atomically(texts: dict, option: str = "-o/--output", force: bool = False) -> None:
+    """Write several files (``{path: text or bytes}``) as :func:`write_text_atomically` writes one, all or none:
+    every target is checked first (a directory, a read-only file without ``force``: refused before anything is
+    written), each regular file is written to its temporary beside it, and only when every temporary is written
+    and flushed are they renamed over their paths, one after the other; any failure before that removes every
+    temporary and leaves every path as it was. A device or FIFO among the paths is written into at the end."""
+    import contextlib
+    import os
+    import stat
+    from pathlib import Path
+
+    def failure_of(path):
+        return lambda reason: UserError(f"{option}: {path}: cannot write ({reason})")
+
+    staged, streams = [], []
+    for path, text in texts.items():
+        failure = failure_of(path)
+        try:
+            existing = os.stat(path)  # follows a symlink
+        except FileNotFoundError:
+            existing = None
+        except OSError as error:
+            raise failure(error.strerror or error) from None
+        mode = existing.st_mode if existing is not None else None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise failure("it is a directory")
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
+        if mode is not None and not stat.S_ISREG(mode):  # a device, a FIFO, a socket: write into it
+            streams.append((path, data, failure))
+            continue
+        if existing is not None and not force and (not os.access(path, os.W_OK) or not mode & 0o222):
+            raise UserError(f"{option}: {path}: the file is read-only; pass --force to replace it")
+        target = Path(os.path.realpath(path))  # a symlink (even a dangling one): the file it points to
+        staged.append((target, data, existing, failure))
+    with contextlib.ExitStack() as cleanup:
+        renames = []
+        for target, data, existing, failure in staged:
+            temporary = cleanup.enter_context(_RemovedOnSignal(failure))
+            try:
+                temporary.create(target)
+                with os.fdopen(temporary.handle, "wb") as stream:
+                    stream.write(data)
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                if existing is not None:   # (the owner first: a change of owner clears set-user-ID bits)
+                    _keep_owner(temporary.path, existing, failure, force)
+                mode = existing.st_mode if existing is not None else None
+                os.chmod(temporary.path, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
+            except OSError as error:
+                raise failure(error.strerror or error) from None
+            renames.append((temporary, target, failure))
+        for temporary, target, failure in renames:
+            try:
+                os.replace(temporary.path, target)
+            except OSError as error:
+                raise failure(error.strerror or error) from None
+            temporary.path = None
+    for folder in {target.parent for target, *_ in staged}:
+        _sync_folder(folder)
+    for path, data, failure in streams:
         try:
             with open(path, "wb") as stream:
                 stream.write(data)
         except OSError as error:
             raise failure(error.strerror or error) from None
-        return
-    if existing is not None and not force and (not os.access(path, os.W_OK) or not mode & 0o222):
-        raise UserError(f"{option}: {path}: the file is read-only; pass --force to replace it")
-    target = Path(os.path.realpath(path))  # a symlink (even a dangling one): the file it points to
-    with _RemovedOnSignal(failure) as temporary:
-        try:
-            temporary.create(target)
-            with os.fdopen(temporary.handle, "wb") as stream:
-                stream.write(data)
-                stream.flush()
-                os.fsync(stream.fileno())
-            if existing is not None:   # (the owner first: a change of owner clears set-user-ID bits)
-                _keep_owner(temporary.path, existing, failure, force)
-            os.chmod(temporary.path, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
-            os.replace(temporary.path, target)
-            temporary.path = None
-        except OSError as error:
-            raise failure(error.strerror or error) from None
-    _sync_folder(target.parent)
 
 
 def _keep_owner(temporary: str, existing, failure, force: bool) -> None:

@@ -11,12 +11,21 @@ from botec.cli.common import CONTRACT_HELP, FORCE_HELP, SET_HELP, app, emit, loa
 from botec.errors import UserError
 
 
+def _format_names() -> str:
+    from botec.launch import FORMAT_MODULES
+
+    return ", ".join(FORMAT_MODULES)
+
+
 @app.command("export")
 def export_(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
-    to: str = typer.Option(..., "--to", "-t", help="The launch format (`botec export --list` names them), or `all`: "
-                                                   "every format of the contract's kind, a file each in -o DIR.",
-                           show_default=False),
+    to: Optional[str] = typer.Option(None, "--to", "-t", show_default=False,
+                                     help=f"The launch format: {_format_names()} (`botec export --list` describes "
+                                          "each); or `all`: every format of the contract's kind, a file each in -o "
+                                          "DIR."),
+    list_: bool = typer.Option(False, "--list", help="List the launch formats (name, kind, tool and version, what "
+                                                     "the file is) and exit."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", show_default=False,
                                           help="The file (default: stdout); with --to all, the folder (made if "
                                                "absent), each file named FORMAT + its suffix."),
@@ -33,10 +42,16 @@ def export_(
 
     Only options of the pinned tool version are written; what the file cannot express is listed in its header.
     Example: `botec export examples/llama3.1-8b-finetune-h100.yaml --to torchtitan -o train.sh`;
-    `--best` exports the layout `botec search` ranks first.
+    `--best` exports the layout `botec search` ranks first; `botec export --list` describes the formats.
     """
     from botec.launch import launch_format
 
+    if list_:
+        emit(_format_list(), output, force=force)
+        return
+    if to is None:
+        raise UserError(f"--to: name the launch format ({_format_names()}, or all); `botec export --list` "
+                        "describes them")
     if best:
         set_ = list(set_) + _best_plan(contract, set_, objective)
     if to != "all":
@@ -58,8 +73,30 @@ def export_(
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"-o/--output: {output}: cannot make the folder ({error.strerror or error})") from None
-    for file_name, text in written.items():
-        emit(text, output / file_name, force=force)
+    from botec.errors import write_texts_atomically
+
+    # every file or none: each target checked, each written to a temporary, then all renamed into place
+    write_texts_atomically({output / name: text for name, text in written.items()}, force=force)
+    for name in written:
+        typer.echo(f"wrote {output / name}", err=True)
+
+
+def _format_list() -> str:
+    """The launch formats, one line each (name, kind, tool and version) and its description below it."""
+    import textwrap
+
+    from botec.launch import FORMAT_MODULES, launch_format
+    from botec.launch.importing import available_formats
+
+    formats = [launch_format(name) for name in available_formats(FORMAT_MODULES)]
+    width = max(len(f.name) for f in formats)
+    lines = [f"{'format':<{width}}  {'kind':<8}  tool and version (file suffix)"]
+    for f in formats:
+        lines.append(f"{f.name:<{width}}  {f.kind:<8}  {f.tool} {f.version} ({f.suffix})")
+        lines += textwrap.wrap(f.description, 100, initial_indent=" " * (width + 2),
+                               subsequent_indent=" " * (width + 4))
+    lines.append("botec export CONTRACT --to FORMAT writes one; botec import FILE reads it back.")
+    return "\n".join(lines) + "\n"
 
 
 def _best_plan(contract: Optional[Path], overrides: List[str], objective: str) -> list[str]:

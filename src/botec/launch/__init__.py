@@ -10,7 +10,9 @@ directions:
   sections as nested dicts; an optional ``"_notes"`` list of lines for the written contract, such as options it
   did not read); a one-line :class:`~botec.errors.ContractError` naming the option otherwise.
 
-Export then import is the identity on every field both sides carry (tests/test_launch_*.py hold it).
+Every value a format writes (shell words, comments, YAML, JSON, the header) and every command line and count it
+reads goes through :mod:`botec.launch.commandline`, so that nothing a contract states can run or add a key in the
+file. Export then import is the identity on every field both sides carry (tests/test_launch_*.py hold it).
 """
 
 from __future__ import annotations

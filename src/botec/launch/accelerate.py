@@ -19,7 +19,8 @@ from __future__ import annotations
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
 from botec.launch.options import ACCELERATE
-from botec.launch.plan import comment_block, fields_of, positive_int, training_plan
+from botec.launch.commandline import file_header, whole_number, yaml_document
+from botec.launch.plan import fields_of, training_plan
 
 __all__ = ["FORMAT"]
 
@@ -63,11 +64,9 @@ def export(result) -> str:
         unexpressed.append(f"{plan.recompute} recomputation: enable it in the model (gradient_checkpointing_enable())")
     if plan.lora:
         unexpressed.append("LoRA adapters (PEFT)")
-    import yaml
-
-    header = comment_block("accelerate", ACCELERATE["version"], ACCELERATE["source"], result.contract.name or "",
-                           unexpressed)
-    return "\n".join(header) + "\n" + yaml.safe_dump(config, sort_keys=False)
+    header = file_header("accelerate", ACCELERATE["version"], "accelerate", result.contract.name,
+                         [f"options: {ACCELERATE['source']}"], unexpressed)
+    return yaml_document(header, config)
 
 
 _ZERO_OF_SHARDING = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "HYBRID_SHARD_ZERO2": 2, "NO_SHARD": 0}
@@ -80,7 +79,7 @@ def read(text: str, origin: str) -> dict:
     if not isinstance(config, dict):
         raise ContractError("an accelerate config is a YAML mapping", origin=origin)
     kind = str(config.get("distributed_type", "NO"))
-    values: dict = {"supply.count": positive_int(config["num_processes"], "num_processes", origin)
+    values: dict = {"supply.count": whole_number(config["num_processes"], "num_processes", origin)
                     if "num_processes" in config else None}
     precision = config.get("mixed_precision")
     if precision in ("bf16", "fp16", "fp8"):
@@ -88,13 +87,22 @@ def read(text: str, origin: str) -> dict:
     if kind in ("MULTI_GPU", "NO"):
         values["strategy.zero_stage"] = 0
     elif kind == "DEEPSPEED":
-        values.update(_read_deepspeed(config.get("deepspeed_config") or {}, origin))
+        values.update(_read_deepspeed(_mapping(config, "deepspeed_config", origin), origin))
     elif kind == "FSDP":
-        values.update(_read_fsdp(config.get("fsdp_config") or {}, config.get("parallelism_config") or {}, origin))
+        values.update(_read_fsdp(_mapping(config, "fsdp_config", origin),
+                                 _mapping(config, "parallelism_config", origin), origin))
     else:
         raise ContractError(f"expected FSDP, DEEPSPEED, MULTI_GPU or NO, got {kind[:40]!r}", field="distributed_type",
                             origin=origin)
     return fields_of(values)
+
+
+def _mapping(config: dict, key: str, origin: str) -> dict:
+    """The section ``key`` of the config (empty when absent); a one-line error when it is not a mapping."""
+    section = config.get(key) or {}
+    if not isinstance(section, dict):
+        raise ContractError("expected a mapping of key: value", field=key, origin=origin)
+    return section
 
 
 def _read_deepspeed(section: dict, origin: str) -> dict:
@@ -125,11 +133,11 @@ def _read_fsdp(fsdp: dict, parallel: dict, origin: str) -> dict:
         values["strategy.offload.optimizer"], values["strategy.offload.parameters"] = "cpu", True
     for key, path in (("tp_size", "strategy.tensor_parallel"), ("cp_size", "strategy.context_parallel")):
         if f"parallelism_config_{key}" in parallel:
-            values[path] = positive_int(parallel[f"parallelism_config_{key}"], f"parallelism_config_{key}", origin)
+            values[path] = whole_number(parallel[f"parallelism_config_{key}"], f"parallelism_config_{key}", origin)
     replicate = parallel.get("parallelism_config_dp_replicate_size", 1)
     if replicate not in (None, 1) and stage == 3:
         values["strategy.fsdp"], values["strategy.zero_stage"] = "hybrid_shard", None
-        values["strategy.sharding_group"] = positive_int(parallel.get("parallelism_config_dp_shard_size"),
+        values["strategy.sharding_group"] = whole_number(parallel.get("parallelism_config_dp_shard_size"),
                                                          "parallelism_config_dp_shard_size", origin)
     return values
 

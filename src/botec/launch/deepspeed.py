@@ -19,8 +19,9 @@ import json
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.commandline import json_document, whole_number
 from botec.launch.options import DEEPSPEED
-from botec.launch.plan import fields_of, positive_int, training_plan
+from botec.launch.plan import fields_of, training_plan
 
 __all__ = ["FORMAT"]
 
@@ -45,8 +46,9 @@ def export(result) -> str:
     if plan.lora:
         unexpressed.append("LoRA adapters (PEFT)")
     config: dict = {
-        "_comment": {"written_by": "botec", "contract": result.contract.name or "", "tool": "DeepSpeed",
-                     "version": DEEPSPEED["version"], "options": DEEPSPEED["source"], "not_expressed": unexpressed},
+        "_comment": {"written_by": "botec", "format": "deepspeed", "contract": result.contract.name or "",
+                     "tool": "DeepSpeed", "version": DEEPSPEED["version"], "options": DEEPSPEED["source"],
+                     "not_expressed": unexpressed},
         "train_batch_size": plan.global_batch_size,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.gradient_accumulation_steps,
@@ -60,7 +62,7 @@ def export(result) -> str:
     if plan.offload_parameters:
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     config["zero_optimization"] = zero
-    return json.dumps(config, indent=2) + "\n"
+    return json_document(config)
 
 
 def read(text: str, origin: str) -> dict:
@@ -78,7 +80,7 @@ def read(text: str, origin: str) -> dict:
         value = section.get(key)
         if value is None or value == "auto":
             return None
-        return positive_int(value, name or key, origin) if key != "stage" else _stage(value, origin)
+        return whole_number(value, name or key, origin) if key != "stage" else _stage(value, origin)
 
     batch, micro = number("train_batch_size"), number("train_micro_batch_size_per_gpu")
     accumulation = number("gradient_accumulation_steps")

@@ -1,7 +1,9 @@
 """``botec import``: a launch file (or a Hugging Face ``config.json``) into a contract's YAML.
 
-1. The format: ``--from``, else the file's content (each format's ``markers``; a Hugging Face config is a JSON
-   object with ``model_type`` or ``architectures``), else its suffix when one format alone has it.
+1. The format: ``--from``, else botec's own header (every file ``botec export`` writes names its format:
+   :func:`botec.launch.commandline.written_format`, DeepSpeed's ``_comment.format``), else the file's content
+   (each format's ``markers``; a Hugging Face config is a JSON object with ``model_type`` or ``architectures``),
+   else its suffix when one format alone has it.
 2. The fields: the format's ``read`` (a partial contract); a ``config.json`` gives ``workload.model.config``, its
    path relative to the written contract.
 3. The contract: the fields set on ``--base``'s mapping (a field the file carries wins; ``workload.model`` is
@@ -32,14 +34,32 @@ REQUIRED = {
 """The fields a contract of each kind cannot do without (the rest have defaults)."""
 
 
-def _is_hf_config(text: str) -> bool:
+def _json_object(text: str) -> Optional[dict]:
+    """The JSON object ``text`` holds, or None (not JSON, nested too deep, not an object)."""
     from botec.jsonfile import load_json_text
 
     try:
         data = load_json_text(text)
-    except (ValueError, ContractError):   # not JSON, or nested too deep: not a config.json
-        return False
-    return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
+    except (ValueError, ContractError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _is_hf_config(text: str) -> bool:
+    data = _json_object(text)
+    return data is not None and ("model_type" in data or "architectures" in data)
+
+
+def _botec_format(path: Path, text: str) -> Optional[str]:
+    """The format a file botec exported names: its header line, or a JSON file's ``_comment.format``."""
+    from botec.launch.commandline import written_format
+
+    named = written_format(text)
+    if named is None and path.suffix.lower() == ".json":
+        comment = (_json_object(text) or {}).get("_comment")
+        if isinstance(comment, dict) and comment.get("written_by") == "botec":
+            named = comment.get("format")
+    return named if isinstance(named, str) else None
 
 
 def detect_format(path: Path, text: str, chosen: Optional[str]) -> str:
@@ -50,9 +70,12 @@ def detect_format(path: Path, text: str, chosen: Optional[str]) -> str:
         if chosen != HF_CONFIG:
             launch_format(chosen)   # an unknown name: the registry's one-line error
         return chosen
+    formats = {name: launch_format(name) for name in available_formats(FORMAT_MODULES)}
+    own = _botec_format(path, text)
+    if own in formats and formats[own].read is not None:
+        return own
     if path.suffix.lower() == ".json" and _is_hf_config(text):
         return HF_CONFIG
-    formats = {name: launch_format(name) for name in available_formats(FORMAT_MODULES)}
     marked = [name for name, f in formats.items() if f.read and any(m in text for m in f.markers)]
     if len(marked) == 1:
         return marked[0]
@@ -75,9 +98,8 @@ def import_contract(path: Path, chosen: Optional[str] = None, base: Optional[Pat
                     output: Optional[Path] = None, overrides: list[str] = ()) -> str:
     """The YAML text of the contract that ``path`` (with ``base``) describes, written for the folder of ``output``
     (the current folder when it is stdout)."""
-    import yaml
-
     from botec.contract import apply_overrides, read_contract_data, set_field
+    from botec.launch.commandline import comment_line, yaml_document
 
     text = read_text_file(path, "launch file", max_bytes=MAX_LAUNCH_BYTES)
     name = detect_format(path, text, chosen)
@@ -113,16 +135,17 @@ def import_contract(path: Path, chosen: Optional[str] = None, base: Optional[Pat
         from botec.contract import parse_contract
 
         parse_contract(data, origin=f"{path} imported")
-    header = [f"# botec contract imported from {path} ({described})"]
+    header = [f"botec contract imported from {path} ({described})"]
     if base is not None:
-        header.append(f"# fields the file does not carry come from {base}")
-    header += [f"# note: {note}" for note in notes]
+        header.append(f"fields the file does not carry come from {base}")
+    header += [f"note: {note}" for note in notes]
     for field in missing:
-        header.append(f"# missing: {field} (the file does not carry it): add it, or import with --base CONTRACT")
+        header.append(f"missing: {field} (the file does not carry it): add it, or import with --base CONTRACT")
+    header = [comment_line(line) for line in header]   # a path or an option name cannot end its comment
     ordered = {key: data[key] for key in ("name", "description", "workload", "supply", "strategy", "assumptions")
                if key in data}
     ordered.update({key: value for key, value in data.items() if key not in ordered})
-    return "\n".join(header) + "\n" + yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True)
+    return yaml_document(header, ordered)
 
 
 def _kind(base_data: dict, name: str) -> str:

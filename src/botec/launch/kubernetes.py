@@ -20,9 +20,9 @@ import re
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.commandline import yaml_document
 from botec.launch.serving_plan import check_serving, header_lines, serving_plan
-from botec.launch.vllm import engine_options
-from botec.launch.vllm import read as read_vllm
+from botec.launch.vllm import engine_options, read_commands
 
 __all__ = ["FORMAT", "export", "read"]
 
@@ -57,8 +57,6 @@ def _model_spec(plan, instance, name: str, replicas: int, unexpressed: list[str]
 
 def export(result) -> str:
     """The Helm values (YAML) that deploy the estimate's plan with the vLLM production stack."""
-    import yaml
-
     check_serving(result, "the vLLM production stack")
     plan = serving_plan(result)
     unexpressed: list[str] = []
@@ -75,23 +73,23 @@ def export(result) -> str:
         unexpressed.append(f"an instance spans nodes (more than {per_node} GPUs): add modelSpec.raySpec")
     if plan.speculation is not None and plan.speculation.method in ("eagle", "draft_model"):
         unexpressed.append("the draft's checkpoint must be reachable from the pod")
-    header = header_lines(TOOL, VERSION, result, plan, unexpressed, replicas_expressed=True)
-    header.insert(1, f"install: helm install vllm vllm/vllm-stack --version {VERSION} -f THIS_FILE")
-    values = {"servingEngineSpec": {"modelSpec": specs}}
-    return "\n".join(f"# {line}" for line in header) + "\n" + yaml.safe_dump(values, sort_keys=False)
+    header = header_lines(TOOL, VERSION, "kubernetes", result, plan, unexpressed, replicas_expressed=True,
+                          about=(f"install: helm install vllm vllm/vllm-stack --version {VERSION} -f THIS_FILE",))
+    return yaml_document(header, {"servingEngineSpec": {"modelSpec": specs}})
 
 
-def _command_of(spec: dict) -> str:
-    """The ``vllm serve`` command the chart runs for one modelSpec entry."""
-    import shlex
-
+def _command_of(spec: dict, origin: str) -> list[str]:
+    """The words after ``vllm serve`` of the command the chart runs for one modelSpec entry."""
     config = spec.get("vllmConfig") or {}
-    words = ["vllm", "serve", str(spec.get("modelURL", ""))]
+    extra = config.get("extraArgs") or [] if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not isinstance(extra, list):
+        raise ContractError("expected vllmConfig: a mapping, with extraArgs a list of words",
+                            field="servingEngineSpec.modelSpec.vllmConfig", origin=origin)
+    words = [str(spec.get("modelURL", ""))]
     for option, key in CHART_KEYS.items():
         if key in config:
             words += [option, str(config[key])]
-    words += [str(word) for word in config.get("extraArgs") or []]
-    return " ".join(shlex.quote(word) for word in words)
+    return words + [str(word) for word in extra]
 
 
 def read(text: str, origin: str) -> dict:
@@ -100,16 +98,17 @@ def read(text: str, origin: str) -> dict:
     from botec.yamlfile import parse_user_yaml
 
     values = parse_user_yaml(text, origin)
-    specs = ((values or {}).get("servingEngineSpec") or {}).get("modelSpec") if isinstance(values, dict) else None
+    engine = values.get("servingEngineSpec") if isinstance(values, dict) else None
+    specs = engine.get("modelSpec") if isinstance(engine, dict) else None
     if not isinstance(specs, list) or not specs or not all(isinstance(spec, dict) for spec in specs):
         raise ContractError("expected a list of model entries", field="servingEngineSpec.modelSpec", origin=origin)
     prefill = [spec for spec in specs if str(spec.get("name", "")).endswith("-prefill")]
     decode = [spec for spec in specs if spec not in prefill] or specs
-    commands = _command_of(decode[0])
-    if prefill:
-        producer = "--kv-transfer-config '{\"kv_role\":\"kv_producer\"}'"
-        commands = f"{_command_of(prefill[0])} {producer}\n{commands}"
-    fields = read_vllm(commands, origin)
+    commands = [_command_of(decode[0], origin)]
+    if prefill:   # the prefill entry's command, as vllm.read tells it: the KV producer
+        producer = ["--kv-transfer-config", '{"kv_role":"kv_producer"}']
+        commands.insert(0, _command_of(prefill[0], origin) + producer)
+    fields = read_commands(commands, origin)
     if prefill:
         replicas = decode[0].get("replicaCount")
         prefill_replicas = prefill[0].get("replicaCount")
@@ -121,4 +120,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="kubernetes", kind="serving", tool=TOOL, version=VERSION, suffix=".yaml",
                       description="vLLM production-stack Helm values (servingEngineSpec.modelSpec)", export=export,
-                      read=read)
+                      read=read, markers=("servingEngineSpec",))

@@ -24,8 +24,10 @@ from __future__ import annotations
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
 from botec.launch.options import MEGATRON
-from botec.launch.plan import comment_block, fields_of, positive_int, training_plan
-from botec.launch.script import read_command, write_command
+from botec.launch.commandline import (file_header, product, shell_command, shell_script, unread_note,
+                                      whole_number)
+from botec.launch.plan import fields_of, training_plan
+from botec.launch.script import read_command
 
 __all__ = ["FORMAT"]
 
@@ -68,12 +70,11 @@ def export(result) -> str:
         unexpressed.append("LoRA adapters (Megatron-LM trains the full model)")
     options += _model(plan, unexpressed)
     options.append(("--save-interval", plan.checkpoint_interval_steps))
-    header = comment_block("Megatron-LM", MEGATRON["version"], MEGATRON["source"], result.contract.name or "",
-                           unexpressed)
-    header.append(f"# --save-interval {plan.checkpoint_interval_steps}: the contract's checkpoint interval over the "
-                  "estimated step time")
-    launcher = ["torchrun", "--nproc-per-node", str(plan.processes_per_node), "--nnodes", str(plan.nodes), PROGRAM]
-    return write_command(header, launcher, options)
+    about = [f"options: {MEGATRON['source']}", f"--save-interval {plan.checkpoint_interval_steps}: the contract's "
+             "checkpoint interval over the estimated step time"]
+    header = file_header("Megatron-LM", MEGATRON["version"], "megatron", result.contract.name, about, unexpressed)
+    launcher = ["torchrun", "--nproc-per-node", plan.processes_per_node, "--nnodes", plan.nodes, PROGRAM]
+    return shell_script(header, [([], shell_command(launcher, options))])
 
 
 def _recompute(plan, unexpressed: list[str]) -> list[tuple[str, object]]:
@@ -126,7 +127,7 @@ def read(text: str, origin: str) -> dict:
     unknown = sorted(name for name in o if name not in MEGATRON["options"])
 
     def number(option: str):
-        return positive_int(o[option], option, origin) if option in o else None
+        return whole_number(o[option], option, origin) if option in o else None
 
     values: dict = {"supply.count": command.world_size(origin)}
     for option, path in (("--tensor-model-parallel-size", "strategy.tensor_parallel"),
@@ -144,9 +145,11 @@ def read(text: str, origin: str) -> dict:
         values["strategy.pipeline_schedule"], values["strategy.virtual_pipeline_stages"] = "interleaved", virtual
     sequence, batch = values["workload.sequence_length"], values["strategy.global_batch_size"]
     if "--train-iters" in o and sequence and batch:
-        values["workload.tokens"] = number("--train-iters") * batch * sequence
+        values["workload.tokens"] = product([("--train-iters", number("--train-iters")), ("--global-batch-size", batch),
+                                             ("--seq-length", sequence)], origin)
     elif "--train-samples" in o and sequence:
-        values["workload.tokens"] = number("--train-samples") * sequence
+        values["workload.tokens"] = product([("--train-samples", number("--train-samples")),
+                                             ("--seq-length", sequence)], origin)
     values["strategy.zero_stage"] = _zero_stage(o, origin)
     values["strategy.precision"] = ("fp8" if "--fp8-format" in o else "fp16" if "--fp16" in o else
                                     "bf16" if "--bf16" in o else None)
@@ -156,7 +159,7 @@ def read(text: str, origin: str) -> dict:
     values.update(_read_recompute(o, number, values, origin))
     fields = fields_of(values)
     if unknown:
-        fields["_notes"] = [f"options botec does not read: {', '.join(unknown)}"]
+        fields["_notes"] = [unread_note(unknown)]
     return fields
 
 
@@ -197,7 +200,7 @@ def _read_recompute(o: dict, number, values: dict, origin: str) -> dict:
     found = {"strategy.recompute": granularity}
     layers, stages = values.get("workload.model.layers"), values.get("strategy.pipeline_parallel") or 1
     if granularity == "full" and o.get("--recompute-method") == "block" and layers:
-        fraction = number("--recompute-num-layers") * stages / layers
+        fraction = (number("--recompute-num-layers") or 1) * stages / layers
         if fraction < 1:
             found["strategy.recompute_layer_fraction"] = fraction
     return found

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from botec.errors import ContractError
 
-__all__ = ["Architecture", "TrainingPlan", "comment_block", "fields_of", "flatten", "positive_int", "training_plan"]
+__all__ = ["Architecture", "TrainingPlan", "fields_of", "flatten", "training_plan"]
 
 
 @dataclass(frozen=True)
@@ -154,26 +154,3 @@ def flatten(fields: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[path] = value
     return flat
-
-
-def positive_int(value: Any, option: str, origin: str) -> int:
-    """``value`` as a whole number of at least 1, or a one-line error naming ``option``."""
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        raise ContractError(f"expected a whole number, got {str(value)[:40]!r}", field=option, origin=origin) from None
-    if number < 1:
-        raise ContractError(f"expected a whole number of at least 1, got {number}", field=option, origin=origin)
-    return number
-
-
-def comment_block(tool: str, version: str, source: str, contract_name: str, unexpressed: list[str],
-                  prefix: str = "# ") -> list[str]:
-    """The header every exported file starts with: the tool and version, where its options come from, and what
-    the file could not express."""
-    lines = [f"{prefix}{tool} {version} launch config written by botec from the contract {contract_name!r}",
-             f"{prefix}options: {source}"]
-    if unexpressed:
-        lines.append(f"{prefix}not expressed here (set it in your job):")
-        lines += [f"{prefix}  - {item}" for item in unexpressed]
-    return lines

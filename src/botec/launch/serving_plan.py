@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Optional
 
 from botec.errors import ContractError
+from botec.launch.commandline import file_header
 
-__all__ = ["ServingPlan", "InstancePlan", "Speculation", "serving_plan", "command_text", "commands_in",
-           "options_of", "integer_option", "ratio_option", "model_for_id", "check_serving"]
+__all__ = ["ServingPlan", "InstancePlan", "Speculation", "serving_plan", "header_lines", "model_for_id",
+           "check_serving"]
 
 
 @dataclass(frozen=True)
@@ -193,94 +193,16 @@ def serving_plan(result) -> ServingPlan:
         speculation=speculation)
 
 
-def command_text(comments: list[str], program: list[str], options: list[tuple[str, Optional[str]]]) -> str:
-    """A shell command, one option per line (``\\``-continued), under its ``#`` comments."""
-    lines = [f"# {line}".rstrip() for line in comments]
-    parts = [" ".join(shlex.quote(word) for word in program)]
-    parts += [f"  {option}" + (f" {shlex.quote(value)}" if value is not None else "") for option, value in options]
-    return "\n".join(lines + [" \\\n".join(parts)]) + "\n"
-
-
-def commands_in(text: str, program: tuple[str, ...], origin: str) -> list[list[str]]:
-    """Each command of a launch script that starts with ``program`` (its words after it), in order; comments and
-    other commands are skipped; a one-line error when none is there or the shell words do not parse."""
-    joined = re.sub(r"\\\r?\n", " ", text)
-    commands = []
-    for number, line in enumerate(joined.splitlines(), 1):
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as error:
-            raise ContractError(f"line {number}: cannot split it into shell words ({error})", origin=origin) from None
-        while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):   # VAR=value before the command
-            words = words[1:]
-        for start in range(len(words) - len(program) + 1):
-            if tuple(words[start:start + len(program)]) == program:
-                commands.append(words[start + len(program):])
-                break
-    if not commands:
-        raise ContractError(f"no `{' '.join(program)}` command found", origin=origin)
-    return commands
-
-
-def options_of(words: list[str], flags: frozenset, origin: str) -> tuple[list[str], dict[str, str]]:
-    """The positional words and the options (``--name value``, ``--name=value``; a name in ``flags``, or one
-    followed by another option, takes no value and reads as "true") of one command."""
-    positional, options = [], {}
-    index = 0
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if not word.startswith("-") or word == "-":
-            positional.append(word)
-            continue
-        name, equals, value = word.partition("=")
-        if not equals:
-            if name in flags or index >= len(words) or words[index].startswith("--"):
-                value = "true"   # a flag: listed, or followed by the next option or nothing
-            else:
-                value = words[index]
-                index += 1
-        options[name] = value
-    return positional, options
-
-
-def integer_option(options: dict, name: str, origin: str, minimum: int = 1) -> Optional[int]:
-    """The option's whole-number value (None when absent); a one-line error naming it otherwise."""
-    if name not in options:
-        return None
-    text = options[name]
-    if not re.fullmatch(r"[+]?\d+", str(text).strip()) or int(text) < minimum:
-        raise ContractError(f"expected a whole number >= {minimum}, got {text!r}", field=name, origin=origin)
-    return int(text)
-
-
-def ratio_option(options: dict, name: str, origin: str) -> Optional[float]:
-    """The option's value as a share in (0, 1] (None when absent); a one-line error naming it otherwise."""
-    if name not in options:
-        return None
-    try:
-        value = float(options[name])
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (0 < value <= 1):
-        raise ContractError(f"expected a share in (0, 1], got {options[name]!r}", field=name, origin=origin)
-    return value
-
-
-def header_lines(tool: str, version: str, result, plan: ServingPlan, unexpressed: list[str],
-                 replicas_expressed: bool = False) -> list[str]:
-    """The comment that opens every serving export: the tool and version, the contract, the replicas the traffic
-    needs, and each part of the plan the format cannot express (the replicas too, unless ``replicas_expressed``)."""
-    from botec import __version__
-
+def header_lines(tool: str, version: str, format_name: str, result, plan: ServingPlan, unexpressed: list[str],
+                 replicas_expressed: bool = False, about: tuple[str, ...] = ()) -> list[str]:
+    """The comment lines that open every serving export (:func:`botec.launch.commandline.file_header`): the tool
+    and version, the contract, the replicas the traffic needs, ``about``, and each part of the plan the format
+    cannot express (the replicas too, unless ``replicas_expressed``)."""
     accelerator = result.contract.supply.accelerator
     per_replica = plan.decode.accelerators + plan.prefill_instances * (plan.prefill.accelerators if plan.prefill else 0)
-    lines = [f"{tool} {version}: written by botec {__version__} from contract "
-             f"{result.contract.name or 'unnamed'} (botec export --help)",
-             f"the plan: {plan.replicas} replica{'s' if plan.replicas != 1 else ''} of {per_replica} × "
-             f"{accelerator if isinstance(accelerator, str) else 'accelerator'} each, for the contract's traffic"]
+    plan_line = (f"the plan: {plan.replicas} replica{'s' if plan.replicas != 1 else ''} of {per_replica} × "
+                 f"{accelerator if isinstance(accelerator, str) else 'accelerator'} each, for the contract's traffic")
     if plan.replicas > 1 and not replicas_expressed:
         unexpressed = unexpressed + [f"the {plan.replicas} replicas: launch this once per replica, behind a load "
                                      "balancer"]
-    lines += [f"not expressed: {item}" for item in unexpressed]
-    return lines
+    return file_header(tool, version, format_name, result.contract.name, [plan_line, *about], unexpressed)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.commandline import (commands_of, parse_options, ratio_option, shell_command, shell_commands,
+                                      shell_script, whole_option)
 from botec.launch.plan import fields_of
-from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, options_of, ratio_option, serving_plan)
+from botec.launch.serving_plan import check_serving, header_lines, model_for_id, serving_plan
 
 __all__ = ["FORMAT", "export", "read"]
 
@@ -95,18 +96,16 @@ def export(result) -> str:
                    _instance_options(plan, plan.decode, "decode", unexpressed))]
         unexpressed.append("the router in front (python -m sglang_router.launch_router --pd-disaggregation "
                            "--prefill URL ... --decode URL)")
-    text = "\n".join(f"# {line}" for line in header_lines(TOOL, VERSION, result, plan, unexpressed)) + "\n"
-    for comments, options in blocks:
-        text += "\n" + command_text(comments, list(PROGRAM), options)
-    return text
+    header = header_lines(TOOL, VERSION, "sglang", result, plan, unexpressed)
+    return shell_script(header, [(comments, shell_command(list(PROGRAM), options)) for comments, options in blocks])
 
 
 def _layout(options: dict, origin: str) -> dict:
     """One instance's strategy fields (undotted) from its launch_server options."""
-    tensor_parallel = integer_option(options, "--tp-size", origin) or 1
-    groups = integer_option(options, "--attn-dp-size", origin) or 1
+    tensor_parallel = whole_option(options, "--tp-size", origin) or 1
+    groups = whole_option(options, "--attn-dp-size", origin) or 1
     if groups == 1 and "--enable-dp-attention" in options:       # the form 0.5.23 deprecates
-        groups = integer_option(options, "--dp-size", origin) or 1
+        groups = whole_option(options, "--dp-size", origin) or 1
     fields = {"tensor_parallel": tensor_parallel}
     if groups > 1:
         if tensor_parallel % groups:
@@ -118,11 +117,11 @@ def _layout(options: dict, origin: str) -> dict:
     for option, name, minimum in (("--pp-size", "pipeline_parallel", 1), ("--ep-size", "expert_parallel", 1),
                                   ("--ep-num-redundant-experts", "redundant_experts", 0),
                                   ("--max-running-requests", "max_batch_size", 1)):
-        value = integer_option(options, option, origin, minimum)
+        value = whole_option(options, option, origin, minimum)
         if value is not None:
             fields[name] = value
     if options.get("--chunked-prefill-size", "-1").strip() != "-1":     # -1: chunked prefill off
-        fields["max_batched_tokens"] = integer_option(options, "--chunked-prefill-size", origin)
+        fields["max_batched_tokens"] = whole_option(options, "--chunked-prefill-size", origin)
     return fields
 
 
@@ -150,7 +149,7 @@ def _formats(options: dict, origin: str) -> dict:
             raise ContractError(f"{algorithm!r} is not one botec models ({', '.join(methods)})",
                                 field="--speculative-algorithm", origin=origin)
         fields["assumptions.speculative_decoding.method"] = methods[algorithm]
-        steps = integer_option(options, "--speculative-num-steps", origin)
+        steps = whole_option(options, "--speculative-num-steps", origin)
         if steps is not None:
             fields["assumptions.speculative_decoding.draft_tokens"] = steps
         draft = model_for_id(options.get("--speculative-draft-model-path", ""))
@@ -161,10 +160,8 @@ def _formats(options: dict, origin: str) -> dict:
 
 def read(text: str, origin: str) -> dict:
     """The contract fields of a launch_server script (one command, or a prefill and a decode command)."""
-    commands = []
-    for words in commands_in(text, PROGRAM, origin):
-        _, options = options_of(words, FLAGS, origin)
-        commands.append({_ALIASES.get(name, name): value for name, value in options.items()})
+    commands = [parse_options(words, FLAGS, origin, _ALIASES)[1]
+                for _, words in commands_of(shell_commands(text, origin), PROGRAM, origin)]
     prefill = [c for c in commands if c.get("--disaggregation-mode") == "prefill"]
     decode = [c for c in commands if c.get("--disaggregation-mode") != "prefill"]
     if not decode:
@@ -186,4 +183,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="sglang", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="python -m sglang.launch_server command line (prefill + decode when disaggregated)",
-                      export=export, read=read)
+                      export=export, read=read, markers=("sglang.launch_server",))

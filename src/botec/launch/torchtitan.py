@@ -23,8 +23,10 @@ from __future__ import annotations
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
 from botec.launch.options import TORCHTITAN
-from botec.launch.plan import comment_block, fields_of, positive_int, training_plan
-from botec.launch.script import read_command, write_command
+from botec.launch.commandline import (file_header, product, shell_command, shell_script, unread_note,
+                                      whole_number)
+from botec.launch.plan import fields_of, training_plan
+from botec.launch.script import read_command
 
 __all__ = ["FORMAT", "CONFIGS"]
 
@@ -84,11 +86,11 @@ def export(result) -> str:
         unexpressed.append("LoRA adapters")
     options += [("--checkpoint.enable", None), ("--checkpoint.interval", plan.checkpoint_interval_steps),
                 (_RECOMPUTE[plan.recompute], None)]
-    header = comment_block("torchtitan", TORCHTITAN["version"], TORCHTITAN["source"], result.contract.name or "",
-                           unexpressed)
-    launcher = ["torchrun", "--nproc-per-node", str(plan.processes_per_node), "--nnodes", str(plan.nodes),
+    header = file_header("torchtitan", TORCHTITAN["version"], "torchtitan", result.contract.name,
+                         [f"options: {TORCHTITAN['source']}"], unexpressed)
+    launcher = ["torchrun", "--nproc-per-node", plan.processes_per_node, "--nnodes", plan.nodes,
                 "-m", "torchtitan.train"]
-    return write_command(header, launcher, options)
+    return shell_script(header, [([], shell_command(launcher, options))])
 
 
 def _data_parallel(plan, unexpressed: list[str]) -> tuple[int, int]:
@@ -106,7 +108,7 @@ def read(text: str, origin: str) -> dict:
     o = command.options
 
     def number(option: str, default=None):
-        return positive_int(o[option], option, origin) if option in o else default
+        return whole_number(o[option], option, origin) if option in o else default
 
     world = command.world_size(origin)
     tp, pp = number("--parallelism.tensor_parallel_degree", 1), number("--parallelism.pipeline_parallel_degree", 1)
@@ -116,7 +118,7 @@ def read(text: str, origin: str) -> dict:
     if shard_raw == "-1":   # torchtitan: the ranks left over
         shard = world // (replicate * tp * pp * cp) if world else None
     else:
-        shard = positive_int(shard_raw, "--parallelism.data_parallel_shard_degree", origin)
+        shard = whole_number(shard_raw, "--parallelism.data_parallel_shard_degree", origin)
     values = {"supply.count": world, "strategy.tensor_parallel": tp, "strategy.pipeline_parallel": pp,
               "strategy.context_parallel": cp, "strategy.sequence_parallel": tp > 1,
               "strategy.expert_parallel": number("--parallelism.expert_parallel_degree", 1),
@@ -134,10 +136,13 @@ def read(text: str, origin: str) -> dict:
     micro = number("--parallelism.pipeline_parallel_microbatch_size", 1) if pp > 1 else local
     values["strategy.micro_batch_size"] = micro
     batch = number("--training.global_batch_size") if str(o.get("--training.global_batch_size")) != "-1" else None
-    values["strategy.global_batch_size"] = batch or (local * dp if dp else None)
+    values["strategy.global_batch_size"] = batch or (product([("--training.local_batch_size", local),
+                                                              ("the data-parallel degree", dp)], origin)
+                                                     if dp else None)
     if values["strategy.global_batch_size"]:
-        values["workload.tokens"] = (number("--training.steps", 10000) * values["strategy.global_batch_size"]
-                                     * values["workload.sequence_length"])
+        values["workload.tokens"] = product([("--training.steps", number("--training.steps", 10000)),
+                                             ("--training.global_batch_size", values["strategy.global_batch_size"]),
+                                             ("--training.seq_len", values["workload.sequence_length"])], origin)
     if pp > 1 and o.get("--parallelism.pipeline_parallel_schedule") == "Interleaved1F1B":
         values["strategy.pipeline_schedule"], values["strategy.virtual_pipeline_stages"] = "interleaved", 2
     values["strategy.recompute"] = _recompute(o, origin)
@@ -149,7 +154,7 @@ def read(text: str, origin: str) -> dict:
     fields = fields_of(values)
     unknown = sorted(name for name in o if name not in TORCHTITAN["options"])
     if unknown:
-        fields["_notes"] = [f"options botec does not read: {', '.join(unknown)}"]
+        fields["_notes"] = [unread_note(unknown)]
     return fields
 
 
@@ -157,7 +162,10 @@ def _recompute(o: dict, origin: str) -> str:
     chosen = [name for name in o if name.startswith("activation-checkpoint:")]
     if not chosen:
         return "selective"   # Trainer.Config's default: SelectiveAC
-    policy = chosen[-1].partition(":")[2]
+    if len(chosen) > 1:
+        raise ContractError(f"stated twice ({chosen[0]} and {chosen[1]}); state it once", field="activation-checkpoint",
+                            origin=origin)
+    policy = chosen[0].partition(":")[2]
     if policy not in ("none", "selective", "full"):
         raise ContractError(f"expected none, selective or full, got {policy[:40]!r}", field="activation-checkpoint",
                             origin=origin)

@@ -16,13 +16,12 @@ tensorrt_llm/commands/serve.py (:data:`~botec.launch.serving_options.TRTLLM_SERV
 
 from __future__ import annotations
 
-import re
-
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
+from botec.launch.commandline import (commands_of, here_document, parse_options, ratio_option, shell_command,
+                                      shell_commands, shell_script, whole_number, whole_option, yaml_document)
 from botec.launch.plan import fields_of
-from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, options_of, ratio_option, serving_plan)
+from botec.launch.serving_plan import check_serving, header_lines, model_for_id, serving_plan
 
 __all__ = ["FORMAT", "export", "read", "llm_api_options"]
 
@@ -73,9 +72,7 @@ def llm_api_options(plan, unexpressed: list[str]) -> dict:
 
 
 def export(result) -> str:
-    """A script that writes the LLM-API options YAML and runs ``trtllm-serve`` with it."""
-    import yaml
-
+    """A script that writes the LLM-API options YAML (a here-document) and runs ``trtllm-serve`` with it."""
     check_serving(result, "trtllm-serve")
     plan = serving_plan(result)
     instance = plan.decode
@@ -95,17 +92,21 @@ def export(result) -> str:
                ("--max_seq_len", str(plan.context_tokens)),
                ("--kv_cache_free_gpu_memory_fraction", f"{plan.memory_fraction_as('of_free'):g}"),
                ("--extra_llm_api_options", OPTIONS_FILE)]
-    text = "\n".join(f"# {line}" for line in header_lines(TOOL, VERSION, result, plan, unexpressed)) + "\n\n"
-    text += f"cat > {OPTIONS_FILE} <<'EOF'\n{yaml.safe_dump(api_options, sort_keys=False)}EOF\n\n"
-    return text + command_text([], ["trtllm-serve", plan.model_id], options)
+    header = header_lines(TOOL, VERSION, "trtllm", result, plan, unexpressed)
+    return shell_script(header, [([], here_document(["cat"], OPTIONS_FILE, yaml_document([], api_options))),
+                                 ([], shell_command(["trtllm-serve", plan.model_id], options))])
 
 
-def _options_file(text: str, origin: str) -> dict:
-    """The LLM-API options of the script's here-document (``cat > FILE <<'EOF' ... EOF``), or of a bare YAML."""
+def _options_file(commands: list, path, origin: str) -> dict:
+    """The LLM-API options the script writes to ``path`` (``--extra_llm_api_options``) by a here-document
+    (``cat > FILE <<'EOF' ... EOF``), else those of its one here-document; none when it writes none."""
     from botec.yamlfile import parse_user_yaml
 
-    found = re.search(r"<<-?\s*'?(\w+)'?\s*\n(.*?)\n\1\s*$", text, re.S | re.M)
-    body = found.group(2) if found else ("" if "trtllm-serve" in text else text)
+    written = [body for command in commands for body in command.here_documents
+               if any(operator in (">", ">|") and target == path for operator, target in command.redirects)]
+    every = [body for command in commands for body in command.here_documents]
+    bodies = written or (every if len(every) == 1 else [])
+    body = bodies[-1] if bodies else ""
     options = parse_user_yaml(body, origin, field="--extra_llm_api_options") if body.strip() else {}
     if not isinstance(options, dict):
         raise ContractError("the LLM-API options must be a mapping of option: value", field="--extra_llm_api_options",
@@ -115,15 +116,15 @@ def _options_file(text: str, origin: str) -> dict:
 
 def read(text: str, origin: str) -> dict:
     """The contract fields of a trtllm-serve script (its command and its options here-document)."""
-    words = commands_in(text, ("trtllm-serve",), origin)[-1]
-    positional, raw = options_of(words, FLAGS, origin)
-    options = {_ALIASES.get(name, name): value for name, value in raw.items()}
-    api = _options_file(text, origin)
+    commands = shell_commands(text, origin)
+    positional, options = parse_options(commands_of(commands, ("trtllm-serve",), origin)[-1][1], FLAGS, origin,
+                                        _ALIASES)
+    api = _options_file(commands, options.get("--extra_llm_api_options"), origin)
     fields: dict = {"strategy.engine": "tensorrt-llm"}
     for option, name in (("--tp_size", "tensor_parallel"), ("--pp_size", "pipeline_parallel"),
                          ("--ep_size", "expert_parallel"), ("--max_batch_size", "max_batch_size"),
                          ("--max_num_tokens", "max_batched_tokens")):
-        value = integer_option(options, option, origin)
+        value = whole_option(options, option, origin)
         if value is not None:
             fields[f"strategy.{name}"] = value
     kv_cache = api.get("kv_cache_config") or {}
@@ -136,9 +137,10 @@ def read(text: str, origin: str) -> dict:
         fields["strategy.kv_cache_precision"] = "fp8"
     if api.get("enable_attention_dp"):
         fields["strategy.data_parallel_attention"] = True
-    policy = (api.get("scheduler_config") or {}).get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")
+    scheduler = api.get("scheduler_config") or {}
+    policy = scheduler.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT") if isinstance(scheduler, dict) else None
     reservations = {value: key for key, value in POLICIES.items()}
-    if policy in reservations:
+    if isinstance(policy, str) and policy in reservations:
         fields["strategy.kv_reservation"] = reservations[policy]
     spec = api.get("speculative_config")
     if isinstance(spec, dict):
@@ -150,8 +152,10 @@ def read(text: str, origin: str) -> dict:
         fields["assumptions.speculative_decoding.method"] = method
         key = "num_nextn_predict_layers" if method == "mtp" else "max_draft_len"
         if key in spec:
-            fields["assumptions.speculative_decoding.draft_tokens"] = integer_option(
-                {key: str(spec[key])}, key, origin)
+            value = spec[key]
+            fields["assumptions.speculative_decoding.draft_tokens"] = whole_number(
+                value if isinstance(value, int) and not isinstance(value, bool) else repr(value),
+                f"speculative_config.{key}", origin)
         draft = model_for_id(str(spec.get("speculative_model", "")))
         if draft and method == "draft_model":
             fields["assumptions.speculative_decoding.draft_model"] = draft
@@ -163,4 +167,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="trtllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="trtllm-serve command and its --extra_llm_api_options YAML (one script)",
-                      export=export, read=read)
+                      export=export, read=read, markers=("trtllm-serve",))

@@ -21,11 +21,12 @@ import math
 from botec.errors import ContractError
 from botec.jsonfile import load_json_text
 from botec.launch import LaunchFormat
+from botec.launch.commandline import (commands_of, json_value, parse_options, product, ratio_option, shell_command,
+                                      shell_commands, shell_script, whole_number, whole_option)
 from botec.launch.plan import fields_of
-from botec.launch.serving_plan import (check_serving, command_text, commands_in, header_lines, integer_option,
-                                       model_for_id, options_of, ratio_option, serving_plan)
+from botec.launch.serving_plan import check_serving, header_lines, model_for_id, serving_plan
 
-__all__ = ["FORMAT", "export", "read", "engine_options"]
+__all__ = ["FORMAT", "export", "read", "read_commands", "engine_options"]
 
 TOOL, VERSION = "vLLM", "0.33.0"
 
@@ -68,8 +69,8 @@ def engine_options(plan, instance, unexpressed: list[str]) -> list[tuple[str, st
             unexpressed.append(f"expert_parallel {instance.expert_parallel} (vLLM spreads experts over all "
                                f"{instance.tensor_parallel} TP × DP ranks or none)")
     if instance.redundant_experts:
-        options += [("--enable-eplb", None), ("--eplb-config", json.dumps(
-            {"num_redundant_experts": instance.redundant_experts}, separators=(",", ":")))]
+        options += [("--enable-eplb", None), ("--eplb-config", json_value(
+            {"num_redundant_experts": instance.redundant_experts}))]
     for option, total in (("--max-num-seqs", instance.max_batch_size),
                           ("--max-num-batched-tokens", instance.max_batched_tokens)):
         options.append((option, str(math.ceil(total / groups))))
@@ -93,7 +94,7 @@ def engine_options(plan, instance, unexpressed: list[str]) -> list[tuple[str, st
             config["model"] = spec.draft_model_id
         elif spec.method in ("eagle", "draft_model"):
             unexpressed.append(f"the {spec.method} draft's checkpoint (add \"model\" to --speculative-config)")
-        options.append(("--speculative-config", json.dumps(config, separators=(",", ":"))))
+        options.append(("--speculative-config", json_value(config)))
     if plan.kv_reservation == "full":
         unexpressed.append("kv_reservation full (vLLM allocates KV blocks as requests grow)")
     return options
@@ -113,28 +114,27 @@ def export(result) -> str:
         comments = []
         if plan.prefill is not None:
             kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
-            options.append(("--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": kv_role},
-                                                               separators=(",", ":"))))
+            options.append(("--kv-transfer-config", json_value({"kv_connector": "NixlConnector", "kv_role": kv_role})))
             count = plan.prefill_instances if role == "prefill" else 1
             comments = [f"{role} instance: {count} per decode instance, {instance.accelerators} accelerators each"]
         blocks.append((comments, options))
     if plan.prefill is not None:
         unexpressed.append("the proxy that routes each request to a prefill then a decode instance (vLLM "
                            "examples/online_serving/disaggregated_serving)")
-    text = "\n".join(f"# {line}" for line in header_lines(TOOL, VERSION, result, plan, unexpressed)) + "\n"
-    for comments, options in blocks:
-        text += "\n" + command_text(comments, ["vllm", "serve", plan.model_id], options)
-    return text
+    header = header_lines(TOOL, VERSION, "vllm", result, plan, unexpressed)
+    return shell_script(header, [(comments, shell_command(["vllm", "serve", plan.model_id], options))
+                                 for comments, options in blocks])
 
 
 def _layout(options: dict, origin: str) -> dict:
     """One instance's contract fields from its vllm serve options (the strategy's names, undotted)."""
-    tensor_parallel = integer_option(options, "--tensor-parallel-size", origin) or 1
-    groups = integer_option(options, "--data-parallel-size", origin) or 1
+    tensor_parallel = whole_option(options, "--tensor-parallel-size", origin) or 1
+    groups = whole_option(options, "--data-parallel-size", origin) or 1
     expert_parallel = "--enable-expert-parallel" in options
     fields: dict = {}
     if groups > 1 and expert_parallel:
-        fields.update(tensor_parallel=tensor_parallel * groups, data_parallel_attention=True)
+        fields.update(tensor_parallel=product([("--tensor-parallel-size", tensor_parallel),
+                                               ("--data-parallel-size", groups)], origin), data_parallel_attention=True)
         if tensor_parallel > 1:
             fields["attention_tensor_parallel"] = tensor_parallel
     else:
@@ -142,19 +142,35 @@ def _layout(options: dict, origin: str) -> dict:
         fields["tensor_parallel"] = tensor_parallel
     fields["expert_parallel"] = fields["tensor_parallel"] if expert_parallel else 1
     if "--eplb-config" in options:
-        try:
-            redundant = load_json_text(options["--eplb-config"], origin).get("num_redundant_experts", 0)
-        except (json.JSONDecodeError, AttributeError, ContractError):
-            raise ContractError("expected a JSON object", field="--eplb-config", origin=origin) from None
-        fields["redundant_experts"] = integer_option({"--eplb-config": str(redundant)}, "--eplb-config", origin, 0)
-    pipeline = integer_option(options, "--pipeline-parallel-size", origin)
+        config = _json_option(options, "--eplb-config", origin)
+        if not isinstance(config, dict):
+            raise ContractError("expected a JSON object", field="--eplb-config", origin=origin)
+        redundant = config.get("num_redundant_experts", 0)
+        fields["redundant_experts"] = whole_number(redundant if _is_int(redundant) else str(redundant),
+                                                   "--eplb-config num_redundant_experts", origin, 0)
+    pipeline = whole_option(options, "--pipeline-parallel-size", origin)
     if pipeline is not None:
         fields["pipeline_parallel"] = pipeline
     for option, name in (("--max-num-seqs", "max_batch_size"), ("--max-num-batched-tokens", "max_batched_tokens")):
-        value = integer_option(options, option, origin)
+        value = whole_option(options, option, origin)
         if value is not None:
-            fields[name] = value * groups
+            fields[name] = product([(option, value), ("--data-parallel-size", groups)], origin)
     return fields
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_option(options: dict, name: str, origin: str):
+    """An option's JSON value (through :mod:`botec.jsonfile`: no depth or digits can crash it); one line naming
+    the option otherwise."""
+    try:
+        return load_json_text(options[name], origin)
+    except json.JSONDecodeError as error:
+        raise ContractError(f"expected JSON ({error.msg})", field=name, origin=origin) from None
+    except ContractError as error:
+        raise ContractError(error.detail, field=name, origin=origin) from None
 
 
 def _formats(options: dict, origin: str) -> dict:
@@ -177,12 +193,7 @@ def _formats(options: dict, origin: str) -> dict:
     if weights:
         fields["strategy.weight_precision"] = weights
     if "--speculative-config" in options:
-        try:
-            config = load_json_text(options["--speculative-config"], origin)
-        except json.JSONDecodeError as error:
-            raise ContractError(f"expected JSON ({error.msg})", field="--speculative-config", origin=origin) from None
-        except ContractError as error:
-            raise ContractError(error.detail, field="--speculative-config", origin=origin) from None
+        config = _json_option(options, "--speculative-config", origin)
         methods = {value: key for key, value in SPECULATIVE_METHODS.items()}
         method = config.get("method") if isinstance(config, dict) else None
         if method not in methods and not str(method).endswith("_mtp"):
@@ -190,10 +201,9 @@ def _formats(options: dict, origin: str) -> dict:
                                 field="--speculative-config", origin=origin)
         fields["assumptions.speculative_decoding.method"] = methods.get(method, "mtp")
         draft_tokens = config.get("num_speculative_tokens")
-        if not isinstance(draft_tokens, int) or isinstance(draft_tokens, bool) or draft_tokens < 1:
-            raise ContractError(f"num_speculative_tokens: expected a whole number >= 1, got {draft_tokens!r}",
-                                field="--speculative-config", origin=origin)
-        fields["assumptions.speculative_decoding.draft_tokens"] = draft_tokens
+        fields["assumptions.speculative_decoding.draft_tokens"] = whole_number(
+            draft_tokens if _is_int(draft_tokens) else repr(draft_tokens),
+            "--speculative-config num_speculative_tokens", origin)
         draft = model_for_id(str(config.get("model"))) if config.get("model") else None
         if draft and method == "draft_model":
             fields["assumptions.speculative_decoding.draft_model"] = draft
@@ -203,10 +213,13 @@ def _formats(options: dict, origin: str) -> dict:
 def read(text: str, origin: str) -> dict:
     """The contract fields of a ``vllm serve`` launch script (one command, or a prefill and a decode command
     joined by --kv-transfer-config's kv_producer / kv_consumer)."""
-    commands = []
-    for words in commands_in(text, ("vllm", "serve"), origin):
-        positional, options = options_of(words, FLAGS, origin)
-        commands.append((positional, {_ALIASES.get(name, name): value for name, value in options.items()}))
+    found = commands_of(shell_commands(text, origin), ("vllm", "serve"), origin)
+    return read_commands([words for _, words in found], origin)
+
+
+def read_commands(command_words: list[list[str]], origin: str) -> dict:
+    """The contract fields of ``vllm serve`` commands, each the words after ``vllm serve``."""
+    commands = [parse_options(words, FLAGS, origin, _ALIASES) for words in command_words]
 
     def role(options: dict) -> str:
         transfer = options.get("--kv-transfer-config", "")
@@ -230,4 +243,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="vllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="vllm serve command line (one option per line; prefill + decode when disaggregated)",
-                      export=export, read=read)
+                      export=export, read=read, markers=("vllm serve",))
