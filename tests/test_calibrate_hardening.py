@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -157,7 +158,7 @@ def test_a_step_with_no_tokens_is_one_line(tmp_path, cli):
     text = TITAN.read_text(encoding="utf-8").replace("tps: 2,410", "tps: 0")
     log = tmp_path / "zero.log"
     log.write_text(text, encoding="utf-8")
-    _refused(*cli("calibrate", str(A100_CONTRACT), str(log)), f"{log}: tps: line 8 gives 0",
+    _refused(*cli("calibrate", str(A100_CONTRACT), str(log)), f"{log}: tps: line 8 gives '0'",
              "expected a positive number of tokens per second")
 
 
@@ -252,3 +253,111 @@ def test_calibrate_writes_only_what_estimate_accepts(tmp_path, cli, step_ms, flo
     assert "Infinity" not in out and "NaN" not in out
     json.loads(out)
     assert estimate_file(target).value("run_seconds") > 0
+
+
+# ------------------------------------------------------------------------------------------------ linear in a line
+
+# The patterns as they were at ee7e497 (quadratic, or cubic, in one line's length: reliability-3 D2), kept here as
+# the reference the linear ones must agree with on every line short enough for the old ones to read.
+OLD_TIMER_ENTRY = re.compile(r"(\S+) \.{2,}: \(?(\d+(?:\.\d+)?)(?:, (\d+(?:\.\d+)?))?\)?")
+OLD_MEMORY = re.compile(r"\[Rank (\d+)\]\s*(.*?)\s*memory \((MB|GB|MiB|GiB)\)\s*((?:\|[^|]*)+)$")
+OLD_ARGUMENT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.{2,} (\S.*?)\s*$")
+OLD_TOKENS_RATE = re.compile(r"\btok(?:en)?s?\b.*(?:per second|per sec|/s\b)|\btgs\b|tokens/s")
+OLD_MESH = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
+OLD_CAPACITY = re.compile(r"\b(?:CUDA|GPU|ROCM|XPU|NPU) capacity:\s*(.+?) with (\d+(?:\.\d+)?)\s*GiB memory")
+FRAGMENTS = [" ", "  ", "a", "seq_length", "x-y", "...", ".", ": ", "(", ")", ", ", "12", "3.5", "[Rank 4]",
+             "(after 10 iterations)", "memory (MB)", "memory (GiB)", "|", " | allocated: 5", "tok", "tokens", "per",
+             " second", "/s", "tgs", "Building 2-D device mesh with [", "'dp', 'tp'", "], [", "4, 2", "]",
+             "GPU capacity: ", "NVIDIA H100", " with ", "79.1", " GiB memory", "\t"]
+LINES = st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LINES)
+def test_the_linear_patterns_read_every_line_the_old_ones_read(line):
+    from botec.measure.logs import megatron, torchtitan
+
+    def groups(pattern, text, method="search", pick=None):
+        found = getattr(pattern, method)(text)
+        return None if found is None else tuple(found.group(i) for i in (pick or range(1, pattern.groups + 1)))
+
+    assert groups(megatron._TIMER_ENTRY, line) == groups(OLD_TIMER_ENTRY, line)
+    assert groups(megatron._MEMORY, line, pick=(1, 3, 4)) == groups(OLD_MEMORY, line, pick=(1, 3, 4))
+    new_argument, old_argument = megatron._ARGUMENT.match(line), OLD_ARGUMENT.match(line)
+    assert (new_argument is None) == (old_argument is None)
+    if new_argument:
+        assert (new_argument.group(1), new_argument.group(2).strip()) == old_argument.groups()
+    assert megatron._is_tokens_rate(line) == (OLD_TOKENS_RATE.search(line) is not None)
+    assert groups(torchtitan._TT_MESH_OLD, line) == groups(OLD_MESH, line)
+    assert groups(torchtitan._TT_CAPACITY, line) == groups(OLD_CAPACITY, line)
+
+
+@pytest.mark.parametrize("long_line", [
+    " bf16 ...... True" + "9" * 20_000,                    # reliability-3 D2's line: digits after an argument
+    "a" * 20_000,                                          # one long word
+    "[Rank 0]" + " " * 20_000 + "x",                       # the memory pattern's spaces (cubic at ee7e497)
+])
+def test_a_log_with_a_long_line_reads_as_the_log_without_it(long_line):
+    """The long line is no entry of any kind (benchmarks/calibrate_long_line.py times it at 1 MB)."""
+    from botec.measure.logs import parse
+
+    text = (EXAMPLES / "logs" / "megatron-gpt3-175b.log").read_text(encoding="utf-8")
+    lines = text.split("\n")
+    assert lines[3].startswith("  bf16 ....")
+    with_it = parse("\n".join(lines[:3] + [long_line] + lines[4:]), "x.log")
+    without = parse("\n".join(lines[:3] + lines[4:]), "x.log")
+    assert with_it == without
+    assert without.stated["global_batch_size"] == 1536 and without.memory_ranks == 8   # ranks 0, 128, … 896
+
+
+# ------------------------------------------------------------------------------------------------ not above 0
+
+MEGATRON_LOG = EXAMPLES / "logs" / "megatron-gpt3-175b.log"
+VLLM_RESULT = EXAMPLES / "benchmarks" / "vllm-llama3.1-8b-h100.json"
+SERVE_8B = EXAMPLES / "serve-llama3.1-8b-h100.yaml"
+
+
+def _line_of(text: str, fragment: str) -> int:
+    return text[:text.index(fragment)].count("\n") + 1
+
+
+@pytest.mark.parametrize("source, contract, old, new, field", [
+    # reliability-3 D11: −5,000 TFLOP/s/GPU was "measured −5 PFLOP/s (× −38.1)", exit 0
+    (MEGATRON_LOG, EXAMPLES / "gpt3-175b-search.yaml", "(TFLOP/s/GPU): 62.4", "(TFLOP/s/GPU): -5000",
+     "throughput per GPU (TFLOP/s/GPU)"),
+    (MEGATRON_LOG, EXAMPLES / "gpt3-175b-search.yaml", "(TFLOP/s/GPU): 62.4",
+     "(TFLOP/s/GPU): 62.4 | tokens per GPU (tokens/s/GPU): 0", "tokens per GPU (tokens/s/GPU)"),
+    (TITAN, A100_CONTRACT, "tps: 2,410", "tps: -2,410", "tps"),      # was read as no rate: the line skipped
+    (TITAN, A100_CONTRACT, "tflops: 111.06", "tflops: -111.06", "tflops"),
+    (TITAN, A100_CONTRACT, "mfu: 35.60%", "mfu: 0%", "mfu"),
+])
+def test_a_logged_rate_not_above_zero_is_refused_naming_its_key_and_line(source, contract, old, new, field,
+                                                                         tmp_path, cli):
+    text = source.read_text(encoding="utf-8")
+    log = tmp_path / "run.log"
+    log.write_text(text.replace(old, new, 1), encoding="utf-8")
+    written = new.rpartition(" ")[2].rstrip("%")
+    _refused(*cli("calibrate", str(contract), str(log), "-o", str(tmp_path / "never.yaml")),
+             f"{log}: {field}: line {_line_of(text, old)} gives '{written}': expected a positive")
+    assert not (tmp_path / "never.yaml").exists()
+
+
+@pytest.mark.parametrize("key, value", [
+    ("p99_ttft_ms", -5),            # reliability-3 D11: accepted without comment
+    ("median_tpot_ms", 0),
+    ("p99_e2el_ms", -3071.9),
+    ("mean_itl_ms", -10.01),        # optional: was read as absent
+    ("request_rate", -4.0),         # optional: was read as not stated
+])
+def test_a_benchmark_latency_or_rate_not_above_zero_is_refused_naming_the_key(key, value, tmp_path, cli):
+    data = json.loads(VLLM_RESULT.read_text(encoding="utf-8"))
+    assert key in data
+    data[key] = value
+    result = tmp_path / "run.json"
+    result.write_text(json.dumps(data), encoding="utf-8")
+    _refused(*cli("calibrate", str(SERVE_8B), str(result)), f"{result}: {key}: {value}: expected a number above 0")
+
+
+def test_the_benchmark_as_shipped_still_calibrates(cli):
+    code, out, err = cli("calibrate", str(SERVE_8B), str(VLLM_RESULT))
+    assert code == 0, err

@@ -177,3 +177,82 @@ def test_the_example_study(tmp_path, capsys):
     assert mean("throughput_requests_per_s", "h100-sxm", "30") < 30
     assert all(r["ttft_target_met"] == "True" for r in rows if r["rate_requests_per_s"] == "10")
     assert not any(math.isnan(float(r["ttft_p99_s"])) for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------ work before runs
+
+def test_the_work_is_printed_before_the_runs(tiny, capsys):
+    code, _, err = run_cli(["study", str(tiny), "--workers", "1"], capsys)
+    assert code == 0, err
+    # 2 accelerators × 2 rates × 2 seeds = 8 runs of 300 requests; 2,400 × 20 µs = 48 ms
+    assert "botec: study: 8 runs × 300 requests = 2,400 simulated requests, about 48 ms of CPU at 20 µs a request\n" \
+        in err
+
+
+def test_a_study_past_the_work_cap_is_refused_before_any_estimate(tmp_path, capsys, monkeypatch):
+    """reliability-3 D3: 80,000 runs × 100,000 requests (8·10⁹, about 44 CPU-hours at 20 µs) started; now one line
+    names the figures and --max-requests, before a single contract is estimated."""
+    import botec.study
+
+    def never(*args):
+        raise AssertionError("estimated before the work was checked")
+
+    monkeypatch.setattr(botec.study, "_estimate", never)
+    prompts = ", ".join(str(tokens) for tokens in range(100, 100 + 800))
+    path = tmp_path / "big.yaml"
+    path.write_text(f"study: big\ncontracts: [{H100}]\nvary: {{workload.traffic.prompt_tokens: [{prompts}]}}\n"
+                    "seeds: 100\nrequests: 100000\n", encoding="utf-8")
+    code, out, err = run_cli(["study", str(path), "-o", str(tmp_path / "runs.csv")], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert (f"botec: error: {path}: the study is 80,000 runs × 100,000 requests = 8,000,000,000 simulated "
+            "requests, about 44.4 h of CPU at 20 µs a request") in err
+    assert "above the cap of 100,000,000 simulated requests: pass --max-requests 8000000000" in err
+    assert not (tmp_path / "runs.csv").exists()
+
+
+def test_max_requests_moves_the_cap(tiny, capsys):
+    code, _, err = run_cli(["study", str(tiny), "--workers", "1", "--max-requests", "2399"], capsys)
+    assert code == 2 and "8 runs × 300 requests = 2,400 simulated requests" in err
+    assert "above the cap of 2,399 simulated requests: pass --max-requests 2400" in err
+    code, out, err = run_cli(["study", str(tiny), "--workers", "1", "--max-requests", "2400"], capsys)
+    assert code == 0 and len(_rows(out)) == 8, err
+
+
+@pytest.mark.parametrize("value", ["0", str(10**18)])
+def test_max_requests_is_a_whole_number_below_the_bound(tiny, value, capsys):
+    code, _, err = run_cli(["study", str(tiny), "--max-requests", value], capsys)
+    assert code == 2 and err.startswith("botec: error: --max-requests: expected a whole number"), err
+
+
+def test_the_help_gives_the_cap_and_the_rate_it_rests_on(capsys):
+    code, out, _ = run_cli(["study", "-h"], capsys)
+    text = " ".join(out.replace("│", " ").split())
+    assert code == 0
+    assert "the default, 100,000,000, is about 33 CPU-minutes at 20 µs a request (benchmarks/simulate_100k.py)" in text
+
+
+# ------------------------------------------------------------------------------------------------ Ray
+
+@pytest.mark.parametrize("address, words", [
+    # reliability-3 D17: under a 4 GiB address-space cap Ray's node times out starting: a bare Exception
+    ("local", ["--ray local: Ray could not start a cluster on this machine (The current node timed out during "
+               "startup", "try --workers N"]),
+    ("10.0.0.1:6379", ["--ray: cannot reach the Ray cluster at '10.0.0.1:6379' (The current node timed out",
+                       "check the address"]),
+])
+def test_a_ray_that_does_not_start_is_one_line_naming_ray(tiny, address, words, capsys, monkeypatch):
+    import types
+
+    def init(**options):
+        raise Exception("The current node timed out during startup. This could happen because some of the Ray "
+                        "processes failed to startup.\nmore lines")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    code, out, err = run_cli(["study", str(tiny), "--ray", address], capsys)
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 2 and "internal error" not in err, err   # the work line, then the refusal
+    refusal = err.splitlines()[1]
+    assert refusal.startswith("botec: error: --ray")
+    for word in words:
+        assert word in refusal, refusal

@@ -217,6 +217,19 @@ def _stop(processes: list) -> None:
         process.join(5)
 
 
+def _ray_start_failure(address: str, error: BaseException) -> str:
+    """The one line for a Ray that would not start or answer: the option, what failed, Ray's first line, what to
+    try. Under a 4 GiB address-space cap, ``--ray local`` fails after some 37 s with Ray's bare ``Exception: The
+    current node timed out during startup``."""
+    said = str(error).strip().splitlines()
+    reason = said[0][:200] if said else type(error).__name__
+    if address == "local":
+        return (f"--ray local: Ray could not start a cluster on this machine ({reason}); try --workers N for local "
+                "processes instead, or give Ray more memory")
+    return (f"--ray: cannot reach the Ray cluster at {address!r} ({reason}); check the address (host:port, or "
+            "'auto' on a node of the cluster), or try --workers N for local processes")
+
+
 def _run_on_ray(function, tasks, address, progress, results) -> list:
     try:
         import ray
@@ -226,9 +239,8 @@ def _run_on_ray(function, tasks, address, progress, results) -> list:
         try:
             ray.init(address=None if address == "local" else address, include_dashboard=False,
                      log_to_driver=False, ignore_reinit_error=True)
-        except (ConnectionError, ValueError, RuntimeError) as error:
-            raise UserError(f"--ray: cannot reach the Ray cluster at {address!r}: "
-                            f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        except Exception as error:   # Ray raises a bare Exception when its node times out starting (out of memory)
+            raise UserError(_ray_start_failure(address, error)) from None
     remote = ray.remote(function)
     references = {remote.remote(task): index for index, task in enumerate(tasks)}
     waiting = list(references)

@@ -27,9 +27,10 @@ Serving contracts only. A training contract has no simulation; a grid of trainin
 work (vectorized over numpy arrays, a million configurations a minute), so a study refuses one and says so.
 
 Everything in the file is checked before any run: unknown keys, empty lists, rates, seeds, the grid's size
-(at most :data:`MAX_RUNS` runs) and every contract × vary point (each is estimated once here, so a bad value
-names the vary field). A run that the simulator refuses (a fleet it cannot size, a closed loop on disaggregated
-replicas) does not stop the study: its row says why in ``status``.
+(at most :data:`MAX_RUNS` runs), its work (at most :data:`MAX_STUDY_REQUESTS` simulated requests, runs × requests
+per run, unless ``--max-requests`` raises it; :func:`check_work`) and every contract × vary point (each is
+estimated once here, so a bad value names the vary field). A run that the simulator refuses (a fleet it cannot
+size, a closed loop on disaggregated replicas) does not stop the study: its row says why in ``status``.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from botec.errors import ContractError, UserError
+from botec.simulate.limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
 
-__all__ = ["MAX_RUNS", "MEASURES", "Run", "Study", "StudyFile", "columns_of", "load_study", "rows_of", "run_cell", "runs_of"]
+__all__ = ["MAX_RUNS", "MAX_STUDY_REQUESTS", "MEASURES", "SIMULATED_CPU_SECONDS_PER_REQUEST", "Run", "Study",
+           "StudyFile", "check_work", "columns_of", "load_study", "rows_of", "run_cell", "runs_of", "work_text"]
 
 MAX_RUNS = 100_000
-"""The most runs (contracts × vary points × rates × seeds) a study may hold: at 10⁴ requests a run, about 1.4
-CPU-days (simulate costs about 14 µs a request); a larger grid is more likely a typo than a plan."""
+"""The most runs (contracts × vary points × rates × seeds) a study may hold: a larger grid is more likely a typo
+than a plan (its work is bounded apart, by :data:`MAX_STUDY_REQUESTS`)."""
 MAX_SEEDS = 100
 """The most seeds per cell (as ``simulate --seeds``)."""
 MAX_STUDY_BYTES = 1024 * 1024
@@ -226,8 +229,9 @@ class Study:
         return list(self.spec.measure or MEASURES)
 
 
-def load_study(path) -> Study:
-    """Read and check a study file (every contract × vary point estimated once), or a one-line UserError."""
+def load_study(path, max_requests: int = MAX_STUDY_REQUESTS) -> Study:
+    """Read and check a study file (every contract × vary point estimated once), or a one-line UserError; a study
+    of more than ``max_requests`` simulated requests is refused before any estimate (:func:`check_work`)."""
     from botec.yamlfile import load_user_yaml
     from botec.errors import read_text_file
 
@@ -249,7 +253,7 @@ def load_study(path) -> Study:
         spec = StudyFile.model_validate(data)
     except ValidationError as error:
         raise _one_line(error, path) from None
-    runs = runs_of(spec, path)
+    runs = runs_of(spec, path, max_requests)
     return Study(spec.study, path, spec, runs, columns_of(spec))
 
 
@@ -276,8 +280,30 @@ def _one_line(error: ValidationError, path: Path) -> ContractError:
     return ContractError(message, field=key, origin=str(path))
 
 
-def runs_of(spec: StudyFile, path: Path) -> tuple[Run, ...]:
-    """Every run of the grid, contracts outermost, then vary points, rates, seeds; each configuration checked."""
+def work_text(runs: int, requests: int) -> str:
+    """The study's work in one phrase: R runs × n requests = R·n simulated requests, about R·n·t_req of CPU
+    (t_req = :data:`SIMULATED_CPU_SECONDS_PER_REQUEST`)."""
+    from botec.units import format_quantity
+
+    total = runs * requests
+    return (f"{runs:,} runs × {requests:,} requests = {total:,} simulated requests, about "
+            f"{format_quantity(total * SIMULATED_CPU_SECONDS_PER_REQUEST, 's')} of CPU at "
+            f"{SIMULATED_CPU_SECONDS_PER_REQUEST * 1e6:g} µs a request")
+
+
+def check_work(runs: int, requests: int, max_requests: int, path: Path) -> None:
+    """A one-line UserError when ``runs`` × ``requests`` simulated requests exceed ``max_requests``, naming the
+    figures and ``--max-requests`` (before any estimate or simulation: the grid's size alone decides)."""
+    if runs * requests > max_requests:
+        raise UserError(f"{path}: the study is {work_text(runs, requests)} (benchmarks/simulate_100k.py); above "
+                        f"the cap of {max_requests:,} simulated requests: pass --max-requests {runs * requests} to "
+                        "run it anyway, or give it fewer runs or requests")
+
+
+def runs_of(spec: StudyFile, path: Path, max_requests: int = MAX_STUDY_REQUESTS) -> tuple[Run, ...]:
+    """Every run of the grid, contracts outermost, then vary points, rates, seeds; the grid's size and work
+    checked first (:func:`check_work`), then each configuration."""
+    from botec.errors import check_user_path
     from botec.simulate.limits import check_arrival_span
 
     folder = path.resolve().parent
@@ -290,6 +316,7 @@ def runs_of(spec: StudyFile, path: Path) -> tuple[Run, ...]:
         raise ContractError(f"the grid holds {count:,} runs ({len(spec.contracts)} contracts × {len(points)} vary "
                             f"points × {len(rates)} rates × {len(seeds)} seeds); expected at most {MAX_RUNS:,}",
                             field="vary" if len(points) > 1 else "seeds", origin=str(path))
+    check_work(count, spec.requests, max_requests, path)
     for index, rate in enumerate(spec.rates or []):
         try:
             check_arrival_span(spec.requests, float(rate), f"rates[{index}]")
@@ -297,6 +324,7 @@ def runs_of(spec: StudyFile, path: Path) -> tuple[Run, ...]:
             raise UserError(f"{path}: {error}") from None
     runs = []
     for index, written in enumerate(spec.contracts):
+        check_user_path(written, field=f"contracts[{index}]", origin=str(path))   # (a NUL: resolve() would raise)
         contract = (folder / written).resolve()
         if not contract.is_file():
             raise ContractError(f"no such contract file: {written} (relative to {folder})",

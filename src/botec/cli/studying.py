@@ -12,6 +12,7 @@ import typer
 from botec.cli.common import FORCE_HELP, app, emit, is_stdout, numpy_needed
 from botec.cli.quick import echo
 from botec.errors import UserError
+from botec.simulate.limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
 
 
 @app.command()
@@ -27,6 +28,12 @@ def study(
                                           "The table is the same whatever the count.", show_default=False),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run on this Ray cluster (or $RAY_ADDRESS; 'local' starts "
                                       "one here); needs pip install 'botec[ray]'.", show_default=False),
+    max_requests: int = typer.Option(MAX_STUDY_REQUESTS, "--max-requests", metavar="N",
+                                     help=f"Refuse a study of more simulated requests (runs × requests per run) "
+                                     f"than this; the default, {MAX_STUDY_REQUESTS:,}, is about "
+                                     f"{MAX_STUDY_REQUESTS * SIMULATED_CPU_SECONDS_PER_REQUEST / 60:,.0f} "
+                                     f"CPU-minutes at {SIMULATED_CPU_SECONDS_PER_REQUEST * 1e6:g} µs a request "
+                                     "(benchmarks/simulate_100k.py)."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Run a study: every contract × vary point × rate × seed simulated (one run each), one row per run.
@@ -36,12 +43,17 @@ def study(
     local processes or a Ray cluster; each carries its seed, so the table is identical whatever the worker
     count. Ctrl-C writes the runs finished so far and says how many are missing (exit 130).
 
+    Before any run the study's work is printed on stderr: its simulated requests (runs × requests per run) and
+    their CPU time at botec's measured rate; a study past --max-requests is refused before it starts.
+
     Example: `botec study examples/studies/llama-8b-accelerators.yaml -o runs.csv --html summary.html`
     """
     numpy_needed()
     from botec.fanout import Interrupted, check_workers, run_tasks
     from botec.report.study import parquet_needed, summary_needed
-    from botec.study import load_study, rows_of, run_cell
+    from botec.contract.stated import MAX_WHOLE_NUMBER
+    from botec.study import load_study, rows_of, run_cell, work_text
+    from botec.units import excerpt
 
     parquet = output is not None and output.suffix.lower() == ".parquet"
     if parquet:
@@ -58,7 +70,11 @@ def study(
             raise UserError(f"--html: {html} is also the -o/--output file; give the summary a name of its own")
     if ray is None:
         check_workers(workers)
-    plan = load_study(study_file)
+    if isinstance(max_requests, bool) or not 1 <= max_requests < MAX_WHOLE_NUMBER:
+        raise UserError(f"--max-requests: expected a whole number of simulated requests from 1 to below 10^18, "
+                        f"got {excerpt(max_requests)}")
+    plan = load_study(study_file, max_requests)
+    echo(f"botec: study: {work_text(len(plan.runs), plan.spec.requests)}", err=True)
     missing = 0
     with _progress(sys.stderr.isatty()) as progress:
         try:

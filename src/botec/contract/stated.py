@@ -11,14 +11,16 @@ errors name what was expected.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, NonNegativeInt, PositiveInt, WithJsonSchema
 
 from botec.units import DIMENSIONS, UnitError, excerpt, parse_quantity
 
 __all__ = ["Stated", "STATED_SCHEMA", "STATED_SCHEMA_NAME", "quantity", "default", "default_range", "DISTRIBUTIONS",
-           "STATED_PROVENANCES", "STATED_KEYS"]
+           "STATED_PROVENANCES", "STATED_KEYS", "MAX_WHOLE_NUMBER", "PositiveCount", "NonNegativeCount",
+           "below_whole_bound"]
 
 SMALLEST_MAGNITUDE, LARGEST_MAGNITUDE = 1e-30, 1e30
 """Every stated number other than 0 lies within these, in base units (B, FLOP, s, FLOP/s, tokens, USD, ...): the
@@ -28,6 +30,29 @@ smallest (a 10^-9 s latency) are far inside, and anything outside would overflow
 a tiny fraction is a legitimate way to say "almost none", and the formulas stay finite with it."""
 MAX_WHOLE_NUMBER = 10**18
 """A whole number (a count: accelerators, layers, batch sizes, sequence length) is below this: int64 holds it."""
+
+
+def below_whole_bound(raw: Any) -> Any:
+    """``raw`` unchanged unless it is a count of ``MAX_WHOLE_NUMBER`` or more in any form a count field takes: an
+    int, a float, or a string of digits (pydantic turns ``'9…9'``, quoted in YAML, into an int of any size, which
+    then overflowed a float in the formulas: OverflowError). A string is judged by its digits before anything
+    parses it (a 10^6-digit string costs nothing), so the bound is checked before any arithmetic."""
+    if isinstance(raw, str):
+        digits = raw.strip().lstrip("+-").replace("_", "")
+        too_large = digits.isdigit() and len(digits.lstrip("0")) > len(str(MAX_WHOLE_NUMBER)) - 1
+    elif isinstance(raw, float):
+        too_large = math.isfinite(raw) and abs(raw) >= MAX_WHOLE_NUMBER
+    else:
+        too_large = isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) >= MAX_WHOLE_NUMBER
+    if too_large:
+        raise ValueError(f"expected a whole number below 10^18, got {excerpt(raw)}")
+    return raw
+
+
+PositiveCount = Annotated[PositiveInt, BeforeValidator(below_whole_bound)]
+"""A count field of a contract (a degree, a rank, instances): a whole number from 1 to below 10^18."""
+NonNegativeCount = Annotated[NonNegativeInt, BeforeValidator(below_whole_bound)]
+"""A count field that may be 0 (shared experts, dense layers, redundant experts): 0 to below 10^18."""
 
 Distribution = Literal["triangular", "uniform", "normal", "lognormal"]
 StatedProvenance = Literal["assumed", "measured"]

@@ -3,7 +3,8 @@
 A run's cost grows with its requests and its replicas, and its clock must stay a float that tells one engine step
 from the next. So:
 
-- ``MAX_REQUESTS`` requests (at about 30 µs of CPU a request, an hour);
+- ``MAX_REQUESTS`` requests (at ``SIMULATED_CPU_SECONDS_PER_REQUEST``, 20 µs of CPU a request, 33 minutes); a
+  study's runs together at most ``MAX_STUDY_REQUESTS`` unless ``botec study --max-requests`` raises it;
 - ``MAX_REPLICAS`` replicas: a replica costs about 0.4 ms to set up and 15 kB, and the least-outstanding
   balancer looks at every replica at every arrival (10,000 replicas serving 10,000 requests: over two minutes);
   replicas beyond the requests are allowed (they serve nothing: a short run of a large fleet);
@@ -23,11 +24,21 @@ import math
 
 from botec.errors import UserError
 
-__all__ = ["MAX_REQUESTS", "MAX_REPLICAS", "MAX_SPAN_SECONDS", "MAX_SEED", "check_seed", "check_replicas",
-           "check_arrival_span", "check_think_time"]
+__all__ = ["MAX_REQUESTS", "MAX_REPLICAS", "MAX_SPAN_SECONDS", "MAX_SEED", "MAX_STUDY_REQUESTS",
+           "SIMULATED_CPU_SECONDS_PER_REQUEST", "check_seed", "check_replicas", "check_arrival_span",
+           "check_think_time"]
 
+SIMULATED_CPU_SECONDS_PER_REQUEST = 20e-6
+"""CPU seconds a simulation spends per request, t_req: 20 µs a request in flight, measured by
+``benchmarks/simulate_100k.py`` (100,000 requests, Llama 3.1-8B on one H100 at 80 % of its capacity; CHANGELOG,
+issue 20's "Benchmarks"; 12 µs on a quiet core at this load, 26–38 µs for disaggregated replicas). A work
+estimate is n × t_req: a floor for a heavier workload, not a promise."""
 MAX_REQUESTS = 100_000_000
-"""The most requests a simulation serves, drawn or from a trace (at about 30 µs of CPU a request, an hour)."""
+"""The most requests a simulation serves, drawn or from a trace (10⁸ × t_req = 2,000 CPU s, 33 CPU-minutes)."""
+MAX_STUDY_REQUESTS = MAX_REQUESTS
+"""The most simulated requests (runs × requests per run) ``botec study`` starts unless ``--max-requests`` raises
+it: as many as one simulation may serve, 33 CPU-minutes (17 minutes on two cores). 80,000 runs × 100,000 requests
+(8·10⁹, 44 CPU-hours) was accepted and started before this bound."""
 MAX_REPLICAS = 10_000
 """The most replicas a simulation runs (see the module docstring)."""
 MAX_SPAN_SECONDS = 1e9

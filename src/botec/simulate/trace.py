@@ -29,7 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from botec.errors import ContractError, UserError
+from botec.errors import ContractError, UserError, check_user_path
 from botec.simulate.limits import MAX_REQUESTS, MAX_SPAN_SECONDS
 from botec.simulate.requests import (BLOCK_REQUESTS, TRACE_FIELDS, RequestStream, csv_header, csv_row_error,
                                      number_cell, shown, skipped_csv_row, token_cell)
@@ -56,6 +56,7 @@ def trace_stream(path, block: int = BLOCK_REQUESTS, max_requests: int = MAX_TRAC
                  max_bytes: int = MAX_TRACE_BYTES) -> RequestStream:
     """Check the trace at ``path`` whole (the first pass: see the module docstring) and return its requests as a
     stream of blocks, the earliest arrival at t = 0."""
+    check_user_path(path, field="--trace")
     origin = str(path)
     try:
         mode = os.stat(path)

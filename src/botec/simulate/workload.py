@@ -100,7 +100,11 @@ def length_tokens(rng: np.random.Generator, count: int, mean_tokens: float, dist
 
 
 def read_histogram(path) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, probabilities) of a CSV histogram with the header ``tokens,weight``."""
+    """(tokens, probabilities) of a CSV histogram with the header ``tokens,weight``: p_i = w_i / Σ w_j.
+
+    Weights are relative, so they are scaled by the largest first, p_i = (w_i / w_max) / Σ (w_j / w_max): the same
+    probabilities, and a sum that stays finite for any finite weights (each term at most 1), where Σ w_j of two
+    weights of 1e308 overflowed (OverflowError in math.fsum)."""
     origin = str(path)
     rows = _csv_rows(read_text_file(path, "histogram file", max_bytes=MAX_HISTOGRAM_BYTES), ("tokens", "weight"),
                      origin)
@@ -112,10 +116,11 @@ def read_histogram(path) -> tuple[np.ndarray, np.ndarray]:
             raise ContractError(f"expected a weight of at least 0, got {row['weight']!r}", field=f"line {line}: weight",
                                 origin=origin)
         weights.append(weight)
-    total = math.fsum(weights)
-    if not rows or total <= 0:
+    largest = max(weights, default=0.0)
+    if largest <= 0:
         raise ContractError("needs at least one row with a positive weight", origin=origin)
-    return np.array(tokens, dtype=np.int64), np.array(weights) / total
+    relative = [weight / largest for weight in weights]
+    return np.array(tokens, dtype=np.int64), np.array(relative) / math.fsum(relative)
 
 
 def _histogram_tokens(rng: np.random.Generator, count: int, histogram) -> np.ndarray:

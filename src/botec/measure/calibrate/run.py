@@ -288,7 +288,8 @@ def diagnose(result: Estimate, measurement: Measurement) -> list[str]:
         ("synchronization wait", median["sync_seconds"], estimated_sync,
          "the scaling efficiency / interconnect bandwidth"),
         ("checkpoint pauses (per step)", checkpoint_per_step,
-         q["checkpoint_pause_share"].value * estimated_step if "checkpoint_pause_share" in q else 0.0,
+         q["checkpoint_pause_seconds_each"].value * estimated_step / q["checkpoint_interval_seconds"].value
+         if "checkpoint_pause_seconds_each" in q else 0.0,
          "the storage write bandwidth"),
     ]
     excess = []

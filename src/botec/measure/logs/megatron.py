@@ -34,17 +34,27 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from botec.errors import ContractError
-from botec.measure.logs.records import GIBIBYTE, MEBIBYTE, LoggedStep, Parsed, clean, fields, first_number
+from botec.measure.logs.records import (GIBIBYTE, MEBIBYTE, LoggedStep, Parsed, clean, fields, first_number,
+                                        positive)
 
 # Megatron-LM
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]\s*$")
-_MEMORY = re.compile(r"\[Rank (\d+)\]\s*(.*?)\s*memory \((MB|GB|MiB|GiB)\)\s*((?:\|[^|]*)+)$")
+# Every pattern is linear in the length of a line (a log may hold a 1 MB line; quadratic patterns made
+# 100,000 characters cost 42.5 CPU s): a repetition either starts where a word starts (``(?<!\S)``), is bounded
+# (MEMORY_LABEL_CHARACTERS), or is followed by nothing that can make it backtrack over itself.
+# ``benchmarks/calibrate_long_line.py`` measures it.
+MEMORY_LABEL_CHARACTERS = 200
+"""The most characters between ``[Rank R]`` and ``memory (MB)`` (Megatron prints `` (after N iterations) ``)."""
+_MEMORY = re.compile(r"\[Rank (\d+)\](.{0,%d}?)memory \((MB|GB|MiB|GiB)\)\s*((?:\|[^|]*)+)$"
+                     % MEMORY_LABEL_CHARACTERS)
 _TIMER_HEADER = re.compile(r"(?:\(min, max\) |max )?time across ranks \(ms\):(.*)$")
-_TIMER_ENTRY = re.compile(r"(\S+) \.{2,}: \(?(\d+(?:\.\d+)?)(?:, (\d+(?:\.\d+)?))?\)?")
+_TIMER_ENTRY = re.compile(r"(?<!\S)(\S+) \.{2,}: \(?(\d+(?:\.\d+)?)(?:, (\d+(?:\.\d+)?))?\)?")
 _TIMER_LINE = re.compile(r"\btime \(ms\)((?:\s*\|\s*[\w./-]+:\s*[\d.]+)+)")
-_ARGUMENT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.{2,} (\S.*?)\s*$")
+_ARGUMENT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.{2,} (\S.*)$")   # the value: group 2, stripped
+_TOKENS_WORD = re.compile(r"\btok(?:en)?s?\b")
+_PER_SECOND = re.compile(r"per second|per sec|/s\b")
+_TOKENS_PER_SECOND = re.compile(r"\btgs\b|tokens/s")
 _MEGATRON_ARGUMENTS = {"seq_length": "sequence_length", "micro_batch_size": "micro_batch_size",
                        "global_batch_size": "global_batch_size", "world_size": "accelerators",
                        "tensor_model_parallel_size": "tensor_parallel",
@@ -60,30 +70,37 @@ def is_iteration_line(raw: str) -> bool:
     return "iteration" in raw and _ELAPSED in raw and _ITERATION.search(raw) is not None
 
 
+def _is_tokens_rate(key: str) -> bool:
+    """Whether a lower-case iteration-line key is a tokens/s figure: a word ``tok``/``tokens`` followed by a rate
+    (``per second``, ``/s``), or ``tgs`` or ``tokens/s``. The rate is looked for after the first tokens word only
+    (a later word ends later, so the first is where a rate can follow): one pass, where ``tok.*per second`` in
+    one pattern backtracked from every ``tok`` (quadratic in a key of many)."""
+    word = _TOKENS_WORD.search(key)
+    return bool(word and _PER_SECOND.search(key, word.end())) or _TOKENS_PER_SECOND.search(key) is not None
+
+
 def _megatron_step(number: int, line_number: int, prefix: str, rest: str) -> Optional[LoggedStep]:
-    """One iteration line's fields; a time that is not positive is refused (it is divided by)."""
+    """One iteration line's fields; a time or rate that is not positive is refused, naming its key and the line."""
     pairs = fields(rest)
     if _ELAPSED not in pairs:
         return None
     values: dict = {"seconds": None, "tokens_per_s": None, "tokens_per_s_per_device": None,
                     "flops_per_s_per_device": None, "global_batch_size": None}
     elapsed = first_number(pairs[_ELAPSED])
-    if elapsed is None or elapsed <= 0:
-        raise ContractError(f"line {line_number} gives {pairs[_ELAPSED]!r}: expected a positive time in ms",
-                            field=_ELAPSED)
-    values["seconds"] = elapsed / 1000.0
+    values["seconds"] = positive(-1.0 if elapsed is None else elapsed, line_number, pairs[_ELAPSED], _ELAPSED,
+                                 "time in ms") / 1000.0
     for key, raw in pairs.items():
         lower = key.lower()
         value = first_number(raw)
         if value is None:
             continue
         if "tflop/s/gpu" in lower:
-            values["flops_per_s_per_device"] = value * 1e12
+            values["flops_per_s_per_device"] = positive(value, line_number, raw, key, "rate in TFLOP/s") * 1e12
         elif lower == "global batch size":
             values["global_batch_size"] = int(value)
-        elif re.search(r"\btok(?:en)?s?\b.*(?:per second|per sec|/s\b)|\btgs\b|tokens/s", lower):
+        elif _is_tokens_rate(lower):
             target = "tokens_per_s_per_device" if "gpu" in lower else "tokens_per_s"
-            values[target] = value
+            values[target] = positive(value, line_number, raw, key, "rate in tokens/s")
     stamp = _TIMESTAMP.search(prefix)
     return LoggedStep(number, line_number, date=stamp.group(1) if stamp else None, **values)
 
@@ -147,8 +164,9 @@ def parse_megatron(lines: list[str]) -> Parsed:
         in_timers = False
         match = _ARGUMENT.match(line)
         if match and match.group(1) in _MEGATRON_ARGUMENTS:
-            value = first_number(match.group(2))
-            if value is not None and match.group(2).strip() != "None":
+            written = match.group(2).strip()
+            value = first_number(written)
+            if value is not None and written != "None":
                 stated[_MEGATRON_ARGUMENTS[match.group(1)]] = value
     return Parsed("megatron", steps, stated, memory=memory, duplicates=duplicates)
 

@@ -10,6 +10,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+from botec.errors import ContractError
+from botec.units import excerpt
+
 FORMATS = ("megatron", "torchtitan")
 TOOL_NAMES = {"megatron": "Megatron-LM", "torchtitan": "torchtitan"}
 MEBIBYTE, GIBIBYTE = 2.0**20, 2.0**30
@@ -136,6 +139,15 @@ def first_number(text: str) -> Optional[float]:
         return None
     value = float(match.group(0).replace(",", ""))
     return value if math.isfinite(value) else None
+
+
+def positive(value: float, line_number: int, written: str, key: str, expected: str) -> float:
+    """``value`` when above 0, else a one-line ContractError naming ``key`` and the line: a logged rate, time or
+    MFU that is zero or negative is no measurement (each is divided by, or compared as a ratio: −5,000 TFLOP/s/GPU
+    read as "× −38.1"). ``key`` is the log's own name for the figure; ``written`` the text it was read from."""
+    if not value > 0:
+        raise ContractError(f"line {line_number} gives {excerpt(written)}: expected a positive {expected}", field=key)
+    return value
 
 
 def fields(rest: str) -> dict[str, str]:

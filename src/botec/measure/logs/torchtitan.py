@@ -27,19 +27,26 @@ from __future__ import annotations
 import math
 import re
 
-from botec.errors import ContractError
-from botec.measure.logs.records import GIBIBYTE, LoggedStep, Parsed, clean, first_number
+from botec.measure.logs.records import GIBIBYTE, LoggedStep, Parsed, clean, first_number, positive
 
 # torchtitan
 _STEP = re.compile(r"(?<!validate )(?<![\w-])step:\s*(\d+)\s+loss:\s*(\S+)(.*)$")
 _TT_MEMORY = re.compile(r"\bmemory:\s*(\d+(?:\.\d+)?)\s*GiB\s*\(\s*(\d+(?:\.\d+)?)\s*%\s*\)")
-_TT_TPS = re.compile(r"\b([tw]ps):\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)")
-_TT_TFLOPS = re.compile(r"\btflops:\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)")
-_TT_MFU = re.compile(r"\bmfu:\s*(\d+(?:\.\d+)?)\s*%")
+# the rates and the MFU read with a sign, so that a negative one is refused (records.positive), not passed over
+_TT_TPS = re.compile(r"\b([tw]ps):\s*(-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?))")
+_TT_TFLOPS = re.compile(r"\btflops:\s*(-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?))")
+_TT_MFU = re.compile(r"\bmfu:\s*(-?\d+(?:\.\d+)?)\s*%")
 _TT_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})[ T]\d{2}:\d{2}:\d{2}")
 _TT_MESH = re.compile(r"Building device mesh with parallelism:\s*(.*)$")
-_TT_MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
-_TT_CAPACITY = re.compile(r"\b(?:CUDA|GPU|ROCM|XPU|NPU) capacity:\s*(.+?) with (\d+(?:\.\d+)?)\s*GiB memory")
+# Linear in a line's length (a log may hold a 1 MB line): the mesh's lists and the device's name are bounded
+# (LIST_CHARACTERS), where an unbounded ``[^\]]*`` or ``.+?`` after each of many repeated prefixes scanned to the
+# end of the line from every one of them (quadratic).
+LIST_CHARACTERS = 200
+"""The most characters of a device mesh's list of names or sizes, and of a device's name."""
+_TT_MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]{0,%d})\],\s*\[([^\]]{0,%d})\]"
+                          % (LIST_CHARACTERS, LIST_CHARACTERS))
+_TT_CAPACITY = re.compile(r"\b(?:CUDA|GPU|ROCM|XPU|NPU) capacity:\s*(.{1,%d}?) with (\d+(?:\.\d+)?)\s*GiB memory"
+                          % LIST_CHARACTERS)
 _TT_CONFIG = {
     "local_batch_size": re.compile(r"local batch size (\d+)"),
     "global_batch_size": re.compile(r"global batch size (\d+)"),
@@ -80,17 +87,17 @@ def parse_torchtitan(lines: list[str]) -> Parsed:
                 duplicates += 1
                 continue
             seen.add(step_number)
-            tokens_per_s = float(rate.group(2).replace(",", ""))
-            if tokens_per_s <= 0:   # the step time is the tokens per step over it
-                raise ContractError(f"line {number} gives {rate.group(2)}: expected a positive number of tokens per "
-                                    "second per accelerator (a step that processed no tokens?)", field=rate.group(1))
+            # the step time is the tokens per step over the rate; the TFLOP/s and MFU are compared as ratios
+            tokens_per_s = positive(float(rate.group(2).replace(",", "")), number, rate.group(2), rate.group(1),
+                                    "number of tokens per second per accelerator (a step that processed no tokens?)")
             memory, tflops, mfu = _TT_MEMORY.search(rest), _TT_TFLOPS.search(rest), _TT_MFU.search(rest)
             date = _TT_DATE.search(line[:match.start()])
             steps.append(LoggedStep(
                 step_number, number,
                 tokens_per_s_per_device=tokens_per_s,
-                flops_per_s_per_device=float(tflops.group(1).replace(",", "")) * 1e12 if tflops else None,
-                mfu=float(mfu.group(1)) / 100.0 if mfu else None,
+                flops_per_s_per_device=positive(float(tflops.group(1).replace(",", "")), number, tflops.group(1),
+                                                "tflops", "rate in TFLOP/s") * 1e12 if tflops else None,
+                mfu=positive(float(mfu.group(1)), number, mfu.group(1), "mfu", "share in %") / 100.0 if mfu else None,
                 memory_reserved_bytes=float(memory.group(1)) * GIBIBYTE if memory else None,
                 date=date.group(1) if date else None))
             continue
