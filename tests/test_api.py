@@ -116,18 +116,21 @@ def test_sweep_returns_a_dataframe_through_the_explore_code():
     pytest.importorskip("pandas")
     frame = botec.sweep(LESSON, {"supply.count": [4, 8, 16], "strategy.micro_batch_size": "13..14"},
                         outputs=["run_seconds"])
-    assert list(frame.columns) == ["supply.count", "strategy.micro_batch_size", "run_seconds", "valid", "feasible"]
+    assert list(frame.columns) == ["supply.count", "strategy.micro_batch_size", "run_seconds", "valid", "fits",
+                                   "fits_device"]
     assert frame["supply.count"].tolist() == [4, 4, 8, 8, 16, 16]
     assert frame["run_seconds"].tolist() == pytest.approx([31_250, 31_250, 15_625, 15_625, 7_812.5, 7_812.5])
-    assert frame["feasible"].tolist() == [True, False] * 3  # at most 13 sequences fit on 32 GB (7 keep the headroom)
+    # 13 sequences fit the 32 GB device only by eating the headroom (7 keep it), 14 not even that (issue 28)
+    assert frame["fits"].tolist() == [False, False] * 3 and frame["fits_device"].tolist() == [True, False] * 3
 
 
 def test_sweep_without_pandas_is_a_dict_of_arrays(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     table = botec.sweep(LESSON, {"supply.count": [4, 8]}, overrides={"strategy.micro_batch_size": 14})
-    assert list(table) == ["supply.count", "run_seconds", "planned_device_bytes", "step_seconds", "valid", "feasible"]
+    assert list(table) == ["supply.count", "run_seconds", "planned_device_bytes", "step_seconds", "valid", "fits",
+                           "fits_device"]
     assert table["run_seconds"].tolist() == pytest.approx([31_250, 15_625])
-    assert table["feasible"].tolist() == [False, False]
+    assert table["fits"].tolist() == table["fits_device"].tolist() == [False, False]
 
 
 @pytest.mark.parametrize("axes, outputs, field, words", [

@@ -262,7 +262,11 @@ class _Arrays:
 
 @pytest.fixture
 def no_work(monkeypatch):
-    """Fail if a sweep is evaluated; record the arrays the axes build."""
+    """Fail if a sweep is evaluated; record the arrays the axes build. The modules that bind ``evaluate_space`` by
+    name at import are imported first, so that none keeps the stand-in after this test (monkeypatch restores
+    only ``space``'s own attribute)."""
+    import botec.explore.search  # noqa: F401
+    import botec.explore.solve  # noqa: F401
     import botec.explore.space as space
 
     def evaluate(*args, **kwargs):

@@ -45,15 +45,22 @@ def test_fewest_accelerators_within_4_hours_matches_brute_force():
 
 
 def test_largest_batch_that_fits_matches_brute_force():
+    """Issue 28: one meaning of "fits". The lesson's card: 32 GB, 16 GB of state and 2 GB of buffers, and 8 × 16
+    layers × 2,048 × 2,048 × 2 B = 1.074 GB of activations per sequence. Fits, the 25 % headroom kept:
+    (32 / 1.25 − 18) / 1.074 = 7.08 ⇒ 7, the estimate's max_micro_batch_size; fits the device, the headroom eaten:
+    (32 − 18) / 1.074 = 13.04 ⇒ 13."""
     solution = optimize(inputs_of(LESSON), "strategy.micro_batch_size", "max", ["fits"])
     results = [estimate_file(LESSON, [f"strategy.micro_batch_size={b}"]) for b in range(1, 33)]
     fitting = [b for b, result in enumerate(results, 1) if result.fits]
-    # the lesson's card: 32 GB, 18 GB of state and buffers, 1.07 GB of activations per sequence; fitting the device
-    # (32 − 18) / 1.07 ⇒ 13 sequences; keeping the 25 % headroom too (32 / 1.25 − 18) / 1.07 ⇒ 7
-    assert solution.value == max(fitting) == 13
-    kept = optimize(inputs_of(LESSON), "strategy.micro_batch_size", "max", ["fits", "memory_spare_bytes >= 0"])
-    assert kept.value == max(b for b, result in enumerate(results, 1) if result.fits_with_headroom) == 7
-    assert results[12].fits and not results[12].fits_with_headroom and not results[13].fits
+    assert solution.value == max(fitting) == results[0].value("max_micro_batch_size") == 7
+    assert solution.verdict == "fits" and solution.value_keeping_headroom is None
+    device = optimize(inputs_of(LESSON), "strategy.micro_batch_size", "max", ["fits_device"])
+    assert device.value == max(b for b, result in enumerate(results, 1) if result.fits_device) == 13
+    assert device.verdict == "fits_device" and device.value_keeping_headroom == 7
+    assert results[6].fits and not results[7].fits and results[12].fits_device and not results[13].fits_device
+    # naming both, the stronger verdict holds; naming neither, the estimate's verdict is still applied
+    assert optimize(inputs_of(LESSON), "strategy.micro_batch_size", "max", ["fits", "fits_device"]).value == 7
+    assert optimize(inputs_of(LESSON), "strategy.micro_batch_size", "max", []).value == 7
 
 
 def test_infeasible_problem_says_which_constraint_and_how_close():
@@ -77,12 +84,9 @@ def test_gpt3_layout_search_best_fits_and_keeps_tp_in_a_node():
     assert result.candidates == 6 * 7 * 8 * 5 * 1 * 4 * 4 * 3 * 2
     assert 0 < result.feasible <= result.evaluated <= result.candidates
     best = result.best[0]
-    assert best["figures"]["memory_spare_bytes"] >= 0
     assert best["layout"]["strategy.tensor_parallel"] <= 8                     # a DGX A100 node
     steps = [entry["figures"]["step_seconds"] for entry in result.best]
-    kept = [entry["figures"]["memory_spare_bytes"] >= 0 for entry in result.best]
-    assert kept == sorted(kept, reverse=True)       # the layouts that keep the headroom first
-    assert steps[:sum(kept)] == sorted(steps[:sum(kept)]) and steps[sum(kept):] == sorted(steps[sum(kept):])
+    assert steps == sorted(steps) and all(entry["figures"]["memory_spare_bytes"] >= 0 for entry in result.best)
     # every reported layout recomputes to the same figures through the single estimate
     for entry in result.best:
         single = estimate_file(GPT3, as_overrides(entry["layout"]))
@@ -182,9 +186,10 @@ def test_sweep_cli_marks_feasible_rows(cli, tmp_path):
     code, out, err = cli("sweep", "--set", "strategy.micro_batch_size=12..14", "--csv", str(csv), "-f", "json")
     assert code == 0, err
     payload = json.loads(out)
-    # 13 fits 32 GB (within the 25 % headroom: 7 keeps it), 14 does not fit at all
-    assert [row[-1] for row in payload["rows"]] == [True, True, False]
-    assert csv.read_text().splitlines()[0].endswith("feasible")
+    # 12 and 13 fit the 32 GB device only by eating the 25 % headroom (7 keeps it): they do not fit; 14 not even that
+    assert [row[-2:] for row in payload["rows"]] == [[False, True], [False, True], [False, False]]
+    assert payload["counts"]["fits"] == 0 and payload["counts"]["fits_device"] == 2
+    assert csv.read_text().splitlines()[0].endswith("fits,fits_device")
 
 
 def test_estimate_uncertainty_cli(cli):
@@ -312,30 +317,42 @@ def test_unknown_distribution_is_refused():
 
 
 @pytest.mark.parametrize("example, top", [("lesson-finetune-1b", 630), ("llama2-70b-pretrain", 700)])
-def test_chunked_search_keeps_the_rows_a_brute_force_ranking_puts_first(example, top):
-    """Issue 21: the search keeps a running top-k per chunk. Here 100-row chunks, and a top long enough to reach the
-    layouts that fit only within the headroom (they follow those that keep it), against one Python sort of every
-    row: (fits only within the headroom, objective, candidate number)."""
+def test_chunked_search_keeps_the_plans_a_brute_force_ranking_puts_first(example, top):
+    """Issue 21: the search keeps a running top-k per chunk. Here 100-row chunks against one Python sort of every
+    row that fits (the headroom kept; issue 28) by (objective, candidate number), the candidates that are the same
+    plan (the same degrees and micro-batch, every figure equal) merged into the first, naming every merged choice."""
     import numpy as np
 
-    from botec.explore.search import LAYOUT_FIELDS, default_axes
+    from botec.explore.search import LAYOUT_FIELDS, MERGED_CHOICES, PLAN_DEGREES, default_axes
     from botec.explore.space import fit_quantities, fits_mask
 
     inputs = inputs_of(EXAMPLES / f"{example}.yaml")
-    wanted = ["step_seconds", *fit_quantities(inputs)]
-    columns, valid, _ = evaluate_space(Space(inputs, default_axes(inputs)), wanted=wanted)
+    figures = list(dict.fromkeys(["step_seconds", *fit_quantities(inputs), "planned_device_bytes", "step_seconds",
+                                  "run_seconds", "end_to_end_mfu", "accelerator_hours"]))
+    columns, valid, _ = evaluate_space(Space(inputs, default_axes(inputs)), wanted=figures)
     fits = fits_mask(columns, valid)
-    ranked = sorted(np.flatnonzero(fits), key=lambda row: (not columns["memory_spare_bytes"][row] >= 0,
-                                                           columns["step_seconds"][row], row))[:top]
+    plans: dict[tuple, dict] = {}
+    for row in sorted(np.flatnonzero(fits), key=lambda row: (columns["step_seconds"][row], row)):
+        key = tuple(float(columns[name][row]) for name in (*PLAN_DEGREES, *figures))
+        plan = plans.setdefault(key, {"row": row, "choices": {name: set() for name in MERGED_CHOICES}})
+        for name in MERGED_CHOICES:
+            plan["choices"][name].add(int(columns[name][row]))
+    ranked = list(plans.values())[:top]
     result = search(inputs, top=top, chunk=100)
-    assert result.feasible == int(fits.sum()) and len(result.best) == len(ranked) == min(top, result.feasible)
-    assert any(not columns["memory_spare_bytes"][row] >= 0 for row in ranked)   # both kinds of fit are ranked
-    for found, row in zip(result.best, ranked):
+    assert result.feasible == int(fits.sum()) and len(result.best) == len(ranked) == min(top, len(plans))
+    assert len(plans) < result.feasible                  # some candidates are one plan
+    assert any(found["merged"] for found in result.best)
+    for found, plan in zip(result.best, ranked):
+        row = plan["row"]
         assert found["figures"]["step_seconds"] == columns["step_seconds"][row]
         numbers = {path: value for path, value in found["layout"].items() if path in LAYOUT_FIELDS}
         numbers["strategy.recompute"] = int(columns["strategy.recompute"][row])   # shown by its name
         numbers["strategy.sequence_parallel"] = int(numbers["strategy.sequence_parallel"])
         assert numbers == {path: int(columns[path][row]) for path in LAYOUT_FIELDS}
+        merged = {path: values for path, values in plan["choices"].items() if len(values) > 1}
+        assert set(found["merged"]) == set(merged)
+        if "strategy.zero_stage" in merged:
+            assert found["merged"]["strategy.zero_stage"] == sorted(merged["strategy.zero_stage"])
 
 
 def test_evaluating_leaves_no_reference_cycle_to_hold_its_arrays():

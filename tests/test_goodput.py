@@ -11,7 +11,7 @@ import pytest
 from botec.contract import apply_overrides, parse_contract, read_contract_data
 from botec.errors import ContractError
 from botec.estimation import estimate
-from botec.training.goodput import (expected_wall_seconds, optimal_checkpoint_interval_seconds,
+from botec.training.goodput import (daly_checkpoint_interval_seconds, expected_wall_seconds,
                                     young_checkpoint_interval_seconds)
 
 from conftest import EXAMPLES, LESSON
@@ -32,16 +32,16 @@ def test_young_and_daly_reproduce_their_published_formulas():
     = 3,180.1 s."""
     rate = 1 / 24  # failures per hour: M = 24 h
     assert young_checkpoint_interval_seconds(60.0, rate, LONG_RUN) == pytest.approx(3219.94, abs=0.01)
-    assert optimal_checkpoint_interval_seconds(60.0, rate, LONG_RUN) == pytest.approx(3180.06, abs=0.01)
+    assert daly_checkpoint_interval_seconds(60.0, rate, LONG_RUN) == pytest.approx(3180.06, abs=0.01)
     # δ ≥ 2M: Daly's estimate is M itself (δ = 3 h, M = 1 h)
-    assert optimal_checkpoint_interval_seconds(3 * HOUR, 1.0, LONG_RUN) == pytest.approx(HOUR)
+    assert daly_checkpoint_interval_seconds(3 * HOUR, 1.0, LONG_RUN) == pytest.approx(HOUR)
     # asynchronous saves: never below the background write (δ = 10 ms, M = 3 h: Daly's 14.7 s < a 300 s write)
-    assert optimal_checkpoint_interval_seconds(0.01, 1 / 3, LONG_RUN) == pytest.approx(14.70, abs=0.01)
-    assert optimal_checkpoint_interval_seconds(0.01, 1 / 3, LONG_RUN, 300.0) == 300.0
+    assert daly_checkpoint_interval_seconds(0.01, 1 / 3, LONG_RUN) == pytest.approx(14.70, abs=0.01)
+    assert daly_checkpoint_interval_seconds(0.01, 1 / 3, LONG_RUN, 300.0) == 300.0
     # never longer than the run, and finite without failures
-    assert optimal_checkpoint_interval_seconds(60.0, rate, 1000.0) == 1000.0
-    assert young_checkpoint_interval_seconds(60.0, 0.0, 5000.0) == optimal_checkpoint_interval_seconds(60.0, 0.0,
-                                                                                                      5000.0) == 5000.0
+    assert daly_checkpoint_interval_seconds(60.0, rate, 1000.0) == 1000.0
+    assert young_checkpoint_interval_seconds(60.0, 0.0, 5000.0) == daly_checkpoint_interval_seconds(60.0, 0.0,
+                                                                                                   5000.0) == 5000.0
 
 
 @pytest.mark.parametrize("pause, mtbf_hours, daly_within", [(60, 24, 1e-4), (60, 3, 1e-4), (600, 3, 1e-3),
@@ -54,7 +54,7 @@ def test_the_expected_wall_time_is_least_at_the_daly_interval(pause, mtbf_hours,
     taus = np.linspace(pause, 10 * math.sqrt(2 * pause * mtbf), 200_001)
     walls = expected_wall_seconds(LONG_RUN, taus, float(pause), 900.0, 0.0, rate)
     best = taus[np.argmin(walls)]
-    daly = optimal_checkpoint_interval_seconds(float(pause), rate, LONG_RUN)
+    daly = daly_checkpoint_interval_seconds(float(pause), rate, LONG_RUN)
     young = young_checkpoint_interval_seconds(float(pause), rate, LONG_RUN)
     assert daly == pytest.approx(best, rel=daly_within)
     assert young > daly
@@ -166,7 +166,7 @@ def test_async_pauses_for_the_copy_to_host_memory():
     assert q["checkpoint_bytes_per_accelerator"] == pytest.approx(3.5e9)
     assert q["checkpoint_snapshot_seconds"] == pytest.approx(0.14)
     assert q["checkpoint_pause_seconds_each"] == pytest.approx(0.14)
-    assert q["checkpoint_pause_share"] == pytest.approx(0.14 / 3600)
+    assert q["checkpoint_pause_share"] == pytest.approx(0.14 / 3600.14)             # of wall time: δ / (τ + δ)
     assert q["checkpoint_write_behind_seconds"] == pytest.approx(14)
     assert q["checkpoint_host_memory_bytes_per_node"] == pytest.approx(14e9)
     assert q["checkpoint_host_memory_share"] == pytest.approx(14 / 512)
@@ -199,11 +199,12 @@ def test_async_without_a_host_link_names_the_field():
 
 
 def test_no_failures_leaves_the_pause_only_goodput(lesson):
-    """failure_rate 0: no interruptions, and goodput = τ/(τ + δ) = 1/(1 + pause share) = 3,600/3,614 = 99.61 %."""
+    """failure_rate 0: no interruptions, and goodput = τ/(τ + δ) = 1 − pause share (δ/(τ + δ)) = 3,600/3,614
+    = 99.61 %."""
     result = lesson_with("assumptions.failure_rate=0")
     q = {name: quantity.value for name, quantity in result.quantities.items()}
     assert q["expected_interruptions"] == 0 and q["failure_lost_seconds"] == pytest.approx(0, abs=1e-6)
-    assert q["goodput"] == pytest.approx(1 / (1 + q["checkpoint_pause_share"]))
+    assert q["goodput"] == pytest.approx(1 - q["checkpoint_pause_share"])
     assert q["goodput"] == pytest.approx(3600 / 3614)
     assert q["expected_wall_seconds"] == pytest.approx(q["run_seconds"] * 3614 / 3600)
     assert q["optimal_checkpoint_interval_seconds"] == q["run_seconds"]

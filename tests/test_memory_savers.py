@@ -420,26 +420,29 @@ def test_the_gather_buffer_follows_the_unit_not_the_model_nor_the_shard_count():
     assert bucket["fsdp_gather_buffer_bytes"] == pytest.approx(1.25 * LAYER * 2 + LAYER * 2) == 910_725_120
 
 
-def test_fits_within_the_headroom_is_a_verdict_of_its_own():
-    """The lesson's job on a 24 GB card needs 16 + 2.15 + 2 = 20.15 GB; with 25 % headroom the plan is 25.2 GB. It
-    fits the device (3.85 GB left) but not with the headroom: it is not refused, and says so; on 20 GB it does not
-    fit at all and is refused."""
+def test_fitting_only_by_eating_the_headroom_does_not_fit():
+    """The lesson's job on a 24 GB card needs 16 + 2.15 + 2 = 20.15 GB; with 25 % headroom the plan is 25.2 GB. Its
+    allocations fit the device (3.85 GB left: fits_device) but not with the headroom: by the one verdict (issue 28)
+    it does not fit, and the estimate refuses it, saying it fits only by eating the headroom; on 20 GB it does not
+    fit the device either."""
     result = run(LESSON)
     q = {name: quantity.value for name, quantity in result.quantities.items()}
     assert q["planned_device_bytes"] == pytest.approx(ALLOCATED * 1.25)
     assert q["memory_spare_bytes"] == pytest.approx(24e9 - ALLOCATED * 1.25) and q["memory_spare_bytes"] < 0
     assert q["memory_spare_before_headroom_bytes"] == pytest.approx(24e9 - ALLOCATED) == pytest.approx(3.85e9, 1e-3)
-    assert result.fits and not result.fits_with_headroom
+    assert not result.fits and result.fits_device
     memory = [f for f in result.findings if f.account == "memory" and "fit" in f.message]
-    assert memory[0].level == "warn" and memory[0].message.startswith(
-        "fits, but within the headroom: 20.1 GB needed of 24 GB, 3.85 GB left, less than the 5.04 GB headroom")
-    assert "makes it fit" not in memory[0].message
+    assert memory[0].level == "fail" and memory[0].message.startswith(
+        "does not fit within the headroom: 25.2 GB planned against 24 GB; the 20.1 GB it needs fit the device only "
+        "by eating the 5.04 GB headroom (assumptions.headroom 25 %; 3.85 GB left)")
     small = run(_with(LESSON, supply={**LESSON["supply"], "accelerator": {
         "name": "20 GB", "peak_flops_per_s": "200 TFLOP/s", "memory": "20 GB"}}))
-    assert not small.fits and small.quantities["memory_spare_before_headroom_bytes"].value == pytest.approx(
-        20e9 - ALLOCATED)
-    assert any(f.level == "fail" and f.message.startswith("does not fit") for f in small.findings)
+    assert not small.fits and not small.fits_device and small.quantities[
+        "memory_spare_before_headroom_bytes"].value == pytest.approx(20e9 - ALLOCATED)
+    assert any(f.level == "fail" and f.message.startswith("does not fit: ") for f in small.findings)
     from botec.estimation import check_fit
-    check_fit(result)                                        # within the headroom: not refused
-    with pytest.raises(ContractError):
+    with pytest.raises(ContractError, match="it fits the device only by eating the 25 % headroom: 20.1 GB without"):
+        check_fit(result)
+    with pytest.raises(ContractError) as refused:
         check_fit(small)
+    assert "eating" not in refused.value.detail

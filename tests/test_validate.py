@@ -30,14 +30,14 @@ def test_every_shipped_case_runs_every_row():
 
 def test_selene_table_5_predicted_from_the_measured_defaults():
     """Prediction: Selene, Korthikanti et al. 2022 Table 5, from the operator-measured defaults (no efficiency
-    set): mean |error| ≤ 6 % (issue 19), every layout fits."""
+    set): mean |error| ≤ 6 % (issue 19), every layout fits the device."""
     result = case("train-korthikanti-selene-table5")
     assert len(result.rows) == 8
     assert {row.kind for row in result.rows} == {"prediction"} and result.kind == "prediction"
     assert all(row.efficiency_set is None for row in result.rows)
     assert result.mean_abs_error <= 0.06
-    assert all(row.fits for row in result.rows)                   # these layouts ran on 80 GB A100s
-    assert result.checks == {"mean_abs_error": True, "fits": True}
+    assert all(row.fits_device for row in result.rows)            # these layouts ran on 80 GB A100s
+    assert result.checks == {"mean_abs_error": True, "fits_device": True}
     published = {row.id: row.published for row in result.rows}
     assert published["175b-full"] == 18.13 and published["1t-seq-sel"] == 71.49
 
@@ -51,8 +51,8 @@ def test_sc21_weak_scaling_predicted_rising_from_the_measured_defaults():
     assert "Megatron-LM" in result.case.stack and "2021" in result.case.stack
     values = [row.botec for row in result.rows]
     assert values[-1] > values[0] and sum(values[5:]) > sum(values[:5])
-    assert all(row.fits for row in result.rows)
-    assert result.checks == {"trend": True, "fits": True}
+    assert all(row.fits_device for row in result.rows)
+    assert result.checks == {"trend": True, "fits_device": True}
     assert result.rows[0].published == pytest.approx(137e12)
 
 
@@ -63,7 +63,7 @@ def test_megatron_2022_fit_reproduces_selene_table_5():
     assert {row.kind for row in result.rows} == {"calibration"}
     assert {row.efficiency_set for row in result.rows} == {FIT}
     assert result.mean_abs_error <= 0.04 and result.max_abs_error <= 0.09
-    assert result.checks == {"mean_abs_error": True, "max_abs_error": True, "fits": True}
+    assert result.checks == {"mean_abs_error": True, "max_abs_error": True, "fits_device": True}
 
 
 def test_megatron_2022_fit_reproduces_sc21_weak_scaling():
@@ -74,7 +74,7 @@ def test_megatron_2022_fit_reproduces_sc21_weak_scaling():
     assert all(abs(row.error) <= 0.10 for row in result.rows)
     values = [row.botec for row in result.rows]
     assert values[-1] > values[0] and sum(values[5:]) > sum(values[:5])
-    assert result.checks == {"each_within": True, "trend": True, "fits": True}
+    assert result.checks == {"each_within": True, "trend": True, "fits_device": True}
 
 
 def test_every_case_declares_what_was_fitted_to_it():

@@ -80,8 +80,9 @@ def test_the_page_asks_for_only_what_it_draws(client):
     names = [row[0] for row in tables["inputs"]] + [row[0] for a in tables["accounts"] for row in a["rows"]]
     every = client.post("/api/estimate", json=body | {"detail": "page", "details": True}).json()["tables"]
     every_name = [row[0] for row in every["inputs"]] + [row[0] for a in every["accounts"] for row in a["rows"]]
-    # 325 quantities: issue 20 added routed_experts_per_device
-    assert set(names) < set(every_name) and len(every_name) == 325 and len(names) == 115
+    # 327 quantities: issue 20 added routed_experts_per_device; issue 28 daly_checkpoint_interval_seconds and
+    # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one)
+    assert set(names) < set(every_name) and len(every_name) == 327 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,
@@ -123,9 +124,9 @@ def test_overrides_change_the_estimate(client):
     # (16 + 8 × 1.07 + 2) GB × 1.25
     assert payload["quantities"]["planned_device_bytes"] == pytest.approx(33.2e9, rel=2e-3)
     memory = [f for f in payload["findings"] if f["account"] == "memory"][0]
-    # 26.6 GB needed fits the 32 GB device, not with the 25 % headroom: a warning, not a refusal
-    assert memory["level"] == "warn" and memory["message"].startswith("fits, but within the headroom")
-    assert payload["fits"] is True
+    # 26.6 GB needed fits the 32 GB device only by eating the 25 % headroom: it does not fit (issue 28)
+    assert memory["level"] == "fail" and memory["message"].startswith("does not fit within the headroom")
+    assert payload["fits"] is False
 
 
 def test_explain_report_catalog_and_openapi(client):
@@ -172,7 +173,9 @@ def test_sweep_beyond_the_cap(client):
                                                "axes": ["supply.count=1..1000", "strategy.micro_batch_size=1..1000"]})
     assert response.status_code == 422 and "cap" in response.json()["error"]["message"]
     ok = client.post("/api/sweep", json={"contract": LESSON_TEXT, "axes": ["strategy.micro_batch_size=12..14"]})
-    assert [row[-1] for row in ok.json()["rows"]] == [True, True, False]   # 13 fits 32 GB (within the headroom)
+    # 12 and 13 fit the 32 GB device only by eating the headroom (fits_device), 14 not even that (issue 28)
+    assert ok.json()["columns"][-2:] == ["fits", "fits_device"]
+    assert [row[-2:] for row in ok.json()["rows"]] == [[False, True], [False, True], [False, False]]
 
 
 # --- attacks (issue 15) -------------------------------------------------------------------------------
@@ -381,7 +384,7 @@ def test_the_page_in_a_real_browser(server, tmp_path):
         expect(batch).to_have_value("2")
         batch.fill("8")
         batch.dispatch_event("change")
-        expect(page.locator("#findings")).to_contain_text("fits, but within the headroom: 26.6 GB needed of 32 GB")
+        expect(page.locator("#findings")).to_contain_text("does not fit within the headroom: 33.2 GB planned")
         batch.fill("14")
         batch.dispatch_event("change")
         expect(page.locator("#findings")).to_contain_text("does not fit: 41.3 GB planned against 32 GB")

@@ -122,7 +122,8 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
     ``axes`` maps contract fields to values: ``{"supply.count": [8, 16, 32], "strategy.micro_batch_size": "1..8"}``.
     Returns a pandas DataFrame when pandas is installed, else a dict of numpy arrays, with one column per
     axis (in the contract's units: counts, bytes, seconds), one per output (base units), ``valid``
-    (the configuration respects the layout rules) and ``feasible`` (valid, and it fits in memory).
+    (the configuration respects the layout rules), ``fits`` (valid, and it fits in memory with the headroom kept, as
+    ``botec estimate`` requires) and ``fits_device`` (valid, and its allocations fit the device, the headroom eaten).
     Outputs of configurations that are not valid are NaN.
     """
     try:
@@ -149,7 +150,8 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
         field = {"--set": "axes", "--quantity": "outputs"}.get(error.field, error.field)
         raise ContractError(error.detail, field=field, origin=error.origin) from None
     table = {axis.path: columns[axis.path] for axis in parsed} | {name: columns[name] for name in outputs}
-    table |= {"valid": valid, "feasible": fits_mask(columns, valid)}
+    table |= {"valid": valid, "fits": fits_mask(columns, valid),
+              "fits_device": fits_mask(columns, valid, "fits_device")}
     try:
         import pandas
     except ImportError:

@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, load_estimate,
-                              numpy_needed, units_of)
+from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, Units, app, emit, emit_text,
+                              load_estimate, numpy_needed, units_of)
 from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.cli.quick import estimate_report
 from botec.errors import UserError
@@ -62,8 +62,10 @@ def estimate(
                      **fanout_options(workers, ray, samples, IN_PROCESS_BELOW_SAMPLES))
     if mc.samples < samples:
         interrupted_note(f"the figures of the {mc.samples:,} of {samples:,} samples drawn")
-    emit(uncertainty_json(mc) if format is Format.json else
-         "\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output, force=force)
+    if format is Format.json:
+        emit(uncertainty_json(mc), output, force=force)
+    else:
+        emit_text("\n".join(uncertainty_text(mc, units_of(result.inputs), deadline, system)), output, force=force)
 
 
 class ReportFormat(str, enum.Enum):
@@ -125,10 +127,15 @@ def explain(
     quantity: Optional[str] = typer.Argument(None, hidden=True),
     units: Units = typer.Option(Units.decimal, "--units", help="decimal or binary."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP, show_default=False),
+    depth: Optional[int] = typer.Option(None, "--depth", min=0, show_default=False,
+                                        help="How many levels of inputs to print under the quantity (0: its own "
+                                             "line; default: down to the assumptions); `...` marks what is left "
+                                             "out."),
 ) -> None:
     """Print how one quantity is derived, with the values substituted, down to the assumptions.
 
-    Example: `botec explain examples/lesson-finetune-1b.yaml planned_device_bytes`
+    Each input is shown once, indented under the first quantity that uses it; a long line wraps, its further lines
+    4 columns deeper. Example: `botec explain examples/lesson-finetune-1b.yaml planned_device_bytes --depth 2`
     """
     from botec.catalog import did_you_mean_quantity
     from botec.graph.explain import explain as explain_chain
@@ -143,5 +150,5 @@ def explain(
         hint = did_you_mean_quantity(name, result.quantities) or (
             f" ({len(result.quantities)} quantities here: `botec estimate --details` or `-f json` lists them)")
         raise UserError(f"{name!r} is not a quantity{hint}")
-    for depth, line in explain_chain(name, result.quantities, units.value):
-        typer.echo("  " * depth + line)
+    emit_text("\n".join("  " * level + line for level, line in explain_chain(name, result.quantities, units.value,
+                                                                             max_depth=depth)))

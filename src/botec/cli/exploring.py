@@ -4,6 +4,7 @@ varied."""
 from __future__ import annotations
 
 import enum
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,7 +12,7 @@ import typer
 
 from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit,
-                              emit_drawn, load_estimate, load_inputs, numpy_needed, units_of)
+                              emit_drawn, emit_text, is_stdout, load_estimate, load_inputs, numpy_needed, units_of)
 
 QUANTITY_HELP = "A quantity to tabulate, e.g. `-q run_seconds` (repeatable)."
 
@@ -49,7 +50,8 @@ def sweep(
                                           threshold="1,000,000"), show_default=False),
     ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP, show_default=False),
 ) -> None:
-    """Evaluate the cross product of some fields through the same formulas, vectorized; feasible rows marked.
+    """Evaluate the cross product of some fields through the same formulas, vectorized; each row's verdicts: fits
+    (memory with the headroom kept, as the estimate) and fits_device (the device's memory, the headroom eaten).
 
     Example: `botec sweep --set supply.count=4,8,16,32 --set strategy.micro_batch_size=1..8`; a large space runs
     on every core (`--workers`), or on a Ray cluster with `--ray ADDRESS`, with the same rows either way.
@@ -75,23 +77,27 @@ def sweep(
                                                 progress=progress, **fan)
     if counts.get("interrupted"):
         interrupted_note(f"showing the first {len(valid):,} of {space.size:,} configurations")
-    fits = fits_mask(columns, valid)
-    header = [a.path for a in parsed] + outputs + ["feasible"]
-    rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits)
+    fits, device = fits_mask(columns, valid), fits_mask(columns, valid, "fits_device")   # the headroom kept, or eaten
+    header = [a.path for a in parsed] + outputs + list(view.SWEEP_VERDICTS)
+    rows = view.sweep_rows([a.path for a in parsed], outputs, columns, valid, fits, device)
     if csv_path is not None:
         emit(view.sweep_csv(header, rows), csv_path, "--csv", force)
-    if format is TableFormat.json:
-        emit(view.sweep_json(header, rows, counts, int(fits.sum())), output, force=force)
+    if csv_path is not None and is_stdout(csv_path) and is_stdout(output):
+        pass   # `--csv -`: standard output holds the CSV alone (the summary below goes to stderr)
+    elif format is TableFormat.json:
+        emit(view.sweep_json(header, rows, counts, int(fits.sum()), int(device.sum())), output, force=force)
         return
-    if format is TableFormat.csv:
+    elif format is TableFormat.csv:
         emit(view.sweep_csv(header, rows), output, force=force)
         return
-    table = view.sweep_text(header, rows, units_of(inputs), format.value, units.value)
-    if format is TableFormat.markdown:
-        emit(table, output, force=force)
+    elif format is TableFormat.markdown:
+        emit(view.sweep_text(header, rows, units_of(inputs), format.value, units.value), output, force=force)
     else:
-        emit_drawn(lambda console: console.print(table), output, force)
-    for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN):
+        from botec.report.width import print_table
+
+        table = view.sweep_text(header, rows, units_of(inputs), format.value, units.value)
+        emit_drawn(lambda console: print_table(console, table), output, force)
+    for line in view.sweep_summary(counts, int(fits.sum()), len(rows) <= view.SWEEP_ROWS_SHOWN, int(device.sum())):
         typer.echo(line, err=True)
 
 
@@ -100,8 +106,11 @@ def solve(
     contract: Optional[Path] = typer.Argument(None, help=CONTRACT_HELP, show_default=False),
     minimize: Optional[str] = typer.Option(None, "--minimize", help="A field to make as small as possible."),
     maximize: Optional[str] = typer.Option(None, "--maximize", help="A field to make as large as possible."),
-    subject_to: List[str] = typer.Option([], "--subject-to", help="'QUANTITY OP VALUE' (e.g. 'run_seconds <= 4 h') "
-                                                                   "or 'fits' (repeatable)."),
+    subject_to: List[str] = typer.Option([], "--subject-to", help="'QUANTITY OP VALUE' (e.g. 'run_seconds <= 4 h'), "
+                                                                   "'fits' (memory with the headroom kept, as the "
+                                                                   "estimate; the default) or 'fits_device' (the "
+                                                                   "device's memory, the headroom eaten; in place "
+                                                                   "of fits) (repeatable)."),
     over: Optional[str] = typer.Option(None, "--over", help="The values to try, FIELD=1..64 (default: a wide range)."),
     find: Optional[str] = typer.Option(None, "--find", help="An assumption to back-solve, e.g. "
                                                            "assumptions.end_to_end_mfu."),
@@ -131,7 +140,10 @@ def solve(
         return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
     def done(lines: list[str], payload: dict) -> None:
-        emit(json.dumps(payload, indent=2) if format is SolveFormat.json else "\n".join(lines), output, force=force)
+        if format is SolveFormat.json:
+            emit(json.dumps(payload, indent=2), output, force=force)
+        else:
+            emit_text("\n".join(lines), output, force=force)
 
     if find is not None:
         if given is None:
@@ -165,8 +177,16 @@ def solve(
              "values tried meet the constraints)"]
     shown = {name: value for name, value in solution.row.items() if name in units}
     lines += [f"  {name} = {format_quantity(value, units[name])}" for name, value in shown.items()]
+    kept = solution.value_keeping_headroom
+    if solution.verdict == "fits_device":   # say that the answer eats the headroom, and what keeps it
+        headroom = format_number(100 * inputs.given["headroom"].value)
+        lines += [f"  fits_device: the plan fits the device, its {headroom} % headroom eaten (assumptions.headroom)",
+                  f"  with the headroom kept (--subject-to fits): "
+                  + (f"{variable} = {format_number(kept)}" if kept is not None else "no value tried")]
     done(lines, {"variable": variable, "value": number(solution.value), "feasible": solution.feasible,
-                 "evaluated": solution.evaluated,
+                 "evaluated": solution.evaluated, "verdict": solution.verdict,
+                 **({"value_keeping_headroom": None if kept is None else number(kept)}
+                    if solution.verdict == "fits_device" else {}),
                  "row": [{"name": name, "value": number(value), "unit": units[name]} for name, value in shown.items()]})
 
 
@@ -205,8 +225,10 @@ def search(
         if not rows:
             raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
         percentile = inputs.contract.workload.latency.percentile
-        emit("\n".join(view.serving_search_markdown(rows, units.value, percentile) if format is Format.markdown
-                       else view.serving_search_text(rows, percentile)), output, force=force)
+        if format is Format.markdown:
+            emit("\n".join(view.serving_search_markdown(rows, units.value, percentile)), output, force=force)
+        else:
+            emit_text("\n".join(view.serving_search_text(rows, percentile)), output, force=force)
         return
     from botec.explore.search import IN_PROCESS_BELOW_CANDIDATES, default_axes
     from botec.explore.space import Space
@@ -224,7 +246,10 @@ def search(
     elif format is Format.markdown:
         emit("\n".join(view.search_markdown(result, contract, as_overrides, units.value)), output, force=force)
     else:
-        emit("\n".join(view.search_text(result, contract, as_overrides)), output, force=force)
+        from botec.report.width import report_width
+
+        width = report_width(sys.stdout if is_stdout(output) else None)
+        emit_text("\n".join(view.search_text(result, contract, as_overrides, width)), output, force=force)
 
 
 @app.command()
@@ -261,7 +286,7 @@ def sensitivity(
     elif format is Format.markdown:
         emit("\n".join(view.sensitivity_markdown(*figures, units.value)), output, force=force)
     else:
-        emit("\n".join(view.sensitivity_text(*figures)), output, force=force)
+        emit_text("\n".join(view.sensitivity_text(*figures)), output, force=force)
 
 
 @app.command()
@@ -287,4 +312,7 @@ def recipes(
     if format is Format.json:
         typer.echo(view.recipes_json(results))
         return
-    typer.echo("\n".join(view.recipes_text(results, units.value, markdown=format is Format.markdown)))
+    if format is Format.markdown:
+        typer.echo("\n".join(view.recipes_text(results, units.value, markdown=True)))
+    else:
+        emit_drawn(lambda console: view.recipes_draw(results, console, units.value))

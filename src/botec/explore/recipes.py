@@ -16,11 +16,12 @@ qlora              the same adapters on an NF4 base with double quantization, th
                    QLoRA recipe: Dettmers et al. 2023)
 =================  ===========================================================================
 
-Each recipe is tried with no recomputation, then selective, then full, and keeps the first that fits
-(recomputation costs time). If none fits and the contract names no loss kernel, the recipe is tried once more
-with full recomputation and a fused linear cross entropy (``strategy.loss: fused-linear``: Liger Kernel, Cut
-Cross-Entropy), which keeps no logits: at a 128k vocabulary the unfused loss holds 10 B × V per token, 5 GB for
-4,096 tokens. The recipes that fit are ranked by cost (then run time).
+Each recipe is tried with no recomputation, then selective, then full, and keeps the first that fits, its headroom
+kept (the estimate's verdict, :mod:`botec.findings.fit`; recomputation costs time). If none fits and the contract
+names no loss kernel, the recipe is tried once more with full recomputation and a fused linear cross entropy
+(``strategy.loss: fused-linear``: Liger Kernel, Cut Cross-Entropy), which keeps no logits: at a 128k vocabulary
+the unfused loss holds 10 B × V per token, 5 GB for 4,096 tokens. The recipes that fit are ranked by cost (then run
+time).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from botec.errors import ContractError, UserError
+from botec.findings.fit import plan_fits, spares_of
 
 __all__ = ["RECIPES", "RecipeResult", "compare_recipes"]
 
@@ -112,7 +114,7 @@ def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeRe
             except ContractError as error:
                 last_error = f"{error.field}: {error.detail}" if error.field else error.detail
                 continue
-            if extra and tried is not None and result.quantities["memory_spare_before_headroom_bytes"].value < 0:
+            if extra and tried is not None and not plan_fits(spares_of(result.quantities), host=False):
                 break   # the fused loss does not make the device fit either: report the plain recipe's plan
             tried, loss = (recompute, result), extra.get("loss")
             if result.fits:
@@ -121,7 +123,7 @@ def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeRe
             results.append(RecipeResult(recipe, None, None, last_error))
         elif not tried[1].fits:
             q = tried[1].quantities
-            if q["memory_spare_before_headroom_bytes"].value >= 0:  # the device fits; offloading's host memory not
+            if plan_fits(spares_of(q), host=False):  # the device fits, its headroom kept; offloading's host memory not
                 why = (f"host memory: {q['host_bytes_per_node'].formatted()} per node needed, more than its "
                        f"{q['host_memory_bytes'].formatted()}")
             else:

@@ -8,8 +8,16 @@ prune them are the ones ``botec estimate`` checks: a layout the search ranks is 
 accepts. Calculon's `llm-optimal-execution` builds a model object per candidate (100–200
 candidates/s on two cores); here each formula runs once per chunk of 65,536 candidates, and only the
 best rows of each chunk are kept, then merged. The chunks are independent tasks
-(:func:`botec.fanout.run_tasks`: local processes or a Ray cluster); the merge orders rows by (headroom kept,
-objective, candidate number), a total order, so the best rows are the same whoever evaluated which chunk.
+(:func:`botec.fanout.run_tasks`: local processes or a Ray cluster); the merge orders rows by (objective,
+candidate number), a total order, so the best rows are the same whoever evaluated which chunk.
+
+Only layouts that fit are ranked, by the estimate's verdict (:mod:`botec.findings.fit`: the headroom kept).
+Candidates that are the same plan are one row: two candidates are the same plan when they have the same parallel
+degrees and micro-batch (:data:`PLAN_DEGREES`) and every figure the search resolves for them is equal to the bit
+(the objective, step, run, MFU, accelerator-hours, planned memory and the memory spares): they differ only in
+choices the estimate resolves to the same thing (:data:`MERGED_CHOICES`: selective recomputation under flash
+attention is no recomputation; a ZeRO stage over one data-parallel rank shards nothing). The row keeps the first
+candidate's fields (its ``--set`` line) and names every merged choice (``merged``), so the top 5 are 5 plans.
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ __all__ = ["LAYOUT_FIELDS", "SearchResult", "default_axes", "search", "as_overri
 LAYOUT_FIELDS = ("strategy.tensor_parallel", "strategy.pipeline_parallel", "strategy.virtual_pipeline_stages",
                  "strategy.context_parallel", "strategy.expert_parallel", "strategy.zero_stage",
                  "strategy.micro_batch_size", "strategy.recompute", "strategy.sequence_parallel")
+# The fields that give a plan its shape: candidates that differ in one of them are never the same plan.
+PLAN_DEGREES = ("strategy.tensor_parallel", "strategy.pipeline_parallel", "strategy.virtual_pipeline_stages",
+                "strategy.context_parallel", "strategy.expert_parallel", "strategy.micro_batch_size")
+# The choices two candidates of the same degrees may differ in and still be the same plan, when every figure agrees.
+MERGED_CHOICES = ("strategy.zero_stage", "strategy.recompute", "strategy.sequence_parallel")
 
 
 def default_axes(inputs: Inputs) -> list[Axis]:
@@ -42,9 +55,9 @@ def default_axes(inputs: Inputs) -> list[Axis]:
 class SearchResult:
     candidates: int          # the cross product
     evaluated: int           # after the layout rules
-    feasible: int            # that fit in memory
+    feasible: int            # candidates that fit in memory, the headroom kept
     seconds: float
-    best: list[dict]         # the top layouts: their fields and headline figures
+    best: list[dict]         # the top plans: their fields, headline figures and merged choices
     examined: int = -1       # the candidates looked at: all of them (-1: as many as candidates) unless interrupted
 
     @property
@@ -65,8 +78,8 @@ here, two workers' start-up about 1 s (``benchmarks/fanout.py``)."""
 def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes: list[Axis] | None = None,
            progress=None, chunk: int = SEARCH_CHUNK_ROWS, *, workers: int | None = 1,
            ray_address: str | None = "") -> SearchResult:
-    """Rank the layouts of a training contract by ``objective`` (lower is better) among those that fit, those that
-    keep the stated headroom first (ties: the earlier candidate first).
+    """Rank the layouts of a training contract that fit (the headroom kept) by ``objective`` (lower is better; ties:
+    the earlier candidate first), the candidates that are the same plan merged into one row.
 
     The space is evaluated ``chunk`` rows at a time and only each chunk's best ``top`` rows are kept
     (:class:`_BestRows`), so the memory is one chunk's, whatever the number of candidates (10^7 candidates kept
@@ -92,60 +105,102 @@ def search(inputs: Inputs, objective: str = "step_seconds", top: int = 10, axes:
     best, feasible, counts, examined = _BestRows(objective, top), 0, space_counts(space), 0
     for task, part in zip(tasks, parts):
         if part is not None:
-            columns, candidate, chunk_feasible, chunk_counts = part
-            best.add(columns, candidate)
+            columns, candidate, bits, chunk_feasible, chunk_counts = part
+            best.add(columns, candidate, bits)
             feasible += chunk_feasible
             add_counts(counts, chunk_counts)
             examined += task[3] - task[2]
     return SearchResult(counts["candidates"], counts["evaluated"], feasible, time.perf_counter() - started,
-                        [_described(inputs, rows, wanted) for rows in best.rows()], examined)
+                        [_described(inputs, row, merged, wanted) for row, merged in best.rows()], examined)
 
 
-def _best_of_chunk(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, int, dict]:
-    """One chunk of the search (a :func:`botec.explore.space.chunk_tasks` task): its best rows' kept columns, their
-    candidate numbers, how many rows fit, and the chunk's counts."""
+def _best_of_chunk(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray], int, dict]:
+    """One chunk of the search (a :func:`botec.explore.space.chunk_tasks` task): its best plans' kept columns, their
+    candidate numbers and merged choices (as bits), how many rows fit, and the chunk's counts."""
     first_row = task[2]
     _, _, kept, objective, top = task[4]
     columns, valid, counts = evaluate_rows(task)
     fits = fits_mask(columns, valid) & np.isfinite(columns[objective])
     best = _BestRows(objective, top)
     best.add({name: columns[name][fits] for name in kept}, first_row + np.flatnonzero(fits))
-    return best.columns, best.candidate, int(fits.sum()), counts
+    return best.columns, best.candidate, best.bits, int(fits.sum()), counts
 
 
 class _BestRows:
-    """The best ``top`` rows seen so far (their kept columns and candidate numbers): a layout that keeps the stated
-    headroom before one that fits only within it, then the lower ``objective``, then the earlier candidate, the
-    order one ranking of every row at once gives."""
+    """The best ``top`` plans seen so far: their kept columns, candidate numbers (the first candidate of each plan)
+    and, per choice of :data:`MERGED_CHOICES`, the values its candidates take as bits (value v: 1 << v), in the order
+    one ranking of every row at once gives: the lower ``objective``, then the earlier candidate.
+
+    Candidates of one plan share its objective, so every plan tied with the ``top``-th is kept too (:meth:`rows`
+    gives the first ``top``): no candidate of a plan kept is lost whichever chunk evaluated it, and the merged
+    choices are the same however the rows were chunked. Vectorized: the plans are the unique rows of the degrees and
+    figures (``numpy.unique``) among the first rows in order (a run of equal objectives never cut), their choices
+    OR-ed together (``numpy.bitwise_or.at``)."""
 
     def __init__(self, objective: str, top: int):
         self.objective, self.top = objective, top
         self.columns: dict[str, np.ndarray] = {}
         self.candidate = np.zeros(0, dtype=np.int64)
+        self.bits: dict[str, np.ndarray] = {}   # per merged choice: the values each plan kept takes, as bits
 
-    def add(self, columns: dict[str, np.ndarray], candidate: np.ndarray) -> None:
-        """Merge rows that fit (``candidate``: their numbers in the space) and keep the best ``top``."""
+    def add(self, columns: dict[str, np.ndarray], candidate: np.ndarray,
+            bits: dict[str, np.ndarray] | None = None) -> None:
+        """Merge rows that fit (``candidate``: their numbers in the space; ``bits``: the choices each row already
+        stands for, else its own) and keep the best ``top`` plans."""
+        choices = [name for name in MERGED_CHOICES if name in columns]
+        if bits is None:
+            bits = {name: np.left_shift(1, columns[name].astype(np.int64)) for name in choices}
         if self.columns:
             columns = {name: np.concatenate((self.columns[name], values)) for name, values in columns.items()}
             candidate = np.concatenate((self.candidate, candidate))
-        within_headroom = ~(np.nan_to_num(columns["memory_spare_bytes"], nan=-1.0) >= 0)
-        order = np.lexsort((candidate, columns[self.objective], within_headroom))[:self.top]
-        self.columns = {name: values[order] for name, values in columns.items()}
-        self.candidate = candidate[order]
+            bits = {name: np.concatenate((self.bits[name], bits[name])) for name in choices}
+        if not candidate.size:
+            self.columns, self.candidate, self.bits = columns, candidate, bits
+            return
+        order = np.lexsort((candidate, columns[self.objective]))
+        ordered = columns[self.objective][order]
+        identity = [name for name in columns if name not in MERGED_CHOICES]
+        size = min(order.size, 4 * self.top)
+        while True:   # the first rows, to the end of a run of equal objectives, until they hold `top` plans
+            size = int(np.searchsorted(ordered, ordered[size - 1], side="right"))
+            _, first, plan = np.unique(np.column_stack([columns[name][order[:size]] for name in identity]), axis=0,
+                                       return_index=True, return_inverse=True)
+            if first.size >= self.top or size == order.size:
+                break
+            size = min(order.size, 2 * size)
+        order, plan = order[:size], plan.reshape(-1)
+        ranked = np.argsort(first)                       # plan numbers, best first (by their first row)
+        objective = ordered[first[ranked]]
+        keep = ranked[(np.arange(ranked.size) < self.top) | (objective == objective[min(self.top, ranked.size) - 1])]
+        rows = order[first[keep]]
+        merged = {}
+        for name in choices:
+            taken = np.zeros(first.size, dtype=np.int64)
+            np.bitwise_or.at(taken, plan, bits[name][order])
+            merged[name] = taken[keep]
+        self.columns = {name: column[rows] for name, column in columns.items()}
+        self.candidate, self.bits = candidate[rows], merged
 
-    def rows(self) -> list[dict[str, float]]:
-        return [{name: float(values[row]) for name, values in self.columns.items()}
-                for row in range(self.candidate.size)]
+    def rows(self) -> list[tuple[dict[str, float], dict[str, tuple[int, ...]]]]:
+        """The best ``top`` plans: each one's kept values, and the values each merged choice takes."""
+        return [({name: float(values[row]) for name, values in self.columns.items()},
+                 {name: tuple(v for v in range(int(bits[row]).bit_length()) if int(bits[row]) >> v & 1)
+                  for name, bits in self.bits.items()})
+                for row in range(min(self.top, self.candidate.size))]
 
 
-def _described(inputs: Inputs, row: dict[str, float], wanted: list[str]) -> dict:
-    """One ranked row as the report shows it: its layout (recomputation by name) and its headline figures."""
+def _described(inputs: Inputs, row: dict[str, float], merged: dict[str, tuple[int, ...]], wanted: list[str]) -> dict:
+    """One ranked plan as the report shows it: its layout (its first candidate's; recomputation by name), its
+    headline figures, and ``merged``: each choice its candidates differ in, with every value they take (as the
+    layout writes it: ``{"strategy.recompute": ["none", "selective"]}``)."""
     layout = {path: int(row[path]) for path in LAYOUT_FIELDS if path in row}
     layout["strategy.recompute"] = Recompute(layout.get("strategy.recompute", 0)).label
     layout["strategy.sequence_parallel"] = bool(layout.get("strategy.sequence_parallel", 0))
     if inputs.layout.pipeline_schedule not in ("1f1b", "interleaved"):   # zero bubble, DualPipe: kept as stated
         layout["strategy.pipeline_schedule"] = inputs.layout.pipeline_schedule
-    return {"layout": layout, "figures": {name: row[name] for name in wanted}}
+    words = {"strategy.recompute": lambda v: Recompute(int(v)).label, "strategy.sequence_parallel": bool}
+    same = {path: [words.get(path, int)(v) for v in taken] for path, taken in merged.items() if len(taken) > 1}
+    return {"layout": layout, "figures": {name: row[name] for name in wanted}, "merged": same}
 
 
 def as_overrides(layout: dict) -> list[str]:

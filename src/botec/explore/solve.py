@@ -10,11 +10,12 @@ import numpy as np
 
 from botec.errors import ContractError
 from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes
+from botec.findings.fit import FITS, FITS_DEVICE, VERDICTS
 from botec.graph import Given, Graph
 from botec.inputs import Inputs
 from botec.units import UnitError, dimension_of_unit, format_quantity, parse_quantity
 
-__all__ = ["Constraint", "parse_constraint", "Solution", "optimize", "back_solve", "best_accelerator"]
+__all__ = ["Constraint", "parse_constraint", "Solution", "fit_verdict", "optimize", "back_solve", "best_accelerator"]
 
 _CONSTRAINT = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==)\s*(.+?)\s*$")
 SEQUENCE_STEP = 128  # the default grid of the longest-sequence solver
@@ -37,14 +38,15 @@ class Constraint:
         return _OPERATORS[self.operator](columns[self.quantity], self.value)
 
 
-def parse_constraint(text: str, graph: Graph, field: str = "--subject-to") -> Constraint | None:
-    """``run_seconds <= 7 d`` (the value in the quantity's unit) or ``fits`` (None: the memory check)."""
-    if text.strip() == "fits":
-        return None
+def parse_constraint(text: str, graph: Graph, field: str = "--subject-to") -> Constraint | str:
+    """``run_seconds <= 7 d`` (the value in the quantity's unit), or a memory verdict by name (returned as such):
+    ``fits`` (the headroom kept, as the estimate) or ``fits_device`` (the device's memory, the headroom eaten)."""
+    if text.strip() in VERDICTS:
+        return text.strip()
     match = _CONSTRAINT.match(text)
     if not match:
-        raise ContractError(f"expected QUANTITY OP VALUE such as 'run_seconds <= 7 d', or 'fits'; got {text!r}",
-                            field=field)
+        raise ContractError(f"expected QUANTITY OP VALUE such as 'run_seconds <= 7 d', 'fits' (the headroom kept) "
+                            f"or 'fits_device' (the device's memory, the headroom eaten); got {text!r}", field=field)
     name, operator, raw = match.groups()
     registry = graph.definitions()
     if name not in registry:
@@ -65,11 +67,20 @@ class Solution:
     feasible: int
     evaluated: int
     closest: str | None  # when infeasible: the constraint that fails and how close the best came
+    verdict: str = FITS  # the memory verdict the solution meets (fits_device: only when asked for)
+    value_keeping_headroom: float | None = None  # under fits_device: the best value that also keeps the headroom
+
+
+def fit_verdict(named: list[str]) -> str:
+    """The memory verdict a solve applies: ``fits`` (the headroom kept) unless only ``fits_device`` is named."""
+    return FITS_DEVICE if named and FITS not in named else FITS
 
 
 def optimize(inputs: Inputs, variable: str, direction: str, constraints: list[str], over: str | None = None,
              require_fit: bool = True) -> Solution:
-    """The smallest (``min``) or largest (``max``) value of ``variable`` meeting the constraints."""
+    """The smallest (``min``) or largest (``max``) value of ``variable`` meeting the constraints, and a memory
+    verdict: ``fits`` (the headroom kept) whether named or not (``require_fit``), ``fits_device`` when that alone is
+    named (then ``value_keeping_headroom`` is the best value under ``fits``, for comparison)."""
     if inputs.kind != "training":
         raise ContractError("--minimize/--maximize search training layouts; for serving, `botec search` finds the "
                             "cheapest accelerator and TP degree", field="workload.kind")
@@ -79,21 +90,32 @@ def optimize(inputs: Inputs, variable: str, direction: str, constraints: list[st
     if axis.path != variable:
         raise ContractError(f"--over must range over {variable}, not {axis.path}", field="--over")
     parsed = [parse_constraint(c, inputs.graph) for c in constraints]
-    checks = [c for c in parsed if c is not None]
+    checks = [c for c in parsed if isinstance(c, Constraint)]
+    named = [c for c in parsed if isinstance(c, str)]
+    verdict = fit_verdict(named)
     wanted = list(dict.fromkeys([c.quantity for c in checks] + fit_quantities(inputs)))
     columns, valid, counts = evaluate_space(Space(inputs, [axis]), wanted=wanted)
     ok = valid.copy()
-    if require_fit or any(c is None for c in parsed):
-        ok = fits_mask(columns, ok)
     for constraint in checks:
         ok &= constraint.holds(columns)
+    fitting = require_fit or bool(named)
     values = columns[variable]
-    if not ok.any():
-        return Solution(None, None, 0, counts["evaluated"], _closest(inputs, columns, valid, checks, counts))
-    index = np.flatnonzero(ok)
-    pick = index[np.argmin(values[index])] if direction == "min" else index[np.argmax(values[index])]
+
+    def best(mask: np.ndarray) -> int | None:
+        index = np.flatnonzero(mask)
+        if not index.size:
+            return None
+        return int(index[np.argmin(values[index])] if direction == "min" else index[np.argmax(values[index])])
+
+    met = fits_mask(columns, ok, verdict) if fitting else ok
+    pick = best(met)
+    if pick is None:
+        return Solution(None, None, 0, counts["evaluated"],
+                        _closest(inputs, columns, valid, checks, counts, verdict if fitting else None), verdict)
+    kept = best(fits_mask(columns, ok, FITS)) if verdict == FITS_DEVICE else None
     row = {name: float(column[pick]) for name, column in columns.items()}
-    return Solution(float(values[pick]), row, int(ok.sum()), counts["evaluated"], None)
+    return Solution(float(values[pick]), row, int(met.sum()), counts["evaluated"], None, verdict,
+                    None if kept is None else float(values[kept]))
 
 
 def _default_range(inputs: Inputs, variable: str) -> str:
@@ -108,13 +130,14 @@ def _default_range(inputs: Inputs, variable: str) -> str:
     raise ContractError(f"give the values to try with --over {variable}=...", field="--over")
 
 
-def _closest(inputs: Inputs, columns, valid, checks: list[Constraint], counts: dict) -> str:
+def _closest(inputs: Inputs, columns, valid, checks: list[Constraint], counts: dict, verdict: str | None) -> str:
     if not valid.any():
         unplaced = "; ".join(counts.get("unplaced", {})) or "no value tried gives a valid layout"
         return unplaced
-    fits = fits_mask(columns, valid)
+    fits = fits_mask(columns, valid, verdict) if verdict is not None else valid
     if not fits.any():
-        return "nothing fits in memory at any value tried"
+        return ("nothing fits in memory with the headroom kept at any value tried" if verdict == FITS else
+                "nothing fits the device's memory at any value tried, even with the headroom eaten")
     for constraint in checks:
         held = constraint.holds(columns) & fits
         if not held.any():
@@ -208,7 +231,9 @@ def best_accelerator(inputs: Inputs, objective: str, direction: str, constraints
     from botec.estimation import estimate_inputs
 
     registry = inputs.graph.definitions()
-    checks = [c for c in (parse_constraint(text, inputs.graph) for text in constraints) if c is not None]
+    parsed = [parse_constraint(text, inputs.graph) for text in constraints]
+    checks = [c for c in parsed if isinstance(c, Constraint)]
+    verdict = fit_verdict([c for c in parsed if isinstance(c, str)])
     if objective not in registry:
         raise ContractError(f"unknown quantity {objective!r}{did_you_mean(objective, registry)}",
                             field="--minimize" if direction == "min" else "--maximize")
@@ -222,8 +247,9 @@ def best_accelerator(inputs: Inputs, objective: str, direction: str, constraints
             rows.append((key, None, error.detail))
             continue
         q = result.quantities
-        if not result.fits:
-            rows.append((key, None, "does not fit in memory"))
+        if not result.meets(verdict):
+            rows.append((key, None, "does not fit in memory" + (" with the headroom kept" if verdict == FITS
+                                                                  else ", even with the headroom eaten")))
             continue
         failed = [c.text for c in checks if not bool(_OPERATORS[c.operator](q[c.quantity].value, c.value))]
         if failed:

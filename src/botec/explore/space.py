@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from botec.errors import ContractError
+from botec.findings.fit import DEVICE_SPARE, FITS, FITS_DEVICE, HOST_SPARE, plan_fits
 from botec.inputs import Inputs
 from botec.layout import Recompute
 
@@ -314,28 +315,18 @@ def _evaluate_rows(inputs: Inputs, columns: dict[str, np.ndarray], targets: list
     return valid, quantities
 
 
-
-HOST_SPARE = "host_memory_spare_bytes"
-# A training plan fits when its allocations fit the device; the headroom is a margin on top (a plan within it still
-# runs, and is reported as such), so the fit reads the spare memory before the headroom.
-DEVICE_SPARE = "memory_spare_before_headroom_bytes"
-
-
 def fit_quantities(inputs: Inputs) -> list[str]:
-    """What a plan's fit reads: the device's spare memory (training: before the headroom, which decides, and after
-    it, which says whether the headroom is kept), and the host's where the contract states its host memory
+    """What a plan's verdicts read (:mod:`botec.findings.fit`): the device's spare memory with the headroom kept
+    (``fits``) and before it (``fits_device``), and the host's where the contract states its host memory
     (offloading and asynchronous checkpoints keep state there)."""
     if inputs.kind != "training":
         return ["memory_spare_bytes"]
     resolved = inputs.graph.evaluate(dict(inputs.given), wanted=[HOST_SPARE], choices=inputs.choices)
-    return ["memory_spare_bytes", DEVICE_SPARE] + ([HOST_SPARE] if HOST_SPARE in resolved else [])
+    return [DEVICE_SPARE[FITS], DEVICE_SPARE[FITS_DEVICE]] + ([HOST_SPARE] if HOST_SPARE in resolved else [])
 
 
-def fits_mask(columns: dict[str, np.ndarray], valid: np.ndarray) -> np.ndarray:
-    """Valid rows whose plan fits: the device's memory (a training plan's before its headroom), and the host's where
-    it is a column (NaN never fits)."""
-    device = columns[DEVICE_SPARE] if DEVICE_SPARE in columns else columns["memory_spare_bytes"]
-    fits = valid & (np.nan_to_num(device, nan=-1.0) >= 0)
-    if HOST_SPARE in columns:
-        fits &= np.nan_to_num(columns[HOST_SPARE], nan=-1.0) >= 0
-    return fits
+def fits_mask(columns: dict[str, np.ndarray], valid: np.ndarray, verdict: str = FITS) -> np.ndarray:
+    """Valid rows whose plan meets ``verdict`` (``fits``: the headroom kept; ``fits_device``: the device's memory
+    without it), by the rule :attr:`botec.estimation.Estimate.fits` reads, :func:`botec.findings.fit.plan_fits`
+    (NaN never fits)."""
+    return valid & plan_fits(columns, verdict)

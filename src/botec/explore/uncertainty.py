@@ -139,14 +139,14 @@ def _sample_block(task) -> tuple[int, dict[str, np.ndarray]]:
 
 
 def _fit_share(values: dict, samples: int) -> float | None:
-    """The share of samples whose plan fits: the device's memory, and the host's where the contract states it."""
+    """The share of samples whose plan fits, by the estimate's verdict (:func:`botec.findings.fit.plan_fits`: the
+    headroom kept, and the host's memory where the contract states it)."""
     from botec.explore.space import fits_mask
+    from botec.findings.fit import DEVICE_SPARE, FITS, SPARES
 
-    if "memory_spare_bytes" not in values:
+    if DEVICE_SPARE[FITS] not in values:
         return None
-    columns = {name: values[name]
-               for name in ("memory_spare_bytes", "memory_spare_before_headroom_bytes", "host_memory_spare_bytes")
-               if name in values}
+    columns = {name: np.broadcast_to(values[name], (samples,)) for name in SPARES if name in values}
     return float(np.mean(fits_mask(columns, np.ones(samples, dtype=bool))))
 
 

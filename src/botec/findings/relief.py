@@ -1,4 +1,5 @@
-"""What would make a plan that does not fit in memory fit: the cheapest ZeRO stage and recomputation.
+"""What would make a plan that does not fit in memory fit (its headroom kept: :mod:`botec.findings.fit`): the
+cheapest ZeRO stage and recomputation.
 
 Each option (a higher ZeRO stage, more recomputation, or both) is the same estimate with those
 two layout fields varied. Among the options that fit, the cheapest is the one whose step is
@@ -10,6 +11,7 @@ then sends the fewest bytes.
 from __future__ import annotations
 
 from botec.errors import ContractError
+from botec.findings.fit import plan_fits, spares_of
 from botec.layout import Recompute
 from botec.units import format_number, format_quantity
 
@@ -33,7 +35,7 @@ def memory_relief(inputs, quantities: dict, system: str = "decimal") -> str:
                 continue  # a rule of the layout (EP and the shard group) refuses this stage
             q = inputs.graph.evaluate(varied.given, wanted=("memory_spare_bytes", "planned_device_bytes") + _COSTS,
                                       choices=inputs.choices)
-            if q["memory_spare_bytes"].value < 0:
+            if not plan_fits(spares_of(q), host=False):   # the device's part of the estimate's verdict
                 continue
             costs = [q[name].value for name in _COSTS if name in q]
             rank = costs[:1] if components and "step_seconds" in q else costs[1:]

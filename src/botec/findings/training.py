@@ -4,6 +4,7 @@ keeps up, what storage must hold and write, what it costs."""
 from __future__ import annotations
 
 from botec.findings import Finding
+from botec.findings.fit import FITS, FITS_DEVICE, plan_fits, spares_of
 from botec.graph import Quantity
 from botec.graph.elementwise import is_scalar
 from botec.layout import Recompute
@@ -33,8 +34,8 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
     if inputs.choices.get("compute") == "op_level":
         found.append(_stack(inputs))
     if components:
-        bubble = (f" + pipeline bubble {f('pipeline_bubble_seconds')} ({f('pipeline_bubble_share')} of the compute)"
-                  if q["pipeline_bubble_seconds"].value else "")
+        bubble = (f" + pipeline bubble {f('pipeline_bubble_seconds')} ({n('pipeline_bubble_to_compute_ratio')} × the "
+                  "compute)" if q["pipeline_bubble_seconds"].value else "")
         found.append(Finding(
             "compute", "info",
             f"step {f('step_seconds')} = compute {f('compute_seconds_per_step')}{bubble} + exposed communication "
@@ -43,17 +44,18 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
             + f"; achieved MFU {n('end_to_end_mfu')}",
             ("step_seconds", "compute_seconds_per_step", "pipeline_bubble_seconds", "exposed_communication_seconds",
              "exposed_offload_seconds", "end_to_end_mfu")))
-    if "pipeline_bubble_share" in q and q["pipeline_bubble_share"].value > q["pipeline_bubble_share_threshold"].value:
+    if ("pipeline_bubble_to_compute_ratio" in q
+            and q["pipeline_bubble_to_compute_ratio"].value > q["pipeline_bubble_share_threshold"].value):
         schedule = inputs.layout.schedule.value
         shrink = ("more micro-batches per step, an interleaved schedule or a zero-bubble one (strategy.pipeline_schedule: "
                   "zb-h1) shrinks it" if schedule in ("1f1b", "interleaved") else "more micro-batches per step shrink it")
         found.append(Finding(
             "compute", "warn",
-            f"the pipeline bubble is {f('pipeline_bubble_share')} of the compute time ({schedule} with p = "
+            f"the pipeline bubble is {n('pipeline_bubble_to_compute_ratio')} × the compute time ({schedule} with p = "
             f"{n('pipeline_parallel')}, v = {n('virtual_pipeline_stages')}, m = {n('gradient_accumulation_steps')} "
             f"micro-batches): {shrink}",
-            ("pipeline_bubble_share", "pipeline_parallel", "virtual_pipeline_stages", "gradient_accumulation_steps",
-             "pipeline_bubble_share_threshold")))
+            ("pipeline_bubble_to_compute_ratio", "pipeline_parallel", "virtual_pipeline_stages",
+             "gradient_accumulation_steps", "pipeline_bubble_share_threshold")))
     if (is_scalar(inputs.layout.recompute) and inputs.layout.recompute == Recompute.SELECTIVE
             and "fused_attention" in q and q["fused_attention"].value):
         found.append(Finding(
@@ -65,24 +67,21 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
 
     planned, capacity = f("planned_device_bytes"), f("device_memory_bytes")
     largest = f"the largest micro-batch that keeps the headroom is {f('max_micro_batch_size')}"
-    if q["memory_spare_bytes"].value >= 0:
+    if plan_fits(spares_of(q), FITS, host=False):
         found.append(Finding("memory", "ok", f"fits: {planned} of {capacity} planned{_saver_parts(q, f)}, "
                                              f"{f('memory_spare_bytes')} spare; {largest}",
                              ("planned_device_bytes", "device_memory_bytes", "memory_spare_bytes",
                               "max_micro_batch_size")))
-    elif "memory_spare_before_headroom_bytes" in q and q["memory_spare_before_headroom_bytes"].value >= 0:
-        # it fits the device, not with the headroom asked for: it runs (as published runs that fill their devices
-        # do), with less margin for peaks and fragmentation than stated
+    elif "memory_spare_before_headroom_bytes" in q and plan_fits(spares_of(q), FITS_DEVICE, host=False):
+        # the allocations fit the device only by eating the headroom: by the one verdict (botec.findings.fit) the
+        # plan does not fit; `--subject-to fits_device` is the constraint that accepts it
         needed = format_quantity(q["planned_device_bytes"].value / (1 + q["headroom"].value), "B", system)
-        # the relief (botec.findings.relief) looks for plans with the headroom kept: say so
-        relief = relief.replace("makes it fit", "keeps the headroom").replace(" and fits (",
-                                                                               " and keeps the headroom (")
         found.append(Finding(
-            "memory", "warn",
-            f"fits, but within the headroom: {needed} needed of {capacity}{_saver_parts(q, f)}, "
-            f"{f('memory_spare_before_headroom_bytes')} left, less than the {f('memory_headroom_bytes')} headroom "
-            f"(assumptions.headroom {format_number(100 * q['headroom'].value)} %, {planned} planned); "
-            f"{largest}{relief}",
+            "memory", "fail",
+            f"does not fit within the headroom: {planned} planned against {capacity}; the {needed} it needs"
+            f"{_saver_parts(q, f)} fit the device only by eating the {f('memory_headroom_bytes')} headroom "
+            f"(assumptions.headroom {format_number(100 * q['headroom'].value)} %; "
+            f"{f('memory_spare_before_headroom_bytes')} left); {largest}{relief}",
             ("planned_device_bytes", "device_memory_bytes", "memory_spare_before_headroom_bytes",
              "memory_headroom_bytes", "headroom", "max_micro_batch_size")))
     else:
@@ -160,7 +159,7 @@ def _checkpoints(q: dict[str, Quantity], f) -> list[Finding]:
                                            "pause and goodput", ("checkpoint_bytes",))]
     found: list[Finding] = []
     level = "warn" if q["checkpoint_pause_share"].value > q["checkpoint_pause_share_threshold"].value else "info"
-    share = f"{f('checkpoint_pause_share')} of training time at one save per {f('checkpoint_interval_seconds')}"
+    share = f"{f('checkpoint_pause_share')} of wall time at one save per {f('checkpoint_interval_seconds')}"
     if q["checkpoint_mode_async"].value:
         waits = q["checkpoint_write_seconds"].value > q["checkpoint_interval_seconds"].value
         found.append(Finding(
@@ -177,7 +176,8 @@ def _checkpoints(q: dict[str, Quantity], f) -> list[Finding]:
             found.append(Finding(
                 "storage", "info" if fits else "warn",
                 f"asynchronous saves stage {f('checkpoint_host_memory_bytes_per_node')} per node in host memory "
-                f"({f('checkpoint_host_memory_share')} of its {f('host_memory_bytes')})"
+                f"({format_quantity(q['checkpoint_host_memory_share'].value, 'fraction')} of its "
+                f"{f('host_memory_bytes')})"
                 + ("" if fits else ": it does not fit; use synchronous saves or more host memory"),
                 ("checkpoint_host_memory_bytes_per_node", "host_memory_bytes", "checkpoint_host_memory_share")))
         else:
@@ -217,19 +217,24 @@ def _failures(q: dict[str, Quantity], f, system: str) -> list[Finding]:
         ("expected_interruptions", "job_interruptions_per_hour", "lost_seconds_per_interruption", "goodput",
          "expected_wall_seconds", "expected_accelerator_hours")))
     if rate > 0:
-        saving = q["optimal_interval_saving_seconds"].value
-        worth = f": {f('optimal_interval_saving_seconds')} less wall time" + (
-            f" ({f('optimal_interval_saving_usd')})" if "optimal_interval_saving_usd" in q else "")
-        whole = q["optimal_checkpoint_interval_seconds"].value >= q["run_seconds"].value
-        best = ("one save at the end minimizes the expected wall time (failures are rare against the run)" if whole
-                else f"{f('optimal_checkpoint_interval_seconds')} minimizes the expected wall time (Daly 2006; "
-                     f"Young's √(2δM) {f('young_checkpoint_interval_seconds')})")
+        saving = q["optimal_interval_saving_seconds"].value   # never negative: the stated interval kept if better
+        whole = q["daly_checkpoint_interval_seconds"].value >= q["run_seconds"].value
+        young = f"Young's √(2δM) {f('young_checkpoint_interval_seconds')}"
+        if saving > 0:
+            worth = f": {f('optimal_interval_saving_seconds')} less wall time" + (
+                f" ({f('optimal_interval_saving_usd')})" if "optimal_interval_saving_usd" in q else "")
+            best = ("one save at the end minimizes the expected wall time (failures are rare against the run)"
+                    if whole else f"{f('optimal_checkpoint_interval_seconds')} minimizes the expected wall time "
+                                  f"(Daly 2006; {young})")
+            text = f"checkpoint interval: {f('checkpoint_interval_seconds')} stated; {best}{worth}"
+        else:
+            daly = "one save at the end" if whole else f"{f('daly_checkpoint_interval_seconds')} ({young})"
+            text = (f"checkpoint interval: {f('checkpoint_interval_seconds')} stated, kept: Daly 2006's optimum, "
+                    f"{daly}, saves no wall time over it")
         found.append(Finding(
-            "compute", "info",
-            f"checkpoint interval: {f('checkpoint_interval_seconds')} stated; {best}"
-            + (worth if saving > 0 else ": the stated interval is as good"),
-            ("checkpoint_interval_seconds", "optimal_checkpoint_interval_seconds", "young_checkpoint_interval_seconds",
-             "optimal_interval_saving_seconds")))
+            "compute", "info", text,
+            ("checkpoint_interval_seconds", "optimal_checkpoint_interval_seconds", "daly_checkpoint_interval_seconds",
+             "young_checkpoint_interval_seconds", "optimal_interval_saving_seconds")))
     return found
 
 

@@ -33,8 +33,8 @@ def quantity_record(q) -> dict:
 
 
 def to_dict(result: Estimate) -> dict:
-    """``{botec_version, catalog_revised, kind, contract, notes, accelerator, formats, fits, methods, layout,
-    quantities: [...], findings: [...], candidates: [...]}``."""
+    """``{botec_version, catalog_revised, kind, contract, notes, accelerator, formats, fits, fits_device, methods,
+    layout, quantities: [...], findings: [...], candidates: [...]}``."""
     from botec.catalog import catalog_revised
 
     quantities = [quantity_record(q) for q in result.quantities.values()]
@@ -46,8 +46,8 @@ def to_dict(result: Estimate) -> dict:
         "notes": result.contract.notes,
         "accelerator": result.inputs.accelerator_label,
         "formats": result.inputs.formats_label,
-        "fits": result.fits,
-        "fits_with_headroom": result.fits_with_headroom,   # training: the stated headroom kept free too
+        "fits": result.fits,                 # training: the plan fits with its headroom kept (botec.findings.fit)
+        "fits_device": result.fits_device,   # training: its allocations fit the device, the headroom eaten
         "methods": dict(result.choices) | {"summary": methods(result)},
         "layout": layout_line(result),
         "quantities": quantities,

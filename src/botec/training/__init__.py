@@ -17,8 +17,9 @@ thresholds.input("checkpoint_pause_share_threshold", unit="fraction",
                  meaning="share of wall time lost to checkpoint writes above which it is a problem")
 thresholds.input("goodput_threshold", unit="fraction",
                  meaning="goodput (useful training time over expected wall time) below which it is worth fixing")
-thresholds.input("pipeline_bubble_share_threshold", unit="fraction",
-                 meaning="pipeline bubble share of the compute time above which it is worth shrinking")
+thresholds.input("pipeline_bubble_share_threshold", unit="1",
+                 meaning="pipeline bubble over the compute time (pipeline_bubble_to_compute_ratio) above which it is "
+                         "worth shrinking")
 
 # Each account split into parts (compute, memory, network) lists them in their order: a report lists the quantities
 # in the order they are defined.

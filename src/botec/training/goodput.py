@@ -32,9 +32,11 @@ interruption, to first order in 1/M: R + L + (τ + δ)/2 (half a segment of rewo
 
 The interval that minimizes W: Young 1974 ("A first order approximation to the optimum checkpoint interval",
 CACM 17(9)) τ_Y = √(2δM); Daly 2006's higher-order estimate τ_D = √(2δM)·[1 + ⅓·√(δ/2M) + (δ/2M)/9] − δ for
-δ < 2M, else M. botec reports Daly's (τ_D; closer to the true minimum of W when δ/M is not small) beside the
-stated interval, and what it would save; neither is longer than the run, and with asynchronous saves τ_D is not
-shorter than L. Worked: δ = 60 s, M = 24 h → τ_Y = √(2 · 60 · 86,400) = 3,220 s, τ_D = 3,180 s.
+δ < 2M, else M. botec computes Daly's (τ_D; closer to the true minimum of W when δ/M is not small; neither is
+longer than the run, and with asynchronous saves τ_D is not shorter than L) and reports as the optimal interval the
+better of τ_D and the stated τ, by W: the saving W(τ) − min(W(τ), W(τ_D)) is never negative, and where the stated
+interval is already at least as good (a run shorter than its interval, say) it is kept and saves 0. Worked: δ = 60 s,
+M = 24 h → τ_Y = √(2 · 60 · 86,400) = 3,220 s, τ_D = 3,180 s.
 
 Asynchronous saves (PyTorch DCP async_save, Megatron --async-save): training stops only while each
 accelerator copies its shard to host memory over its host link (checkpoint bytes / N / host-link bandwidth:
@@ -116,7 +118,8 @@ def checkpoint_host_memory_bytes_per_node(checkpoint_bytes_per_accelerator, acce
     return checkpoint_bytes_per_accelerator * accelerators_sharing_host
 
 
-@formulas.formula(unit="fraction", meaning="share of a node's host memory the staged checkpoint shards take",
+@formulas.formula(unit="1", meaning="the staged checkpoint shards over a node's host memory (a ratio: above 1 they "
+                                     "do not fit)",
                   expression="checkpoint_host_memory_bytes_per_node / host_memory_bytes", account="storage",
                   detail=True)
 def checkpoint_host_memory_share(checkpoint_host_memory_bytes_per_node, host_memory_bytes):
@@ -205,13 +208,14 @@ def young_checkpoint_interval_seconds(checkpoint_pause_seconds_each, job_interru
     return minimum(run_seconds, where(failing, interval, run_seconds))
 
 
-@formulas.formula(unit="s", meaning="checkpoint interval that minimizes the expected wall time (Daly), at most the run",
+@formulas.formula(unit="s", meaning="Daly's estimate of the checkpoint interval that minimizes the expected wall "
+                                    "time, at most the run", detail=True,
                   expression="min(run_seconds, max(L, √(2δM)·[1 + ⅓·√(δ/2M) + (δ/2M)/9] − δ if δ < 2M else M)), "
                              "δ = checkpoint_pause_seconds_each, L = checkpoint_write_behind_seconds, "
                              "M = 3,600 s / job_interruptions_per_hour",
                   prose=True, source="Daly 2006, FGCS 22(3): the higher-order estimate")
-def optimal_checkpoint_interval_seconds(checkpoint_pause_seconds_each, job_interruptions_per_hour, run_seconds,
-                                        checkpoint_write_behind_seconds=0.0):
+def daly_checkpoint_interval_seconds(checkpoint_pause_seconds_each, job_interruptions_per_hour, run_seconds,
+                                     checkpoint_write_behind_seconds=0.0):
     """With y = δ/2M: τ_D = δ·(y^{-1/2} − 2/3 + y^{1/2}/9) for y < 1 (the bracket multiplied out), else M = δ/2y.
 
     Asynchronous saves: not below the background write L, since a shorter interval only makes each save wait for
@@ -225,18 +229,39 @@ def optimal_checkpoint_interval_seconds(checkpoint_pause_seconds_each, job_inter
     return minimum(run_seconds, where(failing, maximum(interval, checkpoint_write_behind_seconds), run_seconds))
 
 
-@formulas.formula(unit="s", meaning="expected wall time if saves came at the optimal interval", prose=True,
+@formulas.formula(unit="s", meaning="expected wall time if saves came at Daly's interval", prose=True,
                   expression="expected_wall_seconds with checkpoint_interval_seconds = "
-                             "optimal_checkpoint_interval_seconds", detail=True)
-def optimal_interval_wall_seconds(run_seconds, optimal_checkpoint_interval_seconds, checkpoint_pause_seconds_each,
-                                  restart_seconds, checkpoint_write_behind_seconds, job_interruptions_per_hour):
-    return expected_wall_seconds(run_seconds, optimal_checkpoint_interval_seconds, checkpoint_pause_seconds_each,
+                             "daly_checkpoint_interval_seconds", detail=True)
+def daly_interval_wall_seconds(run_seconds, daly_checkpoint_interval_seconds, checkpoint_pause_seconds_each,
+                               restart_seconds, checkpoint_write_behind_seconds, job_interruptions_per_hour):
+    return expected_wall_seconds(run_seconds, daly_checkpoint_interval_seconds, checkpoint_pause_seconds_each,
                                  restart_seconds, checkpoint_write_behind_seconds, job_interruptions_per_hour)
 
 
-@formulas.formula(unit="s", meaning="wall time the optimal checkpoint interval would save over the stated one",
+@formulas.formula(unit="s", meaning="checkpoint interval that minimizes the expected wall time: Daly's, unless the "
+                                    "stated one is at least as good (then the stated one, kept)",
+                  expression="daly_checkpoint_interval_seconds if daly_interval_wall_seconds < expected_wall_seconds "
+                             "else checkpoint_interval_seconds",
+                  source="Daly 2006's estimate, checked against the stated interval through the same expected wall "
+                         "time: a run shorter than its interval saves once at most, which Daly's (capped at the run) "
+                         "cannot beat")
+def optimal_checkpoint_interval_seconds(daly_checkpoint_interval_seconds, daly_interval_wall_seconds,
+                                        checkpoint_interval_seconds, expected_wall_seconds):
+    return where(daly_interval_wall_seconds < expected_wall_seconds, daly_checkpoint_interval_seconds,
+                 checkpoint_interval_seconds)
+
+
+@formulas.formula(unit="s", meaning="expected wall time if saves came at the optimal interval",
+                  expression="min(expected_wall_seconds, daly_interval_wall_seconds)", detail=True)
+def optimal_interval_wall_seconds(expected_wall_seconds, daly_interval_wall_seconds):
+    return minimum(expected_wall_seconds, daly_interval_wall_seconds)
+
+
+@formulas.formula(unit="s", meaning="wall time the optimal checkpoint interval would save over the stated one (0: "
+                                    "the stated one is at least as good)",
                   expression="expected_wall_seconds − optimal_interval_wall_seconds")
 def optimal_interval_saving_seconds(expected_wall_seconds, optimal_interval_wall_seconds):
+    """W(τ) − min(W(τ), W(τ_D)) ≥ 0: never negative."""
     return expected_wall_seconds - optimal_interval_wall_seconds
 
 

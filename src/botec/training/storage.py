@@ -81,12 +81,16 @@ def checkpoint_write_seconds(checkpoint_bytes, storage_write_bytes_per_s):
     return checkpoint_bytes / storage_write_bytes_per_s
 
 
-@formulas.formula(unit="fraction", meaning="checkpoint pause per interval: the share of training time saves stop",
-                  expression="checkpoint_pause_seconds_each / checkpoint_interval_seconds",
-                  source="lesson 000: 14 s per hour ≈ 0.4 % (synchronous saves)")
+@formulas.formula(unit="fraction", meaning="the share of wall time saves stop training, failures aside: a pause per "
+                                           "interval of training",
+                  expression="checkpoint_pause_seconds_each / (checkpoint_interval_seconds + "
+                             "checkpoint_pause_seconds_each)",
+                  source="lesson 000: 14 s per hour ≈ 0.4 % (synchronous saves); of the wall time, so that it stays "
+                         "a share when a save outlasts its interval (was pause / interval: 2.8 at 14 s per 5 s)")
 def checkpoint_pause_share(checkpoint_pause_seconds_each, checkpoint_interval_seconds):
-    """δ/τ; the pause is the write (sync) or the copy to host memory (async): :mod:`botec.training.goodput`."""
-    return checkpoint_pause_seconds_each / checkpoint_interval_seconds
+    """δ / (τ + δ), 1 − goodput without failures; the pause is the write (sync) or the copy to host memory (async):
+    :mod:`botec.training.goodput`."""
+    return checkpoint_pause_seconds_each / (checkpoint_interval_seconds + checkpoint_pause_seconds_each)
 
 
 @formulas.formula(unit="checkpoints", meaning="checkpoints saved during the run",

@@ -201,11 +201,11 @@ def sweep_answer(request: SweepRequest) -> Response:
     space = Space(inputs, axes)
     columns, valid, counts = evaluate_space(space, wanted=list(dict.fromkeys(request.outputs +
                                                                              fit_quantities(inputs))))
-    fits = fits_mask(columns, valid)
+    fits, device = fits_mask(columns, valid), fits_mask(columns, valid, "fits_device")   # the headroom kept, or eaten
     names = [a.path for a in axes] + request.outputs
-    rows = [[None if not np.isfinite(columns[n][i]) else float(columns[n][i]) for n in names] + [bool(fits[i])]
-            for i in range(space.size)]
-    return json_response({"columns": names + ["fits"], "rows": rows, "counts": counts})
+    rows = [[None if not np.isfinite(columns[n][i]) else float(columns[n][i]) for n in names]
+            + [bool(fits[i]), bool(device[i])] for i in range(space.size)]
+    return json_response({"columns": names + ["fits", "fits_device"], "rows": rows, "counts": counts})
 
 
 def contract_answer(request: EstimateRequest) -> Response:

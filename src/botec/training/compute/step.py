@@ -212,7 +212,11 @@ def pipeline_bubble_seconds(pipeline_parallel, pipeline_chunk_share, pipeline_sc
                                                          where(pipeline_schedule >= 1, zb_h1, one_f_one_b)))
 
 
-@formulas.formula(unit="fraction", meaning="the pipeline bubble as a share of the compute time",
-                  expression="pipeline_bubble_seconds / compute_seconds_per_step", detail=True)
-def pipeline_bubble_share(pipeline_bubble_seconds, compute_seconds_per_step):
+@formulas.formula(unit="1", meaning="the pipeline bubble over the compute time of a step (a ratio: above 1 the "
+                                     "pipeline idles longer than it computes)",
+                  expression="pipeline_bubble_seconds / compute_seconds_per_step", detail=True,
+                  source="1F1B: (p − 1)(t + c) / (m·t) (Narayanan et al. 2021 §2.2.1): one micro-batch on p = 4 "
+                         "stages idles 3 × its compute, more with on-path communication c; was pipeline_bubble_share, "
+                         "labelled a fraction (issue 28)")
+def pipeline_bubble_to_compute_ratio(pipeline_bubble_seconds, compute_seconds_per_step):
     return pipeline_bubble_seconds / compute_seconds_per_step

@@ -103,19 +103,21 @@ def memory_spare_bytes(device_memory_bytes, planned_device_bytes):
     return device_memory_bytes - planned_device_bytes
 
 
-@formulas.formula(unit="B", meaning="device memory left after the plan without its headroom (negative: it does not "
-                                    "fit at all; between 0 and the headroom: it fits, but within the headroom)",
+@formulas.formula(unit="B", meaning="device memory left after the plan without its headroom (negative: its "
+                                    "allocations do not fit the device; between 0 and the headroom: they fit only by "
+                                    "eating the headroom, which the verdict fits_device accepts and fits does not)",
                   expression="device_memory_bytes − planned_device_bytes / (1 + headroom)",
-                  source="the headroom is a planning margin (lesson 000: × 1.25 for peaks and fragmentation), not "
-                         "memory the job needs: a plan whose allocations fit the device runs, as the published runs "
-                         "that fill their devices did; it only lacks the margin asked for")
+                  source="the headroom is a planning margin (lesson 000: × 1.25 for peaks and fragmentation): a "
+                         "plan fits with it kept (memory_spare_bytes ≥ 0); a published run that filled its device "
+                         "fits the device (this ≥ 0), which is what botec validate checks")
 def memory_spare_before_headroom_bytes(device_memory_bytes, planned_device_bytes, headroom):
-    """M_device − M_planned / (1 + headroom): ≥ 0 the plan fits the device; ≥ the headroom's bytes (memory_spare_bytes
-    ≥ 0) it fits with the headroom kept too."""
+    """M_device − M_planned / (1 + headroom): ≥ 0 the plan's allocations fit the device (``fits_device``); the plan
+    fits (``fits``) when memory_spare_bytes ≥ 0 too, the headroom kept (:mod:`botec.findings.fit`)."""
     return device_memory_bytes - planned_device_bytes / (1 + headroom)
 
 
-@formulas.formula(unit="fraction", meaning="planned memory as a share of the device's memory",
+@formulas.formula(unit="1", meaning="planned memory over the device's memory (a ratio: above 1 the plan does not "
+                                     "fit)",
                   expression="planned_device_bytes / device_memory_bytes", detail=True)
 def memory_utilization(planned_device_bytes, device_memory_bytes):
     return planned_device_bytes / device_memory_bytes
