@@ -176,3 +176,160 @@ def test_the_good_curve_is_read(cli, tmp_path):
     assert code == 0, err
     quantity = next(q for q in json.loads(out)["quantities"] if q["name"] == "memory_bandwidth_efficiency")
     assert quantity["value"] == pytest.approx(0.85) and quantity["source"]["provenance"] == "measured"
+
+
+# --- issue 28: every reader, nested 100,000 deep and a 5,000-digit number: exit 2, one line -------------------
+
+LESSON = EXAMPLES / "lesson-finetune-1b.yaml"
+LLAMA_CONFIG = REPO / "tests" / "data" / "hf" / "llama-3.1-8b" / "config.json"
+
+
+def one_line_refusal(cli, *args) -> str:
+    """``botec ARGS``: exit 2, nothing on stdout, one line on stderr; that line, its prefix removed."""
+    code, out, err = cli(*args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1, (code, out[:200], err[:400])
+    assert "internal error" not in err and len(lines[0]) < 600
+    return lines[0].removeprefix("botec: error: ")
+
+
+def lesson_json() -> dict:
+    from botec.yamlfile import load_user_yaml
+
+    return load_user_yaml(LESSON.read_text())
+
+
+def contract_naming(tmp_path, config) -> str:
+    """A serving contract whose model is ``{config: CONFIG}``."""
+    from botec.yamlfile import load_user_yaml
+
+    data = load_user_yaml(SERVING.read_text())
+    data["workload"]["model"] = {"config": str(config)}
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_json_contract_nested_100000_deep_names_where(cli, tmp_path):
+    head = json.dumps(lesson_json())[:-1] + ', "x": '
+    path = tmp_path / "deep.json"
+    path.write_text(head + DEEP + "}")
+    assert one_line_refusal(cli, "estimate", str(path)) == (
+        f"{path}: JSON nested too deep: more than 64 levels at line 1, column {len(head) + 64} (no file botec reads "
+        "nests that deep)")
+
+
+def test_a_json_contract_with_a_5000_digit_count_names_the_field(cli, tmp_path):
+    path = tmp_path / "digits.json"
+    path.write_text(json.dumps(lesson_json()).replace('"micro_batch_size": 2', '"micro_batch_size": ' + "9" * 5000))
+    assert "9" * 5000 in path.read_text()
+    assert one_line_refusal(cli, "estimate", str(path)) == (
+        f"{path}: strategy.micro_batch_size: expected a count such as '2,048', '1e9', '7B' or '2T tokens', got inf "
+        "(not a finite number)")
+
+
+@pytest.mark.parametrize("attack", ["nested", "digits"])
+def test_a_config_json_attack_is_one_line_in_model_and_in_estimate(attack, cli, tmp_path):
+    text = LLAMA_CONFIG.read_text()
+    if attack == "nested":
+        text = text.rstrip()[:-1] + ', "x": ' + DEEP + "}"
+        expected = "JSON nested too deep: more than 64 levels at line"
+    else:
+        text = text.replace('"num_hidden_layers": 32', '"num_hidden_layers": ' + "9" * 5000)
+        expected = "num_hidden_layers: expected a whole number from 1 to 100,000, got inf"
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    assert one_line_refusal(cli, "model", str(config)).startswith(f"{config}: {expected}")
+    assert one_line_refusal(cli, "estimate", contract_naming(tmp_path, config)).startswith(
+        f"workload.model.config: {expected}")
+
+
+def test_an_sglang_line_with_a_5000_digit_count_names_the_run(cli, tmp_path):
+    lines = SGLANG.read_text().splitlines()
+    runs = [json.loads(line) for line in lines]
+    text = "\n".join(lines[:-1] + [with_raw(runs[-1], "completed", "9" * 5000)]) + "\n"
+    assert refused(cli, tmp_path, SERVING, text, "run.jsonl") == f"completed: inf (run {len(runs)} of {len(runs)}): " \
+                                                                  f"{COUNT}"
+
+
+# --- reliability-3 D9: a lone surrogate in a string a reader keeps is printable ---------------------------------
+
+def test_a_lone_surrogate_in_an_sglang_line_is_printed_as_the_replacement_character(cli, tmp_path):
+    """D9 as found: ``"backend": "\\ud83d"`` (a JSON escape) in the run calibrate uses crashed its report with
+    UnicodeEncodeError; the reader now keeps U+FFFD in its place (capsys's stream is UTF-8 and strict, as a
+    terminal's is), and -o writes the calibrated contract."""
+    lines = SGLANG.read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["backend"] == "vllm"   # the engine the benchmark measured
+    path, target = tmp_path / "run.jsonl", tmp_path / "calibrated.yaml"
+    path.write_text("\n".join(lines[:-1] + [with_raw(last, "backend", '"\\ud83d"')]) + "\n")
+    assert '"backend": "\\ud83d"' in path.read_text()
+    code, out, err = cli("calibrate", str(SERVING), str(path))
+    assert code == 0 and "backend \ufffd" in out, err
+    code, out, err = cli("calibrate", str(SERVING), str(path), "-o", str(target))
+    assert code == 0 and target.exists(), err
+
+
+def test_lone_surrogates_in_every_string_of_a_vllm_result_are_printable(cli, tmp_path):
+    data = vllm()
+    text = json.dumps({key: ("\ud83d" if isinstance(value, str) else value) for key, value in data.items()})
+    assert text.count('"\\ud83d"') >= 4   # date, backend, model_id, tokenizer_id, ...
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    code, out, err = cli("calibrate", str(SERVING), str(path))
+    assert code == 0 and "model \ufffd, backend \ufffd" in out, err
+
+
+def test_the_json_reader_replaces_only_lone_surrogates():
+    from botec.jsonfile import load_json_rows, load_json_text
+
+    text = r'{"a\ud83d": ["x\ud83d\ude00y", "\udc00", "\\ud83d"], "b": "\ud800"}'
+    assert load_json_text(text) == {"a\ufffd": ["x\U0001f600y", "\ufffd", "\\ud83d"], "b": "\ufffd"}
+    assert load_json_rows([r'{"a": "\ud83d"}']) is None and load_json_rows(['{"a": "b"}']) == [{"a": "b"}]
+
+
+def test_a_json_contract_named_with_a_lone_surrogate_prints(cli, tmp_path):
+    path = tmp_path / "named.json"
+    path.write_text(with_raw(lesson_json(), "name", '"lesson \\ud83d"'))
+    code, out, err = cli("estimate", str(path))
+    assert code == 0 and out.startswith("botec estimate: lesson \ufffd\n"), err
+
+
+# --- reliability-3 D9b: a NUL byte in a path a user wrote in a file ---------------------------------------------
+
+NUL = "expected a file path without a NUL byte (\\x00), got "
+
+
+def test_a_nul_byte_in_a_study_contract_path_names_the_entry(cli, tmp_path):
+    """D9b as found: ``contracts: ["\\x00"]`` ended in ``internal error: ValueError: embedded null byte``."""
+    study = tmp_path / "s.yaml"
+    study.write_text('study: nul\ncontracts: ["\\x00"]\n')
+    assert one_line_refusal(cli, "study", str(study)) == f"{study}: contracts[0]: {NUL}'\\x00'"
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("workload.model", '{config: "a\\0.json"}', "workload.model.config: "),
+    ("assumptions.speculative_decoding", '{draft_tokens: 4, acceptance_rate: 0.7, method: draft_model, '
+                                         'draft_model: "a\\0.json"}', "assumptions.speculative_decoding.draft_model: "),
+    ("assumptions.efficiency_curve", '"a\\0.yaml"', "assumptions.efficiency_curve: "),
+], ids=["model-config", "draft-model", "efficiency-curve"])
+def test_a_nul_byte_in_a_path_a_contract_names_is_one_line_naming_the_field(field, value, shown, cli, tmp_path):
+    contract = SERVING if field != "assumptions.efficiency_curve" else TRAINING
+    message = one_line_refusal(cli, "estimate", str(contract), "--set", f"{field}={value}")
+    assert message.startswith(shown) and NUL in message and "\x00" not in message, message
+
+
+def test_every_file_reader_refuses_a_nul_path_in_one_line():
+    """The shared check (botec.errors.check_user_path) in read_text_file, which every reader of a user's file but
+    the trace's goes through (a histogram, a config.json, a measurement), and in the trace's own reader."""
+    from botec.errors import ContractError, read_text_file
+    from botec.simulate.trace import trace_stream
+    from botec.simulate.workload import read_histogram
+
+    for read in (lambda path: read_text_file(path, "config.json"), read_histogram):
+        with pytest.raises(ContractError) as caught:
+            read("dir/a\x00b.csv")
+        assert str(caught.value) == f"{NUL}'dir/a\\x00b.csv'"
+    with pytest.raises(ContractError) as caught:
+        trace_stream("a\x00.csv")
+    assert str(caught.value) == f"--trace: {NUL}'a\\x00.csv'"

@@ -11,6 +11,10 @@ number too large for a float (``1e400`` reads as infinity). :func:`load_json_tex
   beyond 10^308), as JSON reads ``1e400``: the reader's field check then refuses it, naming the field, as it
   refuses ``Infinity`` (JSON's ``NaN`` and ``Infinity`` are read as floats, for the fields that allow them:
   SGLang writes ``"request_rate": Infinity``);
+- reads a lone surrogate (``"\\ud83d"``: half of an escaped pair, which JSON allows and no UTF-8 can hold) as
+  U+FFFD, the replacement character, in every string and key (:func:`printable_strings`): a string botec
+  read from a file and later prints or writes can then always be encoded (reliability-3 D9: a benchmark's
+  ``backend`` crashed the calibration's report with ``UnicodeEncodeError``);
 - leaves a ``json.JSONDecodeError`` (corrupt or truncated JSON) to the caller, who says what it expected.
 
 Every JSON botec reads goes through this module, as every YAML goes through :mod:`botec.yamlfile`
@@ -27,7 +31,8 @@ import re
 
 from botec.errors import ContractError
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_INTEGER_DIGITS", "load_json_text", "load_json_rows", "too_deep_at"]
+__all__ = ["MAX_JSON_DEPTH", "MAX_INTEGER_DIGITS", "load_json_text", "load_json_rows", "too_deep_at",
+           "printable_strings"]
 
 MAX_JSON_DEPTH = 64          # nesting levels a user's JSON may have (botec's and the benchmarks' files use at most 4)
 MAX_INTEGER_DIGITS = 4300    # digits of an integer Python converts (sys.get_int_max_str_digits' default)
@@ -35,6 +40,22 @@ MAX_INTEGER_DIGITS = 4300    # digits of an integer Python converts (sys.get_int
 # A JSON string (skipped: brackets inside it do not nest; an unterminated one runs to the end, so that the scan
 # stays linear whatever the text) or a bracket.
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+# A surrogate, escaped (\ud800 to \udfff) or not (a text handed over by code; a file's UTF-8 holds none): a text
+# without one holds no surrogate once parsed. And a surrogate left alone once parsed (json joins an escaped pair).
+_ANY_SURROGATE = re.compile("\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable_strings(value):
+    """``value`` with every lone surrogate in its strings and keys replaced by U+FFFD (lists and objects walked;
+    their depth is bounded by :data:`MAX_JSON_DEPTH`)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [printable_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {printable_strings(key): printable_strings(item) for key, item in value.items()}
+    return value
 
 
 def _integer(digits: str):
@@ -88,20 +109,21 @@ def load_json_text(text: str, origin: str | None = None, line_offset: int = 0, u
     hook = (lambda pairs: _unique_pairs(pairs, origin)) if unique_keys else None
     try:
         try:
-            return json.loads(text, object_pairs_hook=hook)
+            value = json.loads(text, object_pairs_hook=hook)
         except json.JSONDecodeError:
             raise
         except ValueError:   # an integer Python refuses to convert (> 4,300 digits): read again, it as a float
-            return json.loads(text, parse_int=_integer, object_pairs_hook=hook)
+            value = json.loads(text, parse_int=_integer, object_pairs_hook=hook)
     except RecursionError:   # unreachable below MAX_JSON_DEPTH; kept so that no depth can become a traceback
         raise ContractError(f"JSON nested too deep: more than {MAX_JSON_DEPTH} levels", origin=origin) from None
+    return printable_strings(value) if _ANY_SURROGATE.search(text) else value
 
 
 def load_json_rows(lines: list[str]) -> list | None:
     """Many JSON lines at once, parsed as one array (a trace's fast path: one call for a chunk of rows), or None
     when that fails in any way (a line that is not JSON, too deep, an integer Python refuses): the caller then
     reads the lines one by one with :func:`load_json_text`, which says what is wrong where."""
-    if not all(lines):
+    if not all(lines) or any(_ANY_SURROGATE.search(line) for line in lines):   # (surrogates: line by line)
         return None
     try:
         rows = json.loads("[" + ",".join(lines) + "]")

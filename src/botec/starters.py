@@ -172,8 +172,9 @@ assumptions:
 """
 
 
-def _fits(text: str, directory: Path) -> tuple[Optional[str], bool]:
-    """(None when the contract estimates and fits, else the one-line reason; whether it keeps the headroom too)."""
+def _fits(text: str, directory: Path) -> Optional[str]:
+    """None when the contract estimates and fits (its headroom kept: the estimate's verdict), else the one-line
+    reason."""
     from botec.estimation import check_fit, estimate_file
 
     handle, name = tempfile.mkstemp(suffix=".yaml", prefix=".botec-init-", dir=directory)
@@ -183,10 +184,10 @@ def _fits(text: str, directory: Path) -> tuple[Optional[str], bool]:
         result = estimate_file(Path(name), [])
         check_fit(result)
     except UserError as error:
-        return str(error), False
+        return str(error)
     finally:
         os.unlink(name)
-    return None, result.fits_with_headroom
+    return None
 
 
 def _layouts(count: int, serving: bool, tensor_parallel: Optional[int]):
@@ -210,7 +211,6 @@ def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], c
     name = Path(shown).stem
     why = None
     text = ""
-    within_headroom = None   # the first layout that fits only within the headroom: taken if none keeps it
     for tensor_parallel, recompute in _layouts(count or DEFAULT_COUNT, serving, count if serving else None):
         if serving:
             text = _SERVING.format(label=label, device_name=device.name, path=shown, name=name, model=model_yaml,
@@ -224,12 +224,7 @@ def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], c
                                     device=device.key, count=n, node=_node_line(device, n), price=_price_line(device),
                                     tokens="1B", sequence_length=4096, tensor_parallel=tensor_parallel,
                                     sharding=sharding, global_batch=n * 8, recompute=recompute)
-        why, kept = _fits(text, directory)
-        if why is None and kept:
+        why = _fits(text, directory)
+        if why is None:
             break
-        if why is None and within_headroom is None:
-            within_headroom = text
-    else:
-        if within_headroom is not None:
-            return within_headroom, None
     return text, why

@@ -117,10 +117,12 @@ class Architecture:
 
     @property
     def moe_layers(self) -> int:
+        """Layers with routed experts: every n-th of the L − k layers after the k leading dense ones, the first of
+        them included, ⌈(L − k) / n⌉ (counted, not listed: nothing grows with L)."""
         if self.moe is None:
             return 0
-        return len([i for i in range(self.moe.first_dense_layers, self.layers)
-                    if (i - self.moe.first_dense_layers) % self.moe.layer_frequency == 0])
+        after_dense = max(0, self.layers - self.moe.first_dense_layers)
+        return -(-after_dense // self.moe.layer_frequency)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from botec.cli.common import Format, emit, app
+from botec.cli.common import Format, emit, emit_text, app
 from botec.errors import ContractError, UserError
 from botec.units import excerpt
 
@@ -138,8 +138,10 @@ def model(
             lora = lora_parameters(arch, lora_rank, names)
         except ContractError as error:
             raise UserError(f"--lora-targets: {error.detail}") from None
-    typer.echo(listings.model_json(arch, lora) if format is Format.json
-               else "\n".join(listings.model_text(arch, lora)))
+    if format is Format.json:
+        typer.echo(listings.model_json(arch, lora))
+    else:
+        emit_text("\n".join(listings.model_text(arch, lora)))
 
 
 def _is_folder(name: str) -> bool:

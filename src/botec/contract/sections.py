@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from botec.contract.stated import PositiveCount
 
 __all__ = ["Section", "ContractBase", "BY_NAME", "INLINE", "by_name_or_inline"]
 
@@ -24,7 +26,7 @@ class ContractBase(Section):
 
     name: Optional[str] = Field(None, description="a short name for the job")
     description: Optional[str] = Field(None, description="what the job is for")
-    schema_version: Optional[PositiveInt] = Field(None, description="the contract schema version it was written for")
+    schema_version: Optional[PositiveCount] = Field(None, description="the contract schema version it was written for")
 
     @property
     def notes(self) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BeforeValidator, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from botec.contract.efficiency import EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, Section
-from botec.contract.stated import Stated, default, default_range, quantity
+from botec.contract.stated import NonNegativeCount, PositiveCount, Stated, default, default_range, quantity
 from botec.contract.supply import ServingSupply
 from botec.errors import ContractError
 
@@ -39,7 +39,7 @@ class Traffic(Section):
     arrivals: Literal["poisson", "bursty", "uniform"] = Field(
         "poisson", description="arrival process: poisson, bursty (Poisson bursts of burst_size requests), or uniform "
                                "(evenly spaced)")
-    burst_size: PositiveInt = Field(8, description="requests per burst when arrivals are bursty")
+    burst_size: PositiveCount = Field(8, description="requests per burst when arrivals are bursty")
 
     @model_validator(mode="after")
     def _one_load(self) -> "Traffic":
@@ -120,13 +120,13 @@ class PrefillLayout(Section):
     prefill EP 32 on 4 nodes, decode EP 144 on 18; deepseek-ai/open-infra-index, open-source week day 6,
     2025-02-28). A field left out takes the replica's (the decode instance's) value."""
 
-    tensor_parallel: Optional[PositiveInt] = Field(None, description="TP degree of one prefill instance")
-    pipeline_parallel: Optional[PositiveInt] = Field(None, description="PP stages of one prefill instance")
-    expert_parallel: Optional[PositiveInt] = Field(None, description="EP degree of one prefill instance")
+    tensor_parallel: Optional[PositiveCount] = Field(None, description="TP degree of one prefill instance")
+    pipeline_parallel: Optional[PositiveCount] = Field(None, description="PP stages of one prefill instance")
+    expert_parallel: Optional[PositiveCount] = Field(None, description="EP degree of one prefill instance")
     data_parallel_attention: Optional[bool] = Field(None, description="attention data-parallel over its TP ranks")
-    attention_tensor_parallel: Optional[PositiveInt] = Field(
+    attention_tensor_parallel: Optional[PositiveCount] = Field(
         None, description="data-parallel attention: ranks one attention group splits its heads over")
-    redundant_experts: Optional[NonNegativeInt] = Field(
+    redundant_experts: Optional[NonNegativeCount] = Field(
         None, description="redundant routed-expert copies the prefill instance holds (EPLB)")
     max_batched_tokens: Optional[quantity("count", "Tokens one prefill step may carry (default: the replica's)",
                                           minimum=1, integer=True)] = None
@@ -136,7 +136,7 @@ class Disaggregation(Section):
     """Prefill and decode in separate instances (NVIDIA Dynamo, SGLang and vLLM disaggregated serving): prompts
     run on prefill instances, whose KV cache then crosses the network to a decode instance."""
 
-    prefill_instances: PositiveInt = Field(
+    prefill_instances: PositiveCount = Field(
         1, description="prefill instances per decode instance (the P of xPyD), each with the replica's TP × PP "
                        "unless prefill states its own layout")
     prefill: Optional[PrefillLayout] = Field(
@@ -166,26 +166,26 @@ class ServingStrategy(Section):
     engine: Annotated[str, BeforeValidator(_known_engine)] = Field(
         "vllm", description="the serving engine whose defaults apply: a preset of catalog/engines.yaml (vllm, "
                             "tensorrt-llm, sglang; `botec catalog` lists them)")
-    tensor_parallel: PositiveInt = Field(1, description="TP degree of one replica")
-    pipeline_parallel: PositiveInt = Field(1, description="PP stages of one replica")
-    pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
+    tensor_parallel: PositiveCount = Field(1, description="TP degree of one replica")
+    pipeline_parallel: PositiveCount = Field(1, description="PP stages of one replica")
+    pipeline_stage_layers: Optional[list[PositiveCount]] = Field(
         None, description="transformer layers of each stage, first to last (default as for training)")
-    expert_parallel: PositiveInt = Field(1, description="EP degree (MoE): experts split over the TP ranks")
-    redundant_experts: NonNegativeInt = Field(
+    expert_parallel: PositiveCount = Field(1, description="EP degree (MoE): experts split over the TP ranks")
+    redundant_experts: NonNegativeCount = Field(
         0, description="redundant copies of hot routed experts held beside the E experts (DeepSeek EPLB; SGLang "
                        "--ep-num-redundant-experts): each EP rank holds (E + N) / EP, the busiest ⌈(E + N) / EP⌉")
     data_parallel_attention: bool = Field(
         False, description="attention data-parallel over the TP ranks (SGLang --enable-dp-attention, TensorRT-LLM "
                            "enable_attention_dp, vLLM data-parallel + expert-parallel): each rank holds whole attention "
                            "weights and caches only its own requests, so MLA's latent is no longer copied on every rank")
-    attention_tensor_parallel: Optional[PositiveInt] = Field(
+    attention_tensor_parallel: Optional[PositiveCount] = Field(
         None, description="data-parallel attention: ranks one attention group splits its heads over (default 1: each "
                           "rank runs its requests' attention whole; SGLang's attention TP = tp_size / dp_size); must "
                           "divide the attention heads and tensor_parallel, which then need not divide the heads")
     weight_precision: Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"] = Field(
         "bf16", description="weight format (fp4: NVFP4, a scale per 16 weights; int8/int4 weight-only, with per-group "
                             "scales)")
-    quantization_group_size: PositiveInt = Field(128, description="weights per quantization scale (int8/int4)")
+    quantization_group_size: PositiveCount = Field(128, description="weights per quantization scale (int8/int4)")
     kv_cache_precision: Literal["bf16", "fp16", "fp8", "int8"] = Field("bf16", description="KV-cache format")
     activation_bytes_per_element: quantity("bytes", "Bytes per activation element (TP all-reduce messages)",
                                            exclusive_minimum=0) = default(2, "16-bit activations")
@@ -247,7 +247,7 @@ _REPLACED = {"prefill_mfu": "matmul_efficiency (the family's GEMM efficiency: pr
 class SpeculativeDecoding(Section):
     """A draft proposes tokens the target model verifies in one step (Leviathan et al. 2023)."""
 
-    draft_tokens: PositiveInt = Field(description="tokens the draft proposes per step, k")
+    draft_tokens: PositiveCount = Field(description="tokens the draft proposes per step, k")
     acceptance_rate: quantity("ratio", "Chance each draft token is accepted, α", minimum=0, maximum=1)
     method: Literal["draft_model", "eagle", "mtp", "ngram"] = Field(
         "draft_model", description="what drafts: draft_model (a separate model), eagle (an EAGLE head), mtp (the "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from botec.contract.sections import BY_NAME, INLINE, Section, by_name_or_inline
-from botec.contract.stated import default, default_range, quantity
+from botec.contract.stated import PositiveCount, default, default_range, quantity
 from botec.errors import ContractError
 
 __all__ = ["Accelerator", "Network", "Storage", "Link", "Cluster", "Candidate", "ApiPrice", "TrainingSupply",
@@ -75,7 +75,7 @@ class Cluster(Section):
     """Accelerators per node and the two network tiers; a node preset fills what is not stated."""
 
     node: Optional[str] = Field(None, description="a node preset (see `botec catalog`): dgx-h100, dgx-a100, ...")
-    accelerators_per_node: Optional[PositiveInt] = Field(None, description="accelerators sharing the intra-node links")
+    accelerators_per_node: Optional[PositiveCount] = Field(None, description="accelerators sharing the intra-node links")
     intra_node: Optional[Link] = Field(None, description="NVLink-class links inside a node")
     inter_node: Optional[Link] = Field(None, description="the network between nodes, per accelerator (NIC share)")
 

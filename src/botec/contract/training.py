@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BeforeValidator, Discriminator, Field, PositiveInt, Tag, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from botec.contract.efficiency import OP_LEVEL_FIGURES, EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
-from botec.contract.stated import Stated, default, default_range, quantity
+from botec.contract.stated import PositiveCount, Stated, below_whole_bound, default, default_range, quantity
 from botec.contract.supply import TrainingSupply
 from botec.errors import ContractError
 from botec.layout import FSDP_ZERO_STAGE
@@ -88,7 +88,7 @@ class LoraPolicy(Section):
     absmax in 8 bits with one FP32 constant per 256 blocks: 0.5 → 0.127 bits per parameter).
     """
 
-    rank: PositiveInt = Field(description="the adapters' rank r (LoRA's r; PEFT's `r`)")
+    rank: PositiveCount = Field(description="the adapters' rank r (LoRA's r; PEFT's `r`)")
     alpha: Optional[float] = Field(None, description="LoRA's scaling α (changes neither memory nor time; kept so a "
                                                      "PEFT config can be pasted)")
     target_modules: Union[Literal["all-linear", "attention"], list[str]] = Field(
@@ -106,7 +106,7 @@ class LoraPolicy(Section):
     double_quantization: bool = Field(
         True, description="4-bit base: quantize the per-block absmax constants too (QLoRA's double quantization, "
                           "bnb_4bit_use_double_quant)")
-    quantization_block_size: PositiveInt = Field(
+    quantization_block_size: PositiveCount = Field(
         64, description="4-bit base: weights per quantization block sharing one absmax (bitsandbytes: 64)")
     adapter_precision: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32", description="the adapters' weights (PEFT casts them to fp32 by default: autocast_adapter_dtype)")
@@ -156,29 +156,29 @@ class TrainingStrategy(Section):
         None, description="the cross entropy: fused (vocabulary-parallel, FP32 logits kept: 4 B per logit), unfused "
                           "(the Hugging Face loss: 10 B), chunked (torchtune: 6 B) or fused-linear (Liger, Cut "
                           "Cross-Entropy: no logits kept) (default: the framework's)")
-    data_parallel: Union[Literal["replicated"], PositiveInt] = Field(
+    data_parallel: Annotated[Union[Literal["replicated"], PositiveCount], BeforeValidator(below_whole_bound)] = Field(
         "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
-    tensor_parallel: PositiveInt = Field(1, description="TP degree")
+    tensor_parallel: PositiveCount = Field(1, description="TP degree")
     sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
-    pipeline_parallel: PositiveInt = Field(1, description="PP stages")
+    pipeline_parallel: PositiveCount = Field(1, description="PP stages")
     pipeline_schedule: Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"] = Field(
         "1f1b", description="1F1B, interleaved 1F1B (virtual_pipeline_stages > 1), zero bubble zb-h1 (a third of "
                             "1F1B's bubble at its memory) or zb-h2 (about none, twice the activations; Qi et al. "
                             "2023), or DeepSeek-V3's dualpipe (two copies of each stage's parameters)")
-    virtual_pipeline_stages: PositiveInt = Field(1, description="model chunks per stage (interleaved: > 1)")
-    pipeline_stage_layers: Optional[list[PositiveInt]] = Field(
+    virtual_pipeline_stages: PositiveCount = Field(1, description="model chunks per stage (interleaved: > 1)")
+    pipeline_stage_layers: Optional[list[PositiveCount]] = Field(
         None, description="transformer layers of each pipeline stage, first to last (default: L/p each when p "
                           "divides L, else the first and last stages one layer fewer: they hold the embedding "
                           "and the LM head)")
-    context_parallel: PositiveInt = Field(1, description="CP degree: ranks splitting each sequence")
-    expert_parallel: PositiveInt = Field(1, description="EP degree (MoE), carved out of the DP ranks")
+    context_parallel: PositiveCount = Field(1, description="CP degree: ranks splitting each sequence")
+    expert_parallel: PositiveCount = Field(1, description="EP degree (MoE), carved out of the DP ranks")
     zero_stage: Literal[0, 1, 2, 3] = Field(
         0, description="ZeRO stage over the data-parallel group: 0 none, 1 optimizer state, 2 + gradients, "
                        "3 + weights (FSDP full shard)")
     fsdp: Optional[Literal["no_shard", "shard_grad_op", "full_shard", "hybrid_shard"]] = Field(
         None, description="PyTorch FSDP's name for the sharding: sets zero_stage (0, 2, 3, 3); hybrid_shard shards "
                           "within a node and replicates across nodes")
-    sharding_group: Optional[PositiveInt] = Field(
+    sharding_group: Optional[PositiveCount] = Field(
         None, description="ranks a ZeRO/FSDP shard group spans (default: all DP ranks; fewer = hybrid sharding)")
     micro_batch_size: quantity("count", "Sequences per accelerator per micro-step B_local: what one forward "
                                "and backward pass holds", minimum=1, integer=True)

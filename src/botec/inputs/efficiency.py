@@ -54,7 +54,9 @@ def fit_curve(matmul_points, memory_points, peak_flops_per_s: float) -> dict[str
 def _measured(assumptions, device, accelerator_name: str, peak: float, base_dir: Path | None) -> tuple[dict, str]:
     """The figures of the curve file the contract names, fitted, and their source text."""
     from botec.catalog.curves import read
+    from botec.errors import check_user_path
 
+    check_user_path(assumptions.efficiency_curve, field="assumptions.efficiency_curve")
     path = Path(assumptions.efficiency_curve)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path

@@ -39,8 +39,9 @@ def resolve_architecture(model: ModelSpec, base_dir: Path | None = None) -> Arch
             path = base_dir / path
         try:
             arch = read_hf_config(path)
-        except ContractError as error:
-            raise ContractError(error.detail, field="workload.model.config",
+        except ContractError as error:   # the key of config.json it blames stays in the line
+            raise ContractError(f"{error.field}: {error.detail}" if error.field else error.detail,
+                                field="workload.model.config",
                                 origin=error.origin if error.origin != str(path) else None) from None
         except OSError as error:  # a path the system cannot even look up (longer than a file name may be)
             raise ContractError(f"cannot read {excerpt(model.config)}: {error.strerror or error}",

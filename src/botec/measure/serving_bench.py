@@ -252,11 +252,12 @@ def _count(data: dict, key: str, origin: str, run_text: str, what: str, least: i
 def _number(data: dict, key: str, origin: str, run_text: str, *, required: bool = True, format: str = "",
             whole: bool = False) -> Optional[float]:
     """A finite number above 0 at ``key`` (``whole``: a count, a whole number below 10^18): a one-line error
-    naming the key when required and absent or wrong; None when optional and absent or unusable."""
+    naming the key when required and absent or wrong, or when optional and a number that is not above 0 (a zero
+    or negative rate, time or latency is no measurement); None when optional and absent or not a number."""
     value = data.get(key)
     if _is_count(value) if whole else (_is_number(value) and value > 0):
         return float(value)
-    if not required:
+    if not required and not (_is_number(value) and value <= 0):
         return None
     if value is None:
         meaning = f", {_MEANING[key]}" if key in _MEANING else ""
@@ -309,16 +310,17 @@ def _summary(data: dict, origin: str, format: str, run: int, runs: int) -> Servi
                 notes.append("mean end-to-end latency: from the file's per-request latencies (no mean_e2el_ms: "
                              "e2el was not in --percentile-metrics)")
     percentiles: dict[str, dict[int, float]] = {}
-    for key, value in data.items():
+    for key in data:
         match = _PERCENTILE_KEY.match(key)
-        if match and _is_number(value) and value >= 0:
+        value = number(key, required=False) if match else None
+        if value is not None:
             level = float(match.group(1))
             if level == int(level):
                 percentiles.setdefault(_METRIC[match.group(2)], {})[int(level)] = value * MILLISECONDS
     for metric, prefix in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"),
                            ("e2e", "e2el" if format == "vllm-bench" else "e2e_latency")):
-        median = data.get(f"median_{prefix}_ms")
-        if _is_number(median) and median >= 0:
+        median = number(f"median_{prefix}_ms", required=False)
+        if median is not None:
             percentiles.setdefault(metric, {}).setdefault(50, median * MILLISECONDS)
     failed = _count(data, "failed", origin, run_text, "the requests that failed")
     if failed:
@@ -331,6 +333,7 @@ def _summary(data: dict, origin: str, format: str, run: int, runs: int) -> Servi
         raise ContractError(f"{excerpt(burstiness)}{run_text}: expected a finite number above 0 (1: Poisson arrivals)",
                             field="burstiness", origin=origin)
     mean_concurrency = _number(data, "concurrency", origin, run_text, required=False)
+    number("request_rate", required=False)   # vLLM's "inf" passes; a rate of 0 or below is refused
     return ServingBenchmark(
         path=origin, format=format, run=run, runs=runs, completed=int(completed),
         total_input_tokens=int(total_input), total_output_tokens=int(total_output), duration_seconds=duration,
