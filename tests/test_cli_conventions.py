@@ -111,7 +111,7 @@ def test_sweep_csv_dash_is_stdout(cli, tmp_path, monkeypatch):
     code, out, _ = cli("sweep", str(LESSON), "--set", "supply.count=4,8", "-q", "run_seconds", "--csv", "-")
     assert code == 0
     assert not (tmp_path / "-").exists()
-    assert "supply.count,run_seconds,feasible\n4.0,31250.0,True\n8.0,15625.0,True" in out.replace("\r\n", "\n")
+    assert "supply.count,run_seconds,fits,fits_device\n4,31250,True,True\n8,15625,True,True" in out.replace("\r\n", "\n")
 
 
 def test_sweep_format_csv_and_output_file(cli, tmp_path):
@@ -120,8 +120,8 @@ def test_sweep_format_csv_and_output_file(cli, tmp_path):
     code, out, _ = cli("sweep", str(LESSON), "--set", "supply.count=4,8", "-q", "run_seconds", "-f", "csv",
                        "-o", str(target))
     assert code == 0 and out == ""
-    assert target.read_text().splitlines() == ["supply.count,run_seconds,feasible", "4.0,31250.0,True",
-                                               "8.0,15625.0,True"]
+    assert target.read_text().splitlines() == ["supply.count,run_seconds,fits,fits_device",
+                                               "4,31250,True,True", "8,15625,True,True"]
 
 
 def test_estimate_output_dash_is_stdout(cli, tmp_path, monkeypatch):
@@ -346,8 +346,9 @@ def test_piped_tables_fit_100_columns_and_sources_are_details():
     lines = _piped("estimate").splitlines()
     assert max(map(len, lines)) <= 100                     # issue 21: no longer padded to the widest cell
     row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
-    # the range's unit written once (folded in its column), no source line under the name
-    assert " ".join(lines[row].split()).endswith("2 × 10⁻⁵ 1 × 10⁻⁵ – 6 × 10⁻⁵ assumed")
+    # the unit written once, beside the value (the range is in the value's unit), each number whole; no source line
+    assert " ".join(" ".join(lines[row: row + 2]).split()) == ("failure_rate_per_accelerator_hour 2 × 10⁻⁵ 1 × 10⁻⁵ – "
+                                                               "assumed failures/accelerator-hour 6 × 10⁻⁵")
     assert "Llama 3 405B" not in "\n".join(lines)
     details = _piped("estimate", "--details").splitlines()
     assert max(map(len, details)) <= 100
@@ -359,7 +360,8 @@ def test_piped_tables_fit_100_columns_and_sources_are_details():
 def test_piped_sweep_headers_are_whole():
     out = _piped("sweep", "--set", "supply.count=4,8", "--set", "strategy.micro_batch_size=1,2")
     header = next(line for line in out.splitlines() if "count" in line).split()
-    assert header == ["count", "micro_batch_size", "run_seconds", "planned_device_bytes", "step_seconds", "feasible"]
+    assert header == ["count", "micro_batch_size", "run_seconds", "planned_device_bytes", "step_seconds", "fits",
+                      "fits_device"]
 
 
 def test_a_range_writes_its_unit_once_and_leaves_room_for_the_names():

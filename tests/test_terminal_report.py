@@ -112,10 +112,11 @@ def test_the_serving_search_says_its_latencies_are_means(capsys):
     code, out, err = run_cli(["search", contract, "--set", "workload.latency.percentile=99", "--set",
                               "supply.candidates=null", "--top", "2"], capsys)     # the H100 alone: TP 1, 2, ...
     assert code == 0, err
-    lines = out.splitlines()
+    lines = out.replace("\n    ", " ").splitlines()   # a row wrapped at 100 columns, its further lines hanging
     assert lines[0] == ("TPOT and TTFT: means at the fleet's load (each row meets the contract's targets, which hold "
                         "at P99):")
     assert len(lines) == 3 and all(", mean TPOT " in line and ", mean TTFT " in line for line in lines[1:])
+    assert max(map(len, out.splitlines())) <= 100
     row = {"accelerator": "h100-sxm", "tensor_parallel": 1, "replicas": 1.0, "accelerators": 1.0, "batch": 86.0,
            "tpot_seconds": 0.0168, "ttft_seconds": 0.0526, "cost_per_day_usd": 60.0}
     assert serving_search_markdown([row], percentile=95) == [
@@ -123,3 +124,46 @@ def test_the_serving_search_says_its_latencies_are_means(capsys):
         "| rank | accelerator | TP | replicas | accelerators | batch | TPOT (mean) | TTFT (mean) | cost per day |",
         "|---|---|---|---|---|---|---|---|---|",
         "| 1 | h100-sxm | 1 | 1 | 1 | 86 | 16.8 ms | 52.6 ms | $60.00 |"]
+
+
+def test_explain_depth_keeps_that_many_levels_and_marks_what_it_leaves_out(capsys):
+    """`botec explain --depth N`: the quantity and N levels of its inputs, one `...` a level deeper under each
+    quantity whose inputs are left out; without it, the whole chain down to the assumptions, with no `...`."""
+    code, whole, err = run_cli(["explain", "planned_device_bytes"], capsys)
+    assert code == 0, err
+    assert "..." not in [line.strip() for line in whole.splitlines()]
+    code, zero, err = run_cli(["explain", "planned_device_bytes", "--depth", "0"], capsys)
+    assert code == 0 and zero.splitlines()[-1] == "  ..." and zero.startswith("planned_device_bytes = ")
+    code, one, err = run_cli(["explain", "planned_device_bytes", "--depth", "1"], capsys)
+    starts: list[str] = []   # each line's first line: a wrapped line's further lines hang 4 deeper than it
+    for line in one.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if not starts or indent < len(starts[-1]) - len(starts[-1].lstrip()) + 4:
+            starts.append(line)
+    assert [line.split(" = ")[0] for line in starts] == [
+        "planned_device_bytes", "  allocated_device_bytes", "    ...", "  allocator_reserve_bytes", "    ...",
+        "  paged_optimizer_spill_bytes", "    ...", "  headroom"]
+    assert starts[-1] == "  headroom = 0.25  [assumed, assumptions.headroom: lesson 000]"   # an input: nothing below
+    assert max(map(len, one.splitlines())) <= 100 and len(whole.splitlines()) > 3 * len(one.splitlines())
+    code, out, err = run_cli(["explain", "planned_device_bytes", "--depth", "-1"], capsys)
+    assert code == 2 and "--depth" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sweep_csv_to_stdout_is_the_csv_alone(capsys):
+    """`botec sweep --csv -` wrote the CSV with CRLF line ends, then two blank lines and the whole table, and counts
+    as `4.0`: now stdout is the CSV alone, LF line ends, whole numbers as integers (the summary goes to stderr)."""
+    pytest.importorskip("numpy")
+    import csv
+    import io
+
+    code, out, err = run_cli(["sweep", "--set", "supply.count=4,8", "--csv", "-"], capsys)
+    assert code == 0, err
+    assert "\r" not in out and out.endswith("\n") and not out.endswith("\n\n")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0][:4] == ["supply.count", "run_seconds", "planned_device_bytes", "step_seconds"]
+    assert [row[:3] for row in rows[1:]] == [["4", "31250", "25184354560"], ["8", "15625", "25184354560"]]
+    assert len(rows) == 3 and float(rows[1][3]) == pytest.approx(0.512, rel=1e-3)   # a step time keeps its decimals
+    assert "2 configurations" in err
+    code, out, err = run_cli(["sweep", "--set", "supply.count=4,8"], capsys)   # without --csv: the table
+    assert code == 0 and "supply.count,run_seconds" not in out and "run_seconds" in out
+    assert max(map(len, out.splitlines())) <= 100

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from botec.errors import ContractError
 from botec.findings import Finding, findings_for
+from botec.findings.fit import FITS, FITS_DEVICE, plan_fits, spares_of
 from botec.graph import Quantity
 from botec.inputs import Inputs, build_inputs
-from botec.units import format_quantity
+from botec.units import format_number, format_quantity
 
 __all__ = ["Estimate", "REFERENCE_CONTRACT", "check_fit", "estimate", "estimate_file", "estimate_inputs",
            "reference_contract_path", "unreachable_target"]
@@ -81,19 +82,24 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        """Training: the plan fits the device. Serving: a request fits, and the latency targets can be met."""
-        if self.kind == "serving":
-            q = self.quantities
-            return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
-        q = self.quantities
-        host_fits = "host_memory_spare_bytes" not in q or q["host_memory_spare_bytes"].value >= 0
-        # the plan's allocations fit the device (within the headroom or not); offloading's host memory must fit too
-        return q["memory_spare_before_headroom_bytes"].value >= 0 and host_fits
+        """Training: the plan fits with its headroom kept free, and the host's memory where it is stated
+        (:func:`botec.findings.fit.plan_fits`, the rule every sweep, solver and search reads). Serving: a request
+        fits, and the latency targets can be met."""
+        return self.meets(FITS)
 
     @property
-    def fits_with_headroom(self) -> bool:
-        """Training: the plan fits the device with the stated headroom kept free (``fits`` without the margin)."""
-        return self.fits and (self.kind == "serving" or self.quantities["memory_spare_bytes"].value >= 0)
+    def fits_device(self) -> bool:
+        """Training: the plan's allocations fit the device with its headroom eaten (the host's memory as
+        :attr:`fits`): the weaker verdict ``--subject-to fits_device`` names. Serving: as :attr:`fits` (a serving
+        plan states no headroom)."""
+        return self.meets(FITS_DEVICE)
+
+    def meets(self, verdict: str) -> bool:
+        """Whether the plan meets ``verdict``, ``fits`` or ``fits_device`` (:data:`botec.findings.fit.VERDICTS`)."""
+        q = self.quantities
+        if self.kind == "serving":
+            return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
+        return bool(plan_fits(spares_of(q), verdict))
 
     def explain(self, name: str, system: str = "decimal") -> str:
         """How ``name`` is derived, with the values substituted, down to the assumptions (as ``botec explain``)."""
@@ -145,7 +151,7 @@ def estimate_inputs(inputs: Inputs, compare: bool = True) -> Estimate:
     """Evaluate the inputs and say what the figures mean (``compare``: also the serving candidates)."""
     quantities = evaluate_inputs(inputs)
     relief = ""
-    if inputs.kind == "training" and quantities["memory_spare_bytes"].value < 0:
+    if inputs.kind == "training" and not plan_fits(spares_of(quantities), FITS, host=False):
         from botec.findings.relief import memory_relief
 
         relief = memory_relief(inputs, quantities)
@@ -161,8 +167,8 @@ def estimate(contract, base_dir: Path | None = None, compare: bool = True) -> Es
 
 
 def check_fit(result: Estimate, system: str = "decimal") -> None:
-    """Raise a :class:`ContractError` naming the batch when the plan does not fit the device (sizes in ``system``:
-    ``decimal`` GB or ``binary`` GiB, as ``--units``)."""
+    """Raise a :class:`ContractError` naming the batch when the plan does not fit (:attr:`Estimate.fits`: its
+    headroom kept; sizes in ``system``: ``decimal`` GB or ``binary`` GiB, as ``--units``)."""
     if result.fits:
         return
     q = result.quantities
@@ -178,8 +184,8 @@ def check_fit(result: Estimate, system: str = "decimal") -> None:
                  else "workload.latency.time_to_first_token")
         raise ContractError(f"{unreachable_target(q, system)} on this replica: raise tensor_parallel, quantize, choose a faster "
                             "accelerator or relax the target (--allow-misfit reports it anyway, unpriced)", field=field)
-    if result.kind == "training" and q["memory_spare_before_headroom_bytes"].value >= 0:
-        # the device fits; offloading's host memory does not
+    if result.kind == "training" and plan_fits(spares_of(q), FITS, host=False):
+        # the device fits, its headroom kept; offloading's host memory does not
         raise ContractError(
             f"offloading needs {q['host_bytes_per_node'].formatted(system)} of host memory per node, more than its "
             f"{q['host_memory_bytes'].formatted(system)}: more host memory, more nodes, or offload less "
@@ -197,10 +203,15 @@ def check_fit(result: Estimate, system: str = "decimal") -> None:
     else:
         advice = (f"not even 1 fits (state {q['state_bytes'].formatted(system)}, activations "
                   f"{q['activation_bytes'].formatted(system)})")
+    eaten = ""
+    if plan_fits(spares_of(q), FITS_DEVICE, host=False):
+        needed = format_quantity(q["planned_device_bytes"].value / (1 + q["headroom"].value), "B", system)
+        eaten = (f" (it fits the device only by eating the {format_number(100 * q['headroom'].value)} % headroom: "
+                 f"{needed} without it; state a smaller assumptions.headroom, or --allow-misfit to report it anyway)")
     raise ContractError(
         f"{format_quantity(batch, 'sequences')} per accelerator need{'s' if batch == 1 else ''} "
         f"{q['planned_device_bytes'].formatted(system)} planned per accelerator, more than its "
-        f"{q['device_memory_bytes'].formatted(system)}; {advice}{relief}", field="strategy.micro_batch_size")
+        f"{q['device_memory_bytes'].formatted(system)}{eaten}; {advice}{relief}", field="strategy.micro_batch_size")
 
 
 def accelerator_options(contract) -> list[tuple]:

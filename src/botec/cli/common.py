@@ -47,7 +47,7 @@ FORCE_HELP = "Replace the -o/--output file even when it is read-only."
 
 
 # Printing, writing a file and loading an estimate need no typer (``botec estimate``'s quick path uses them too).
-from botec.cli.quick import emit, emit_drawn, is_stdout, load_estimate, print_notes  # noqa: E402,F401
+from botec.cli.quick import emit, emit_drawn, emit_text, is_stdout, load_estimate, print_notes  # noqa: E402,F401
 
 
 def load_inputs(contract: Optional[Path], overrides: List[str] = ()):

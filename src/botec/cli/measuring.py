@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import CONTRACT_HELP, FORCE_HELP, SET_HELP, Format, emit, load_estimate, app
+from botec.cli.common import CONTRACT_HELP, FORCE_HELP, SET_HELP, Format, emit, emit_text, load_estimate, app
 from botec.errors import UserError
 
 
@@ -81,14 +81,14 @@ def measure(
         except KeyboardInterrupt:
             typer.echo(f"botec: interrupted: no curve written ({output} untouched)", err=True)
             raise typer.Exit(code=130) from None
-        typer.echo("\n".join(lines))
+        emit_text("\n".join(lines))
         typer.echo(f"wrote {output}", err=True)
         return
     if memory_bandwidth:
         raise UserError("--memory-bandwidth goes with --efficiency-curve")
     output = output or Path("measurement.json")
     if fake:
-        typer.echo("\n".join(command.fake(result, arch)))
+        emit_text("\n".join(command.fake(result, arch)))
         return
     from botec.measure import measurement as files
     from botec.measure.harness import Options
@@ -104,7 +104,7 @@ def measure(
     if measured is None:  # not rank 0
         return
     files.write(measured, output)
-    typer.echo("\n".join(measurement_lines(measured)))
+    emit_text("\n".join(measurement_lines(measured)))
     typer.echo(f"wrote {output}", err=True)
 
 
@@ -197,8 +197,10 @@ def calibrate(
     # the calibrated contract is built and estimated before anything is printed: a value it could not hold is
     # refused in one line, shown nowhere; its relative paths resolve from where it is written
     written = calibrated_contract(contract, calibration, source, set_, _folder_of(output))
-    typer.echo(calibration_json(calibration) if format is Format.json
-               else "\n".join(calibration_lines(calibration, contract, measurement_file)))
+    if format is Format.json:
+        typer.echo(calibration_json(calibration))
+    else:
+        emit_text("\n".join(calibration_lines(calibration, contract, measurement_file)))
     if output is not None:
         if isinstance(measured, ServingBenchmark) and not calibration.assumptions:
             typer.echo(f"botec: no assumption could be back-solved from {measurement_file} (see the diagnosis): "

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Interrupted", "echo", "emit", "emit_drawn", "estimate_args", "estimate_report", "is_stdout", "load_estimate", "print_notes", "run"]
+__all__ = ["Interrupted", "echo", "emit", "emit_drawn", "emit_text", "estimate_args", "estimate_report", "is_stdout", "load_estimate", "print_notes", "run"]
 
 FORMATS = ("text", "json", "markdown")
 UNIT_SYSTEMS = ("decimal", "binary")
@@ -61,14 +61,23 @@ def is_stdout(output: Optional[Path]) -> bool:
 def emit(text: str, output: Optional[Path] = None, option: str = "-o/--output", force: bool = False) -> None:
     """Print ``text``, or write it whole to ``output`` (atomically: nothing half-written; a symlink, a device
     or a FIFO written through; a read-only file only with ``force``); ``-`` is stdout. ``option`` names the option
-    in an error."""
+    in an error. Either way the text ends in one newline (a CSV's own last line end is not doubled)."""
     if is_stdout(output):
-        echo(text)
+        echo(text[:-1] if text.endswith("\n") else text)
         return
     from botec.errors import write_text_atomically
 
     write_text_atomically(output, text if text.endswith("\n") else text + "\n", option, force)
     echo(f"wrote {output}", err=True)
+
+
+def emit_text(text: str, output: Optional[Path] = None, force: bool = False) -> None:
+    """A text report (lines of sentences) printed or written like :func:`emit`, each line wrapped at spaces to the
+    width of where it goes (:func:`botec.report.width.report_width`: at most 100 columns, a narrower terminal's own),
+    its further lines hanging 4 columns deeper. JSON, Markdown and CSV go through :func:`emit` unwrapped."""
+    from botec.report.width import report_width, wrap
+
+    emit(wrap(text, report_width(sys.stdout if is_stdout(output) else None)), output, force=force)
 
 
 def emit_drawn(draw, output: Optional[Path] = None, force: bool = False) -> None:

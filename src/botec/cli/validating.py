@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from botec.cli.common import FORCE_HELP, Format, app, emit, emit_drawn
+from botec.cli.common import FORCE_HELP, Format, app, emit, emit_drawn, emit_text
 from botec.errors import UserError
 
 
@@ -42,10 +42,12 @@ def validate(
 
     known = cases()
     if list_cases:
+        lines = []
         for c in known:
             kind = "consistency" if c.role == "consistency" else "prediction"
             fitted = f"; fitted by {', '.join(c.fitted_by)}" if c.fitted_by else ""
-            typer.echo(f"{c.id}  ({len(c.rows)} rows, {c.metric}, {kind}{fitted}): {c.title}")
+            lines.append(f"{c.id}  ({len(c.rows)} rows, {c.metric}, {kind}{fitted}): {c.title}")
+        emit_text("\n".join(lines))
         return
     for wanted in case or []:
         if not any(c.id.startswith(wanted) for c in known):

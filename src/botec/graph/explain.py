@@ -210,8 +210,12 @@ def explain_line(quantity: Quantity, quantities: dict[str, Quantity], system: st
     return f"{quantity.name} = {expression} = {substituted} = {quantity.formatted(system)}{because}"
 
 
-def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal") -> list[tuple[int, str]]:
-    """The derivation chain of ``name``: (depth, line) pairs, the quantity first, each input once."""
+def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal",
+            max_depth: int | None = None) -> list[tuple[int, str]]:
+    """The derivation chain of ``name``: (depth, line) pairs, the quantity first (depth 0), each input once.
+
+    With ``max_depth`` the chain stops at that depth: a quantity there whose inputs are left out is followed by
+    one ``...`` line a level deeper."""
     lines: list[tuple[int, str]] = []
     seen: set[str] = set()
 
@@ -224,6 +228,10 @@ def explain(name: str, quantities: dict[str, Quantity], system: str = "decimal")
         symbols = legend(quantity)
         if symbols:  # under its formula, indented as a continuation of it
             lines.append((depth, "    " + symbols))
+        if max_depth is not None and depth >= max_depth:
+            if any(input_name not in seen for input_name in quantity.inputs):
+                lines.append((depth + 1, "..."))
+            return
         for input_name in quantity.inputs:
             walk(input_name, depth + 1)
 

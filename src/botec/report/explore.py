@@ -12,7 +12,7 @@ from botec.units import format_number, format_quantity
 
 __all__ = ["sweep_rows", "sweep_csv", "sweep_json", "sweep_text", "search_text", "search_json", "serving_search_text",
            "uncertainty_text", "uncertainty_json", "sensitivity_text", "sensitivity_json", "sensitivity_markdown",
-           "search_markdown", "serving_search_markdown", "SWEEP_ROWS_SHOWN"]
+           "search_markdown", "serving_search_markdown", "recipes_draw", "SWEEP_ROWS_SHOWN", "SWEEP_VERDICTS"]
 
 SWEEP_ROWS_SHOWN = 200
 
@@ -21,22 +21,39 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def sweep_rows(axes: list[str], outputs: list[str], columns: dict, valid, fits) -> list[list]:
-    """One row per configuration: the axes' values, the outputs, and True/False (fits) or None (invalid)."""
+SWEEP_VERDICTS = ("fits", "fits_device")
+"""A sweep's verdict columns (:mod:`botec.findings.fit`): fits with the headroom kept; fits the device's memory."""
+
+
+def sweep_rows(axes: list[str], outputs: list[str], columns: dict, valid, fits, device) -> list[list]:
+    """One row per configuration: the axes' values, the outputs, and its verdicts (:data:`SWEEP_VERDICTS`):
+    True/False for ``fits`` and ``fits_device``, or None for both (an invalid layout)."""
     return [[float(columns[a][i]) for a in axes] + [float(columns[o][i]) for o in outputs]
-            + [bool(fits[i]) if valid[i] else None] for i in range(len(valid))]
+            + ([bool(fits[i]), bool(device[i])] if valid[i] else [None, None]) for i in range(len(valid))]
+
+
+def _csv_cell(value):
+    """A sweep's value as CSV writes it: a whole number as an integer (``4``, not ``4.0``), a non-finite one empty,
+    a verdict as True / False (empty for an invalid layout)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+    return value
 
 
 def sweep_csv(header: list[str], rows: list[list]) -> str:
+    """Every row of a sweep as CSV: a header line, then a line per configuration, LF line ends."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows([["" if isinstance(v, float) and not math.isfinite(v) else v for v in row] for row in rows])
+    writer.writerows([[_csv_cell(v) for v in row] for row in rows])
     return buffer.getvalue()
 
 
-def sweep_json(header: list[str], rows: list[list], counts: dict, feasible: int) -> str:
-    return json.dumps({"counts": counts | {"feasible": feasible}, "columns": header,
+def sweep_json(header: list[str], rows: list[list], counts: dict, fits: int, fits_device: int) -> str:
+    return json.dumps({"counts": counts | {"fits": fits, "fits_device": fits_device}, "columns": header,
                        "rows": [[v if v is None or isinstance(v, bool) or _finite(v) else None for v in row]
                                 for row in rows]}, indent=1)
 
@@ -49,8 +66,14 @@ def sweep_text(header: list[str], rows: list[list], units: dict[str, str], forma
             return "—"
         return format_quantity(float(value), units[name], system) if name in units else format_number(float(value))
 
-    lines = [[cell(n, v) for n, v in zip(header[:-1], row[:-1])]
-             + ["invalid layout" if row[-1] is None else ("yes" if row[-1] else "no")] for row in rows[:SWEEP_ROWS_SHOWN]]
+    def verdicts(fits, device) -> list[str]:
+        if fits is None:
+            return ["invalid layout", "—"]
+        return ["fits" if fits else "does not fit", "yes" if device else "no"]
+
+    shown = len(header) - len(SWEEP_VERDICTS)
+    lines = [[cell(n, v) for n, v in zip(header[:shown], row[:shown])] + verdicts(*row[shown:])
+             for row in rows[:SWEEP_ROWS_SHOWN]]
     if format == "markdown":
         from botec.report.tables import markdown_table
 
@@ -65,9 +88,11 @@ def sweep_text(header: list[str], rows: list[list], units: dict[str, str], forma
     return table
 
 
-def sweep_summary(counts: dict, feasible: int, shown_all: bool) -> list[str]:
-    lines = [f"{counts['candidates']:,} configurations, {counts['evaluated']:,} valid layouts, {feasible:,} fit"
-             + ("" if shown_all else f" (first {SWEEP_ROWS_SHOWN} shown; --csv for all)")]
+def sweep_summary(counts: dict, fits: int, shown_all: bool, fits_device: int | None = None) -> list[str]:
+    device = (f"; {fits_device - fits:,} more fit the device by eating it" if fits_device is not None
+              and fits_device > fits else "")
+    lines = [f"{counts['candidates']:,} configurations, {counts['evaluated']:,} valid layouts, {fits:,} fit (the "
+             f"headroom kept{device})" + ("" if shown_all else f" (first {SWEEP_ROWS_SHOWN} shown; --csv for all)")]
     lines += [f"{rows:,} left out: {reason}" for reason, rows in counts.get("unplaced", {}).items()]
     return lines
 
@@ -78,31 +103,47 @@ def search_json(result) -> str:
                       indent=2)
 
 
-def search_text(result, contract_path, overrides) -> list[str]:
+def search_text(result, contract_path, overrides, width: int = 100) -> list[str]:
+    """The ranked layouts, a line each, under it the `botec estimate` command that reproduces it, broken between
+    its ``--set`` options into lines of at most ``width`` characters to copy as they are."""
+    from botec.report.width import shell_lines
+
     lines = [f"{result.candidates:,} candidate layouts, {result.evaluated:,} valid after the layout rules, "
              f"{result.feasible:,} fit; {result.seconds:.3g} s ({result.per_second:,.0f} candidates/s)"]
     for rank, entry in enumerate(result.best, 1):
         layout, figures = entry["layout"], entry["figures"]
-        sequence_parallel = " + SP" if layout["strategy.sequence_parallel"] else ""
+        sequence_parallel = _merged_choice(entry, "strategy.sequence_parallel")
         chunks = layout["strategy.virtual_pipeline_stages"]
         interleaved = f" (v {chunks})" if chunks > 1 else ""
         lines.append(
             f"{rank}. TP {layout['strategy.tensor_parallel']}{sequence_parallel} × CP "
             f"{layout['strategy.context_parallel']} × PP {layout['strategy.pipeline_parallel']}{interleaved}, EP "
-            f"{layout['strategy.expert_parallel']}, ZeRO-{layout['strategy.zero_stage']}, micro-batch "
-            f"{layout['strategy.micro_batch_size']}, recompute {layout['strategy.recompute']}: step "
+            f"{layout['strategy.expert_parallel']}, ZeRO-{_merged_choice(entry, 'strategy.zero_stage')}, micro-batch "
+            f"{layout['strategy.micro_batch_size']}, recompute {_merged_choice(entry, 'strategy.recompute')}: step "
             f"{format_quantity(figures['step_seconds'], 's')}, run {format_quantity(figures['run_seconds'], 's')}, "
             f"MFU {figures['end_to_end_mfu']:.3g}, {format_quantity(figures['planned_device_bytes'], 'B')} planned")
-        lines.append(f"   botec estimate {contract_path} " + " ".join(f"--set {o}" for o in overrides(layout)))
+        lines += shell_lines([f"botec estimate {contract_path}"] + [f"--set {o}" for o in overrides(layout)], width,
+                             indent=3)
     return lines
 
 
-def _layout_cell(layout: dict) -> str:
+def _merged_choice(entry: dict, path: str) -> str:
+    """A choice of a ranked plan in words, every value its merged candidates take (the search's ``merged``: they are
+    the same plan): ``none or selective`` (recompute), ``0, 1 or 2`` (ZeRO), `` + SP`` / `` + SP or not``."""
+    values = entry.get("merged", {}).get(path, [entry["layout"][path]])
+    if path == "strategy.sequence_parallel":
+        return " + SP or not" if len(values) > 1 else (" + SP" if values[0] else "")
+    words = [str(value) for value in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _layout_cell(entry: dict) -> str:
+    layout = entry["layout"]
     chunks = layout["strategy.virtual_pipeline_stages"]
-    return (f"TP {layout['strategy.tensor_parallel']}{' + SP' if layout['strategy.sequence_parallel'] else ''} × CP "
+    return (f"TP {layout['strategy.tensor_parallel']}{_merged_choice(entry, 'strategy.sequence_parallel')} × CP "
             f"{layout['strategy.context_parallel']} × PP {layout['strategy.pipeline_parallel']}"
             f"{f' (v {chunks})' if chunks > 1 else ''}, EP {layout['strategy.expert_parallel']}, "
-            f"ZeRO-{layout['strategy.zero_stage']}")
+            f"ZeRO-{_merged_choice(entry, 'strategy.zero_stage')}")
 
 
 def search_markdown(result, contract_path, overrides, system: str = "decimal") -> list[str]:
@@ -114,8 +155,8 @@ def search_markdown(result, contract_path, overrides, system: str = "decimal") -
     for rank, entry in enumerate(result.best, 1):
         layout, figures = entry["layout"], entry["figures"]
         command = f"`botec estimate {contract_path} " + " ".join(f"--set {o}" for o in overrides(layout)) + "`"
-        rows.append([str(rank), _layout_cell(layout), str(layout["strategy.micro_batch_size"]),
-                     str(layout["strategy.recompute"]), format_quantity(figures["step_seconds"], "s", system),
+        rows.append([str(rank), _layout_cell(entry), str(layout["strategy.micro_batch_size"]),
+                     _merged_choice(entry, "strategy.recompute"), format_quantity(figures["step_seconds"], "s", system),
                      format_quantity(figures["run_seconds"], "s", system), f"{figures['end_to_end_mfu']:.3g}",
                      format_quantity(figures["planned_device_bytes"], "B", system), command])
     return [f"{result.candidates:,} candidate layouts, {result.evaluated:,} valid after the layout rules, "
@@ -263,6 +304,22 @@ def recipes_text(results, system: str = "decimal", markdown: bool = False) -> li
         lines.append("no recipe fits: more accelerators, a larger device or a shorter sequence")
     lines += [f"{r.recipe}: {r.why_not}" for r in results if r.why_not]
     return lines
+
+
+def recipes_draw(results, console, system: str = "decimal") -> None:
+    """The comparison as a table on a rich ``console`` (fitted to its width), then the lines under it."""
+    from botec.report.tables import rich_table
+    from botec.report.width import print_table, say
+
+    header, rows = recipes_table(results, system)
+    table = rich_table()
+    for index, column in enumerate(header):
+        table.add_column(column, justify="left" if index < 3 else "right")
+    for row in rows:
+        table.add_row(*row)
+    print_table(console, table)
+    for line in recipes_text(results, system)[len(rows) + 1:]:
+        say(console, line)
 
 
 def recipes_json(results) -> str:

@@ -13,7 +13,7 @@ __all__ = ["catalog_json", "catalog_markdown", "catalog_text", "model_list", "mo
 
 _HEADER = ["key", "name", "family", "BF16 TFLOP/s", "FP16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "INT8 TOP/s",
            "memory GB", "memory GB/s", "link GB/s", "host GB/s", "TDP W", "USD/h low-typical-high", "source"]
-# Columns a console narrower than 160 characters leaves out of the accelerator table (the price table and
+# Columns the text table leaves out of the accelerator table, at most 100 columns wide (the price table and
 # `-f json` / `-f markdown` carry them).
 _WIDE_ONLY = ("name", "family", "FP16 TFLOP/s", "FP4 TFLOP/s", "USD/h low-typical-high", "source")
 # ... and those a console narrower than 90 characters leaves out too (80 columns keep the table whole).
@@ -152,13 +152,16 @@ def catalog_markdown() -> str:
 
 
 def catalog_text(console) -> None:
+    """The catalogs as tables fitted to the console (at most 100 columns: the text form leaves out the names,
+    families, FP16/FP4 peaks, prices and sources that `-f json` / `-f markdown` carry)."""
+    from rich.text import Text
+
     from botec.catalog import accelerators, catalog_revised, optimizer_presets
 
-    from botec.report.tables import PIPED_WIDTH
+    from botec.report.width import print_table, say
 
-    # a wide terminal shows every column; a pipe (PIPED_WIDTH) the medium set, its cells unfolded
-    wide, medium = 160 <= console.width < PIPED_WIDTH, console.width >= 90
-    shown = _HEADER if wide else [c for c in _HEADER if c not in _WIDE_ONLY and (medium or c not in _MEDIUM_ONLY)]
+    medium = console.width >= 90   # the host-link column too
+    shown = [c for c in _HEADER if c not in _WIDE_ONLY and (medium or c not in _MEDIUM_ONLY)]
     table = rich_table(f"Accelerators (dense peaks; decimal units; link (to other accelerators) and host (PCIe to the "
                        f"CPU) bandwidth per direction; catalog revised {catalog_revised()})")
     for column in shown:
@@ -167,25 +170,24 @@ def catalog_text(console) -> None:
         table.add_column(label, justify="left" if left else "right",
                          no_wrap=column not in ("name", "source"), overflow="fold")
     for row in _accelerator_rows():
-        if not wide and row[3] == "—" and row[4] != "—":  # no BF16 (Volta): show the FP16 peak, marked
+        if row[3] == "—" and row[4] != "—":  # no BF16 (Volta): show the FP16 peak, marked
             row[3] = f"{row[4]} fp16"
         table.add_row(*(cell for column, cell in zip(_HEADER, row) if column in shown))
-    console.print(table)
-    console.print("Sources and notes per figure: `botec catalog -f json` or `-f markdown`"
-                  + ("." if medium else "; host-link (PCIe) bandwidths there too, or in a console 90 columns wide."),
-                  style="dim")
+    print_table(console, table)
+    say(console, Text("Sources and notes per figure (and the host links' PCIe bandwidths, in a console narrower than "
+                      "90 columns): `botec catalog -f json` or `-f markdown`.", style="dim"))
     table = rich_table("Families and published prices (USD per accelerator-hour, on-demand list prices; the month "
                        "they were read)")
-    for column in ("key", "family", "low", "typical", "high", "read") + (("price sources",) if wide else ()):
+    for column in ("key", "family", "low", "typical", "high", "read"):
         table.add_column(column, justify="right" if column in ("low", "typical", "high") else "left",
-                         no_wrap=column != "price sources", overflow="fold")
+                         no_wrap=True, overflow="fold")
     for d in accelerators().values():
         price = d.price_per_hour
         cells = [d.key, d.family] + (["—"] * 3 + ["no public price found"] if price is None else
                                      [format_number(price.low), format_number(price.typical),
                                       format_number(price.high), price.date])
-        table.add_row(*cells, *((price.source if price else "",) if wide else ()))
-    console.print(table)
+        table.add_row(*cells)
+    print_table(console, table)
     rows = _node_rows()
     table = rich_table("Node presets (supply.cluster.node)")
     for column in _NODE_HEADER[:5]:
@@ -193,7 +195,7 @@ def catalog_text(console) -> None:
                          no_wrap=True, justify="left" if column in ("node", "accelerator") else "right")
     for row in rows:
         table.add_row(*row[:5])
-    console.print(table)
+    print_table(console, table)
     table = rich_table("Node tiers (GB/s per accelerator per direction: nominal, and achieved where a measurement is "
                        "published; α per collective step)")
     table.add_column("node", no_wrap=True)
@@ -201,7 +203,7 @@ def catalog_text(console) -> None:
         table.add_column(column.replace(" ", "\n", 1), no_wrap=True, justify="right")
     for row in rows:
         table.add_row(row[0], *row[5:])
-    console.print(table)
+    print_table(console, table)
     table = rich_table("Optimizer presets (bytes per parameter)")
     for column in ("preset", "weights", "gradients", "master", "moments", "total", "description"):
         table.add_column(column, overflow="fold", no_wrap=column == "preset")
@@ -210,14 +212,14 @@ def catalog_text(console) -> None:
                                                     p.master_weight_bytes_per_parameter,
                                                     p.optimizer_state_bytes_per_parameter,
                                                     _state_bytes_per_parameter(p))), p.description)
-    console.print(table)
+    print_table(console, table)
     header, rows = _engine_rows()
     table = rich_table(_ENGINE_TITLE)
     for column in header:
         table.add_column(column, overflow="fold", no_wrap=column == "figure")
     for row in rows:
         table.add_row(*row)
-    console.print(table)
+    print_table(console, table)
 
 
 def model_list(format: str, console) -> str | None:
@@ -237,7 +239,9 @@ def model_list(format: str, console) -> str | None:
         table.add_column(column, justify="left" if column in ("key", "name") else "right")
     for row in rows:
         table.add_row(*row)
-    console.print(table)
+    from botec.report.width import print_table
+
+    print_table(console, table)
     return None
 
 
@@ -282,12 +286,13 @@ def model_json(arch, lora=None) -> str:
 
 
 def lora_text(arch, lora) -> str:
-    """Trainable vs all parameters under LoRA, in PEFT's words (print_trainable_parameters)."""
+    """Trainable vs all parameters under LoRA, in PEFT's words (print_trainable_parameters) on a line of their own
+    (it fits 100 columns whole)."""
     from botec.architecture import breakdown
 
     total = breakdown(arch).total + lora.parameters
     matrices = sum(m.count for m in lora.adapted)
-    return (f"LoRA r = {lora.rank} on {', '.join(lora.modules)} ({matrices:,} matrices): trainable params: "
+    return (f"LoRA r = {lora.rank} on {', '.join(lora.modules)} ({matrices:,} matrices):\n  trainable params: "
             f"{lora.parameters:,} || all params: {total:,} || trainable%: {100 * lora.parameters / total:.4f}")
 
 

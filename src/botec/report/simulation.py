@@ -159,22 +159,24 @@ def _table(title: str, header: list[str], rows: list[list[str]]):
 def simulation_text(sim, console, spread=None) -> None:
     from rich.text import Text
 
-    console.print(Text(f"botec simulate: {sim.contract_name}", style="bold"))
+    from botec.report.width import print_table, say
+
+    say(console, Text(f"botec simulate: {sim.contract_name}", style="bold"))
     for line in _header(sim):
-        console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
-    console.print(_table("Latency (simulated, and the analytic model at the same load per replica)",
-                         _latency_header(sim), _latency_rows(sim)))
+        say(console, Text(line, style="dim"), indent=2)
+    print_table(console, _table("Latency (simulated, and the analytic model at the same load per replica)",
+                                _latency_header(sim), _latency_rows(sim)))
     for line in _summary(sim):
-        console.print(Text(f"  {line}"), soft_wrap=True)
+        say(console, Text(line), indent=2)
     verdicts = verdict_lines(sim)
     if verdicts:
         console.print()
     for met, line in verdicts:
-        console.print(Text(f"  {'✔' if met else '✘'} {line}", style="green" if met else "red"), soft_wrap=True)
+        say(console, Text(f"{'✔' if met else '✘'} {line}", style="green" if met else "red"), indent=2)
     if spread is not None:
-        console.print(_table("Across the runs", SPREAD_HEADER, _spread_rows(spread)))
+        print_table(console, _table("Across the runs", SPREAD_HEADER, _spread_rows(spread)))
         for line in _spread_lines(spread):
-            console.print(Text(f"  {line}"), soft_wrap=True)
+            say(console, Text(line), indent=2)
 
 
 def simulation_markdown(sim, spread=None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["PIPED_WIDTH", "markdown_table", "rich_table", "console"]
+__all__ = ["markdown_table", "rich_table", "console"]
 
 
 def _cell(text) -> str:
@@ -23,21 +23,17 @@ def rich_table(title: str | None = None):
     return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-# The width a console takes when it writes to a pipe or a file (and COLUMNS does not say one): wide enough that no
-# table cell is folded, which a pager or `grep` would show broken; rich tables take only the width they need.
-PIPED_WIDTH = 4000
-
-
 def console(output_file=None):
-    """A rich console that prints plain text (no highlighting) and keeps long lines whole: on a terminal its width,
-    into a pipe or a file :data:`PIPED_WIDTH` columns unless ``COLUMNS`` is set."""
-    import os
-
+    """A rich console that prints plain text (no highlighting) at the width every text output has
+    (:func:`botec.report.width.report_width`: at most 100 columns; a narrower terminal or ``COLUMNS``, its own);
+    into a pipe or a file each line without the spaces rich pads it with."""
     from rich.console import Console
 
+    from botec.report.width import report_width
+
     console = Console(file=output_file, highlight=False, soft_wrap=False)
-    if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console.width = PIPED_WIDTH
+    console.width = report_width(console.file)
+    if not console.is_terminal:
         console.file = _LinesWithoutTrailingSpaces(console.file)
     return console
 

@@ -19,7 +19,7 @@ TARGET_TEXT = {
     "each_within": "every row within ±{:.0%}",
     "exact": "exact to the printed digits",
     "trend": "rising with the rows, as published",
-    "fits": "every layout fits (these runs ran)",
+    "fits_device": "every layout fits the device (these runs ran; botec's headroom aside)",
 }
 
 
@@ -39,9 +39,9 @@ def _error(error: float | None) -> str:
 
 
 def _fits(fits: bool | None, result) -> str:
-    if fits is None or not result.case.target.get("fits"):
+    if fits is None or not result.case.target.get("fits_device"):
         return ""
-    return "fits" if fits else "does not fit"
+    return "fits the device" if fits else "does not fit the device"
 
 
 def _percent(value: float | None) -> str:
@@ -51,7 +51,7 @@ def _percent(value: float | None) -> str:
 def _rows(result) -> list[list[str]]:
     mixed = result.kind == "mixed"
     return [[row.label, _value(row.published, row.unit), _value(row.botec, row.unit), _error(row.error),
-             (f"{row.kind}; " if mixed else "") + (_fits(row.fits, result) or (row.problem or ""))
+             (f"{row.kind}; " if mixed else "") + (_fits(row.fits_device, result) or (row.problem or ""))
              + (f"not graded: {row.outside_target}" if row.outside_target else "")] for row in result.rows]
 
 
@@ -131,6 +131,7 @@ def validation_text(results, console) -> None:
     from rich.text import Text
 
     from botec.report.tables import rich_table
+    from botec.report.width import print_table, say
 
     from rich.markup import escape
 
@@ -144,35 +145,35 @@ def validation_text(results, console) -> None:
             table.add_column(column, justify=justify, overflow="fold")
         for cells in _rows(result):
             table.add_row(*(Text(c) for c in cells))
-        console.print(table)
-        console.print(Text(f"  {case.metric}: {case.published_as}", style="dim"))
+        print_table(console, table)
+        say(console, Text(f"{case.metric}: {case.published_as}", style="dim"), indent=2)
         if case.flop_convention != "not needed" and not case.flop_convention.startswith("not needed"):
-            console.print(Text(f"  FLOP convention: {case.flop_convention}", style="dim"))
+            say(console, Text(f"FLOP convention: {case.flop_convention}", style="dim"), indent=2)
         for assumption in case.assumes:
-            console.print(Text(f"  assumes: {assumption}", style="dim"))
+            say(console, Text(f"assumes: {assumption}", style="dim"), indent=2)
         if case.stack:
-            console.print(Text(f"  stack: {case.stack}", style="dim"))
+            say(console, Text(f"stack: {case.stack}", style="dim"), indent=2)
         if case.fitted_by:
-            console.print(Text(f"  fitted to these rows: {', '.join(case.fitted_by)}", style="dim"))
-        console.print(Text(f"  source: {'; '.join(case.source)}", style="dim"))
+            say(console, Text(f"fitted to these rows: {', '.join(case.fitted_by)}", style="dim"), indent=2)
+        say(console, Text(f"source: {'; '.join(case.source)}", style="dim"), indent=2)
         console.print()
     summary = summarize(results)
-    console.print(Text(f"Summary (error = botec / published − 1; {_efficiency_set_line(results)})", style="bold"))
+    say(console, Text(f"Summary (error = botec / published − 1; {_efficiency_set_line(results)})", style="bold"))
     for kind in KINDS:
         title, meaning = SECTIONS[kind]
         lines = _summary(results, kind)
         if not lines:
-            console.print(Text(f"{title}: {_no_rows(kind, results)}"))
+            say(console, Text(f"{title}: {_no_rows(kind, results)}"))
             continue
-        table = rich_table(f"{title}: {meaning}")
-        for column in SUMMARY_COLUMNS:
-            table.add_column(column, overflow="fold")
-        for cells in lines:
-            table.add_row(*(Text(c) for c in cells))
-        console.print(table)
+        table = rich_table(escape(f"{title}: {meaning}"))
+        for column in ["case, metric"] + SUMMARY_COLUMNS[2:]:   # the metric under the case: room for the rest
+            table.add_column(column, overflow="fold", no_wrap=column == "rows")
+        for case_id, metric, *cells in lines:
+            table.add_row(Text.assemble(case_id, ("\n" + metric, "dim")), *(Text(c) for c in cells))
+        print_table(console, table)
     console.print()
     for kind in KINDS:
-        console.print(Text(_headline(kind, summary), style="bold" if kind == "prediction" else ""))
+        say(console, Text(_headline(kind, summary), style="bold" if kind == "prediction" else ""))
 
 
 def validation_markdown(results) -> str:
@@ -227,7 +228,7 @@ def validation_json(results) -> str:
             "calibration_target": r.case.calibration_target,
             "rows": [{"id": row.id, "label": row.label, "metric": row.metric, "unit": row.unit,
                       "published": _finite(row.published), "botec": _finite(row.botec), "error": _finite(row.error),
-                      "fits": row.fits, "note": row.note, "problem": row.problem,
+                      "fits_device": row.fits_device, "note": row.note, "problem": row.problem,
                       "outside_target": row.outside_target, "kind": row.kind,
                       "efficiency_set": row.efficiency_set} for row in r.rows],
             "summary": {"mean_abs_error": _finite(r.mean_abs_error), "max_abs_error": _finite(r.max_abs_error),
