@@ -428,6 +428,9 @@ def test_root_replacing_a_users_file_leaves_it_the_users(tmp_path):
 # file exists, with no sleep and no race: whenever the signal comes after the file appears, it is removed.
 HELD_WRITER = """
 import os, signal, sys
+# A foreground process's Ctrl-C: a shell starts a background job (pytest run with &) with SIGINT ignored, and
+# botec rightly leaves an ignored signal alone, so the child takes Python's own handler as a terminal's would.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 def held(descriptor):
     signal.pause()
 os.fsync = held

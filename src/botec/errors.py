@@ -211,9 +211,20 @@ class _RemovedOnSignal:
         self._previous: dict = {}
 
     def create(self, target) -> None:
+        """Make the temporary file with the signals held back until its name is kept: one arriving between the
+        file's creation and the assignment would otherwise find no name to remove (it is delivered, and
+        handled as above, as soon as they are let through)."""
+        import signal
         import tempfile
 
-        self.handle, self.path = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        held = [number for number in self._previous]   # the signals this block handles (none off the main thread)
+        if held:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            self.handle, self.path = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        finally:
+            if held:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
     def __enter__(self) -> "_RemovedOnSignal":
         import signal
