@@ -45,6 +45,8 @@ def test_ranges_are_ordered_and_kinds_hold():
                 assert figure.value in KV_BUDGET_RULES and figure.low is None
             elif kind == "reservation":
                 assert figure.value in KV_RESERVATIONS and figure.low is None
+            elif kind == "budget":
+                assert figure.value in ("all_tokens", "prefill_tokens") and figure.low is None
             else:
                 assert 0 <= figure.low <= figure.value <= figure.high, (preset.key, name)
         assert 0 < preset.value("memory_fraction") <= preset["memory_fraction"].high <= 1

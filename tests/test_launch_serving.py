@@ -105,7 +105,8 @@ def test_vllm_writes_the_h100_plan(estimates):
 
 def test_data_parallel_attention_is_vllm_data_parallelism_with_per_engine_limits(estimates):
     # DeepSeek-V3 on 144 H800s, DP attention: 144 engines of TP 1, each with 18,432 / 144 = 128 sequences
-    text = vllm.export(estimates["serve-deepseek-v3-ep144-disaggregated"])
+    text = vllm.export(estimate_file(EXAMPLES[0].parent / "serve-deepseek-v3-ep144-disaggregated.yaml",
+                                     ["strategy.max_batch_size=18432"]))
     decode = text.split("# decode instance")[1]
     assert "--data-parallel-size 144" in decode and "--enable-expert-parallel" in decode
     assert "--max-num-seqs 128" in decode and "--tensor-parallel-size 1" in decode
@@ -118,7 +119,9 @@ def test_sglang_writes_both_disaggregated_instances(estimates):
     prefill, decode = text.split("python -m sglang.launch_server")[1:]
     assert "--disaggregation-mode prefill" in prefill and "--tp-size 24" in prefill and "--ep-size 24" in prefill
     assert "--disaggregation-mode decode" in decode and "--attn-dp-size 72" in decode
-    assert "--max-running-requests 18432" in decode and "--mem-fraction-static 0.835" in decode
+    # SGLang's default, 2,048 running requests per DP-attention rank, written as the total SGLang divides by
+    # attn_dp_size: 2,048 × 72 = 147,456
+    assert "--max-running-requests 147456" in decode and "--mem-fraction-static 0.835" in decode
 
 
 def test_trtllm_reservation_and_memory_fraction_of_free():

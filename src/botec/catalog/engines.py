@@ -13,8 +13,14 @@ a value, an optional range (low, high), a basis (documented, measured, assumed) 
                           when they run out: the prompt and half the output on average) or ``full`` (its whole
                           prompt + output reserved when admitted, so it is never evicted);
 - ``max_batch_size``      the default cap on running sequences;
-- ``max_batched_tokens``  tokens per engine step (the prefill chunk plus the decode tokens);
+- ``max_batched_tokens``  the token budget of an engine step (what it bounds: ``token_budget_counts``);
 - ``chunked_prefill``     whether prefills are split across steps by default;
+- ``token_budget_counts`` what the token budget bounds: ``all_tokens`` (the decode tokens and the prefill chunk:
+                          vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens) or ``prefill_tokens``
+                          (the prefill chunk only: SGLang's chunked_prefill_size; the decode batch is every
+                          running request);
+- ``cuda_graph_max_batch`` the largest decode batch the engine captures in CUDA graphs (stated, not modelled:
+                          larger batches run eagerly);
 - ``step_overhead``       CPU time per step not overlapped with the GPU, seconds;
 - ``request_overhead``    time a request spends outside the engine's steps before its first token reaches the
                           client, seconds: the HTTP round trip, the prompt's tokenization, the first token's
@@ -23,6 +29,15 @@ a value, an optional range (low, high), a basis (documented, measured, assumed) 
 - ``kernel_overhead``     fixed GPU time per kernel of a CUDA-graph-captured decode step, seconds;
 - ``allreduce_latency``   one small-message tensor-parallel all-reduce inside a node, seconds;
 - ``prefix_caching``      whether the engine reuses cached prefixes by default.
+
+Where an engine counts a limit. The limits (:data:`LIMIT_FIGURES`: ``max_batch_size``, ``max_batched_tokens``,
+``cuda_graph_max_batch``, ``kv_reservation``) each state ``per`` (with its ``per_source``), the unit the engine
+counts the default in: ``replica`` (one figure for the whole replica), ``dp_rank`` (each data-parallel attention
+rank schedules its own requests: vLLM's DP engine cores, SGLang's DP-attention workers, TensorRT-LLM under
+enable_attention_dp; without data-parallel attention a replica is one rank) or ``gpu``. A default then holds
+``n`` times per replica, ``n`` = :func:`counting_units` (1; the DP ranks D = TP / t_a; the accelerators). A value a
+contract states is the replica's total, as the engines read a stated value (SGLang divides a set
+max_running_requests by attn_dp_size; botec's exporters divide it where the engine counts per rank).
 
 A contract picks one with ``strategy.engine`` (:data:`DEFAULT_ENGINE` when it names none).
 """
@@ -36,7 +51,8 @@ from botec.catalog import CatalogError
 from botec.units import UnitError, parse_quantity
 
 __all__ = ["DEFAULT_ENGINE", "ENGINE_FIGURES", "BASES", "KV_BUDGET_RULES", "KV_RESERVATIONS", "EngineFigure", "EnginePreset",
-           "engine_presets", "engine_preset", "parse_engines"]
+           "LIMIT_FIGURES", "COUNTED_PER", "TOKEN_BUDGET_COUNTS", "counting_units", "engine_presets", "engine_preset",
+           "parse_engines"]
 
 DEFAULT_ENGINE = "vllm"
 """The preset a serving contract gets when ``strategy.engine`` names none."""
@@ -49,6 +65,8 @@ ENGINE_FIGURES = {
     "max_batch_size": "count",
     "max_batched_tokens": "count",
     "chunked_prefill": "flag",
+    "token_budget_counts": "budget",
+    "cuda_graph_max_batch": "count",
     "step_overhead": "seconds",
     "request_overhead": "seconds",
     "kernel_overhead": "seconds",
@@ -60,7 +78,20 @@ ENGINE_FIGURES = {
 BASES = ("documented", "measured", "assumed")
 KV_BUDGET_RULES = ("of_total", "of_free")
 KV_RESERVATIONS = ("incremental", "full")
-_CHOICES = {"rule": KV_BUDGET_RULES, "reservation": KV_RESERVATIONS}
+TOKEN_BUDGET_COUNTS = ("all_tokens", "prefill_tokens")
+COUNTED_PER = ("replica", "dp_rank", "gpu")
+LIMIT_FIGURES = ("max_batch_size", "max_batched_tokens", "cuda_graph_max_batch", "kv_reservation")
+"""The limits whose preset states ``per``: the unit the engine counts its default in (:data:`COUNTED_PER`)."""
+_CHOICES = {"rule": KV_BUDGET_RULES, "reservation": KV_RESERVATIONS, "budget": TOKEN_BUDGET_COUNTS}
+
+
+def counting_units(per: str, data_parallel_ranks, accelerators):
+    """n: how many times a limit counted ``per`` unit holds in one replica (instance): 1 for ``replica``, D (the
+    data-parallel attention ranks, TP / t_a; 1 without data-parallel attention) for ``dp_rank``, the accelerators
+    for ``gpu``. The replica's limit is then n × the engine's default."""
+    if per not in COUNTED_PER:
+        raise ValueError(f"a limit counts per {', '.join(COUNTED_PER)} (got {per!r})")
+    return {"replica": 1.0, "dp_rank": data_parallel_ranks, "gpu": accelerators}[per]
 _FILE = "engines.yaml"
 
 
@@ -73,6 +104,8 @@ class EngineFigure:
     high: float | None
     basis: str             # documented | measured | assumed
     source: str
+    per: str | None = None       # limits only: the unit the engine counts it in (COUNTED_PER)
+    per_source: str = ""         # where the engine's code or docs say so
 
     @property
     def has_range(self) -> bool:
@@ -99,23 +132,31 @@ def _number(raw, dimension: str, where: str) -> float:
         raise CatalogError(f"{where}: {error}") from None
 
 
-def _figure(kind: str, raw, where: str) -> EngineFigure:
+def _figure(kind: str, raw, where: str, limit: bool = False) -> EngineFigure:
     if not isinstance(raw, dict) or "value" not in raw:
         raise CatalogError(f"{where} needs a mapping with a value, a basis and a source")
+    unknown = sorted(set(raw) - {"value", "low", "high", "basis", "source"} - ({"per", "per_source"} if limit else set()))
+    if unknown:
+        raise CatalogError(f"{where}.{unknown[0]} is not a key of a figure")
+    per, per_source = raw.get("per"), " ".join(str(raw.get("per_source") or "").split())
+    if limit and (per not in COUNTED_PER or not per_source):
+        raise CatalogError(f"{where} is a limit: it needs per (one of {', '.join(COUNTED_PER)}, got {per!r}) and a "
+                           "per_source (where the engine says what it counts it in)")
     basis, source = raw.get("basis"), " ".join(str(raw.get("source") or "").split())
     if basis not in BASES:
         raise CatalogError(f"{where}.basis must be one of {', '.join(BASES)} (got {basis!r})")
     if not source:
         raise CatalogError(f"{where} needs a source (document, version or commit, date)")
     value = raw["value"]
-    if kind in ("rule", "reservation", "flag"):
+    if kind in ("rule", "reservation", "budget", "flag"):
         if "low" in raw or "high" in raw:
             raise CatalogError(f"{where} takes no low/high (a {'true/false' if kind == 'flag' else kind} figure)")
         if kind in _CHOICES and value not in _CHOICES[kind]:
             raise CatalogError(f"{where}.value must be one of {', '.join(_CHOICES[kind])} (got {value!r})")
         if kind == "flag" and not isinstance(value, bool):
             raise CatalogError(f"{where}.value must be true or false (got {value!r})")
-        return EngineFigure(value=value, low=None, high=None, basis=basis, source=source)
+        return EngineFigure(value=value, low=None, high=None, basis=basis, source=source, per=per,
+                            per_source=per_source)
     number = _number(value, kind, f"{where}.value")
     low = _number(raw["low"], kind, f"{where}.low") if raw.get("low") is not None else number
     high = _number(raw["high"], kind, f"{where}.high") if raw.get("high") is not None else number
@@ -123,7 +164,7 @@ def _figure(kind: str, raw, where: str) -> EngineFigure:
         raise CatalogError(f"{where} needs low <= value <= high (got {low:g}, {number:g}, {high:g})")
     if number < 0 or (kind == "ratio" and high > 1):
         raise CatalogError(f"{where} is out of range (got {number:g}{', at most 1' if kind == 'ratio' else ''})")
-    return EngineFigure(value=number, low=low, high=high, basis=basis, source=source)
+    return EngineFigure(value=number, low=low, high=high, basis=basis, source=source, per=per, per_source=per_source)
 
 
 def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
@@ -143,7 +184,7 @@ def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
         if missing:
             raise CatalogError(f"{file}: {key}.{missing[0]} is missing (every preset states "
                                f"{', '.join(ENGINE_FIGURES)})")
-        figures = {name: _figure(kind, entry[name], f"{file}: {key}.{name}")
+        figures = {name: _figure(kind, entry[name], f"{file}: {key}.{name}", name in LIMIT_FIGURES)
                    for name, kind in ENGINE_FIGURES.items()}
         out[str(key)] = EnginePreset(key=str(key), name=str(entry.get("name") or key), figures=figures)
     if DEFAULT_ENGINE not in out:

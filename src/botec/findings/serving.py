@@ -4,6 +4,8 @@ token costs (never the price of a fleet that misses its targets)."""
 
 from __future__ import annotations
 
+import math
+
 from botec.findings import Finding
 from botec.graph import Quantity
 from botec.units import format_number
@@ -22,6 +24,25 @@ def _users(q: dict[str, Quantity], f) -> str:
     return (f"{f('concurrency')} in flight (a closed loop; concurrency counts users across the whole fleet, "
             f"{f('concurrency_per_replica')} per replica" + (f", think time {f('think_time_seconds')})" if think
                                                               else ", no think time)"))
+
+
+def _engine_assumed(q: dict[str, Quantity], n) -> list[Finding]:
+    """The engine behaviour botec assumed where the contract is silent: its default limits counted per data-parallel
+    attention rank, a token budget that bounds the prefill chunk only, no overlap of the all-to-all with compute."""
+    said = []
+    ranked = q["data_parallel_attention"].value > 0   # one rank (no data-parallel attention): nothing to multiply
+    for name in ("max_batch_size", "max_batched_tokens"):
+        source = q[name].source or ""
+        if ranked and q[name].provenance == "catalog" and "counted per data-parallel attention rank" in source:
+            said.append(f"{name} {n(name)} is the engine's default per data-parallel attention rank × the ranks")
+    if q["decode_tokens_in_budget"].value == 0:
+        said.append("the token budget bounds the prefill chunk only, not the decode batch")
+    if q["data_parallel_attention"].value > 0 and q["experts"].value > 0:
+        said.append("the MoE all-to-all adds to the step (no two-batch overlap modelled)")
+    if not said:
+        return []
+    return [Finding("serving", "info", "engine behaviour assumed (not stated in the contract): " + "; ".join(said),
+                    ("max_batch_size", "max_batched_tokens", "decode_tokens_in_budget"))]
 
 
 def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:
@@ -55,6 +76,7 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                              ("prefill_pool_requests_per_s", "decode_requests_per_s_per_replica",
                               "kv_transfer_seconds")))
     found += _instance_findings(q, f, n)
+    found += _engine_assumed(q, n)
     critical = q["critical_batch_size"].value
     regime = "memory-bound" if q["decode_batch_size"].value < critical else "compute-bound"
     found.append(Finding("serving", "info",
@@ -79,7 +101,10 @@ def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Fi
                                  f"request on an idle replica): no load meets it; {advice}", (floor, target)))
         else:
             found.append(_verdict(q, f, short, target, floor, at, percentile))
-    if reachable:
+    pinned = q["replicas"].field == "supply.replicas"
+    if pinned:   # the fleet is stated, not sized: say whether it carries the load and meets the targets
+        found.append(_pinned_fleet(q, f, reachable))
+    elif reachable:
         limits = {"ttft_limited_requests_per_s": "the TTFT target", "tpot_limited_requests_per_s": "the TPOT target"}
         per_replica = q["requests_per_s_per_replica"].value
         cap = q["utilization_cap"].value * q["offline_requests_per_s_per_replica"].value
@@ -162,6 +187,33 @@ def _instance_findings(q: dict[str, Quantity], f, n) -> list[Finding]:
                                                 "max_batched_tokens"),
                              ("prefill_instance_weight_memory_bytes", "prefill_instance_kv_spare_bytes")))
     return found
+
+
+def _pinned_fleet(q, f, reachable: bool) -> Finding:
+    """The capacity line of a fleet pinned by ``supply.replicas``: over its saturated capacity (an open load the
+    replicas cannot carry: the queue grows without bound), missing a target, or meeting them; and the fewest
+    replicas that would meet them (what botec sizes when the count is not pinned)."""
+    load = _users(q, f) if "concurrency" in q else f("requests_per_s")
+    head = (f"{f('replicas')} pinned (supply.replicas) × {f('replica_accelerators')} = {f('serving_accelerators')} "
+            f"for {load}")
+    if "concurrency" not in q and q["serving_utilization"].value >= 1:
+        return Finding("capacity", "fail", f"{head}: over the fleet's saturated capacity ({f('serving_utilization')} "
+                                           "in use), its queue grows without bound: no latency holds",
+                       ("replicas", "serving_utilization"))
+    missed = [short for short, at, target in (
+        ("TTFT", "time_to_first_token_percentile_seconds", "time_to_first_token_target_seconds"),
+        ("TPOT", "time_per_output_token_percentile_seconds", "time_per_output_token_target_seconds"))
+        if target in q and q[at].value > q[target].value * (1 + 1e-9)]
+    numerator, denominator = (("concurrency", "users_per_replica_within_targets") if "concurrency" in q
+                              else ("requests_per_s", "requests_per_s_per_replica"))
+    sized = max(math.ceil(q[numerator].value / max(q[denominator].value, 1e-300) - 1e-9), 1)
+    advice = (f"; unpinned, botec would deploy {sized:,} (the targets within the utilization cap)" if reachable
+              else "; no fleet meets them (a target is below its floor)")
+    verdict = (f"misses the {' and '.join(missed)} target{'s' if len(missed) > 1 else ''}" if missed
+               else "meets every stated target")
+    return Finding("capacity", "warn" if missed else "ok",
+                   f"{head}: {verdict} ({f('serving_utilization')} of its saturated capacity in use){advice}",
+                   ("replicas", "serving_accelerators", "serving_utilization"))
 
 
 def _verdict(q, f, short: str, target: str, floor: str, at: str, percentile: str) -> Finding:

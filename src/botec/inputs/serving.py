@@ -13,7 +13,7 @@ from botec.graph import Given
 from botec.graph.elementwise import minimum
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, place, tiers_of
-from botec.catalog.engines import engine_presets
+from botec.catalog.engines import counting_units, engine_presets
 from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
@@ -34,6 +34,10 @@ SCALE_BYTES = 2.0
 # The squared coefficient of variation c_a² of the gaps between arrival epochs: Poisson 1; evenly spaced 0; bursty
 # arrivals are Poisson epochs (c_a² = 1), each bringing burst_size requests (botec.simulate.workload).
 ARRIVAL_VARIATION = {"poisson": 1.0, "bursty": 1.0, "uniform": 0.0}
+ROOFLINE_EFFICIENCIES = ("assumptions.matmul_efficiency", "assumptions.memory_bandwidth_efficiency")
+"""A contract that states either prices its weight GEMMs on the roofline with it: the measured GEMM table steps
+aside (``gemm_table_index = -1``), so a back-solve of either (botec.explore.solve) solves the roofline's."""
+
 
 def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
     """Everything but the replica's layout-derived inputs, which :func:`derive` adds."""
@@ -128,8 +132,18 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                            bandwidth_needed_for="serving reads the weights every decode step")
     fixed |= accelerator | facility_given(supply, device, stated)
     fixed |= efficiency_given(assumptions, supply, device, compute_precision, base_dir, stated)
+    if device is not None and all(getattr(assumptions, field.removeprefix("assumptions.")) is None
+                                  for field in ROOFLINE_EFFICIENCIES):
+        from botec.serving.operators import gemm_table_given   # the measured GEMM tables (lazily: one file each)
+
+        fixed |= gemm_table_given(device, precision, arch)
+    else:
+        fixed["gemm_table_index"] = Given(-1.0, "assumed", "the contract states its own GEMM or memory efficiency: "
+                                          "the roofline", "assumptions.matmul_efficiency")
     if assumptions.kernel_overhead is None:  # a serving engine captures the decode step in CUDA graphs
         fixed["kernel_overhead_seconds"] = _engine_given(strategy.engine, "kernel_overhead", "assumptions.kernel_overhead")
+    if supply.replicas is not None:   # a pinned fleet: the graph's sizing formula is replaced, not consulted
+        fixed["replicas"] = stated.given("replicas", supply.replicas, "supply.replicas")
     if supply.api_price is not None:
         api = supply.api_price
         for name, value, key in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
@@ -189,7 +203,32 @@ def _engine(strategy, assumptions, prompt_tokens: int, stated: StatedInputs) -> 
         given["max_batched_tokens"] = Given(float(prompt_tokens), "catalog", f"{preset.name} prefills a prompt whole "
                                             "(no chunked prefill by default): a step carries at least the prompt",
                                             "strategy.max_batched_tokens")
+    given["decode_tokens_in_budget"] = Given(
+        1.0 if preset.value("token_budget_counts") == "all_tokens" else 0.0, "catalog",
+        f"{preset.name}: the token budget bounds {'every token of a step' if preset.value('token_budget_counts') == 'all_tokens' else 'the prefill chunk only, not the decode batch'} ({preset['token_budget_counts'].source})",
+        "strategy.engine")
     return given
+
+
+def _counted_per_unit(engine: str, layout: Layout, limits: dict[str, Given], stated: dict[str, bool]) -> dict[str, Given]:
+    """The engine's default limits for one instance: each preset default × :func:`counting_units` of the unit the
+    engine counts it in (a DP-attention rank: D = TP / t_a of them; 1 without data-parallel attention); a value the
+    contract states (``stated[name]``) is the replica's total and stays as stated."""
+    preset = engine_presets()[engine]
+    ranks = layout.tensor_parallel / layout.attention_split if layout.attention_tensor_parallel is not None else 1.0
+    out = {}
+    for name, given in limits.items():
+        figure = preset[name]
+        if stated[name] or given.provenance != "catalog" or figure.per is None:
+            out[name] = given
+            continue
+        n = counting_units(figure.per, ranks, layout.tensor_parallel * layout.pipeline_parallel)
+        scale = (lambda x: None if x is None else x * n)
+        unit = {"replica": "per replica", "dp_rank": "per data-parallel attention rank", "gpu": "per accelerator"}
+        out[name] = Given(given.value * n, "catalog", f"{given.source}; counted {unit[figure.per]} "
+                          f"({figure.per_source}){'' if figure.per == 'replica' else ': × the instance’s units'}",
+                          given.field, scale(given.low), scale(given.high))
+    return out
 
 
 def _load(traffic, stated: StatedInputs) -> dict[str, Given]:
@@ -229,6 +268,9 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
                                         spec["strategy.expert_parallel"]), tiers)
     valid = checked(layout, rows)
     given = dict(fixed) | _instance_given(inputs, strategy, layout, "strategy")
+    limits = ("max_batch_size", "max_batched_tokens")
+    given |= _counted_per_unit(strategy.engine, layout, {name: fixed[name] for name in limits},
+                               {name: getattr(strategy, name) is not None for name in limits})
     prefill = strategy.prefill_layout()
     prefill_layout, prefill_missing = None, {}
     if prefill is not None:
@@ -245,7 +287,10 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         budget = prefill.max_batched_tokens
         own["max_batched_tokens"] = (Given(budget.value, budget.provenance, budget.source,
                                            f"{PREFILL_FIELD}.max_batched_tokens") if budget is not None
-                                     else fixed["max_batched_tokens"])
+                                     else _counted_per_unit(strategy.engine, prefill_layout,
+                                                            {"max_batched_tokens": fixed["max_batched_tokens"]},
+                                                            {"max_batched_tokens": strategy.max_batched_tokens
+                                                             is not None})["max_batched_tokens"])
         given |= {mirror_name(name): value for name, value in (own | links).items()
                   if name in LAYOUT_INPUTS and mirror_name(name) in inputs.graph}   # those its formulas read
     else:   # what the replica model reads of its prefill instance's layout directly: the replica's (unused)

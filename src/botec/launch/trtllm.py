@@ -16,6 +16,8 @@ tensorrt_llm/commands/serve.py (:data:`~botec.launch.serving_options.TRTLLM_SERV
 
 from __future__ import annotations
 
+import math
+
 from botec.errors import ContractError
 from botec.launch import LaunchFormat
 from botec.launch.commandline import (commands_of, here_document, parse_options, ratio_option, shell_command,
@@ -88,7 +90,9 @@ def export(result) -> str:
     api_options = llm_api_options(plan, unexpressed)
     options = [("--backend", "pytorch"), ("--tp_size", str(instance.tensor_parallel)),
                ("--pp_size", str(instance.pipeline_parallel)), ("--ep_size", str(instance.expert_parallel)),
-               ("--max_batch_size", str(instance.max_batch_size)), ("--max_num_tokens", str(instance.max_batched_tokens)),
+               # under enable_attention_dp both limits are per rank (the engines preset's per: dp_rank)
+               ("--max_batch_size", str(math.ceil(instance.max_batch_size / instance.attention_groups))),
+               ("--max_num_tokens", str(math.ceil(instance.max_batched_tokens / instance.attention_groups))),
                ("--max_seq_len", str(plan.context_tokens)),
                ("--kv_cache_free_gpu_memory_fraction", f"{plan.memory_fraction_as('of_free'):g}"),
                ("--extra_llm_api_options", OPTIONS_FILE)]
@@ -137,6 +141,10 @@ def read(text: str, origin: str) -> dict:
         fields["strategy.kv_cache_precision"] = "fp8"
     if api.get("enable_attention_dp"):
         fields["strategy.data_parallel_attention"] = True
+        ranks = fields.get("strategy.tensor_parallel", 1)   # attention DP: a rank per TP rank, each its own limits
+        for name in ("strategy.max_batch_size", "strategy.max_batched_tokens"):
+            if name in fields:
+                fields[name] *= ranks
     scheduler = api.get("scheduler_config") or {}
     policy = scheduler.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT") if isinstance(scheduler, dict) else None
     reservations = {value: key for key, value in POLICIES.items()}

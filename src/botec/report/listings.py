@@ -55,7 +55,7 @@ def catalog_json() -> str:
 
 # Serving-engine presets (strategy.engine): one row per figure, one column per engine.
 _ENGINE_UNITS = {"ratio": "fraction", "bytes": "B", "seconds": "s", "count": "count", "rule": None, "reservation": None,
-                 "flag": None}
+                 "budget": None, "flag": None}
 _BASIS_MARK = {"documented": "d", "measured": "m", "assumed": "a"}
 _ENGINE_TITLE = ("Serving engines (strategy.engine; value (low–high) and basis: d documented, m measured, "
                  "a assumed)")
@@ -73,7 +73,7 @@ def _engines_json() -> list[dict]:
 def _engine_value(value, kind: str) -> str:
     if kind == "flag":
         return "yes" if value else "no"
-    if kind in ("rule", "reservation"):
+    if kind in ("rule", "reservation", "budget"):
         return str(value).replace("_", " ")
     if kind in ("bytes", "seconds"):
         return format_quantity(value, "B" if kind == "bytes" else "s")

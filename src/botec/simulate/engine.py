@@ -84,6 +84,7 @@ class Engine:
     chunked_prefill: bool
     shared_prefix_copies: int = 1
     full_kv_reservation: bool = False      # kv_reservation: full (TensorRT-LLM); else incremental (paged)
+    decode_tokens_in_budget: bool = True   # the budget bounds decode tokens too (False: prefill only, SGLang)
 
     @classmethod
     def from_estimate(cls, result) -> "Engine":
@@ -107,7 +108,8 @@ class Engine:
                    draft_step_cost=float(q["draft_step_cost"]),
                    chunked_prefill=bool(preset.value("chunked_prefill")),
                    shared_prefix_copies=int(q["shared_prefix_copies"]),
-                   full_kv_reservation=(strategy.kv_reservation or preset.value("kv_reservation")) == "full")
+                   full_kv_reservation=(strategy.kv_reservation or preset.value("kv_reservation")) == "full",
+                   decode_tokens_in_budget=bool(q["decode_tokens_in_budget"]))
 
     def round_function(self):
         """τ(decoding, decode context, prefill tokens, prefill context, sampled): one round of the replica,

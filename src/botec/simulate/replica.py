@@ -78,6 +78,7 @@ class Replica:
         max_batch, budget, stages = engine.max_batch_size, engine.max_batched_tokens, engine.pipeline_parallel
         drafts, acceptance = engine.draft_tokens, engine.draft_acceptance_rate
         verified, speculating, chunked = drafts + 1, drafts > 0, engine.chunked_prefill
+        in_budget = engine.decode_tokens_in_budget   # the decode tokens take their share of the budget (not SGLang's)
         arrival, prompt, output, cached = ledger.arrival, ledger.prompt, ledger.output, ledger.cached
         first_token_s, finish_s, preemptions = ledger.first_token_s, ledger.finish_s, ledger.preemptions
         state, generated, decode_start = ledger.state, ledger.generated, ledger.decode_start
@@ -239,7 +240,7 @@ class Replica:
             chunks = []
             if chunked or prefill_step:
                 if chunked:
-                    room = budget - -(-decoding * verified // stages)
+                    room = budget - -(-decoding * verified // stages) if in_budget else budget
                     room = room if room > 1 else 1
                     left = room * stages
                 else:
