@@ -40,6 +40,10 @@ def simulate(
     think_time: Optional[str] = typer.Option(None, "--think-time", help="With --concurrency: a user's pause between "
                                              "a reply and its next request, e.g. '2 s' (default: the contract's, "
                                              "else 0).", show_default=False),
+    ramp: Optional[str] = typer.Option(None, "--ramp", help="With --concurrency: start the users over this long, one "
+                                       "more every ramp / N, e.g. '30 s' (AIPerf's --concurrency-ramp-duration); 0: "
+                                       "all at once, as genai-perf starts them (default: one cycle of the loop).",
+                                       show_default=False),
     replicas: Optional[int] = typer.Option(None, "--replicas", help="Replicas (default: the estimate's), at most "
                                            "10,000 and no more than the requests.", show_default=False),
     balancer: Balancer = typer.Option(Balancer.least_outstanding, "--balancer",
@@ -104,6 +108,16 @@ def simulate(
             think_seconds = parse_quantity(think_time, "seconds")
         except UnitError as error:
             raise UserError(f"--think-time: {error}") from None
+    ramp_seconds = None
+    if ramp is not None:
+        from botec.units import UnitError, parse_quantity
+
+        try:
+            ramp_seconds = parse_quantity(ramp if ramp.strip() != "0" else "0 s", "seconds")
+        except UnitError as error:
+            raise UserError(f"--ramp: {error}") from None
+        if not (ramp_seconds >= 0 and math.isfinite(ramp_seconds)):
+            raise UserError(f"--ramp: expected seconds of at least 0, got {ramp!r}")
     result = load_estimate(contract, set_)
     if result.kind != "serving":
         raise UserError(f"{contract}: botec simulate needs a serving contract (workload.kind: serving); this is a "
@@ -121,7 +135,7 @@ def simulate(
         runs = replicate(result, seeds, seed=seed, **fan, progress=progress, requests=requests, rate=rate,
                          replicas=replicas, balancer=balancer.value, trace=trace,
                          prompt_histogram=prompt_histogram, output_histogram=output_histogram,
-                         concurrency=concurrency, think_time=think_seconds)
+                         concurrency=concurrency, think_time=think_seconds, ramp=ramp_seconds)
     if len(runs.runs) < seeds:
         interrupted_note(f"reporting the {len(runs.runs)} of {seeds} runs that finished (seeds "
                          f"{', '.join(str(s) for s in runs.seeds)})")

@@ -148,12 +148,17 @@ class TrainingSupply(_Supply):
 
 
 class ServingSupply(_Supply):
-    """The accelerator of a serving fleet (the count follows from the traffic), candidates and an API price."""
+    """The accelerator of a serving fleet (the count follows from the traffic, or ``replicas`` pins it), candidates
+    and an API price."""
 
     candidates: Optional[list[Annotated[Candidate, BeforeValidator(_candidate)]]] = Field(
         None, description="other catalog accelerators to compare, each a name or {accelerator, "
                           "price_per_accelerator_hour}")
     api_price: Optional[ApiPrice] = Field(None, description="an API's price, for the break-even traffic")
+    replicas: Optional[quantity(
+        "count", "Replicas the fleet has, pinned (e.g. 1: a benchmark of one server): botec then does not size the "
+                 "fleet but reports whether these replicas meet the targets, open or closed loop; default: the fewest "
+                 "that meet them", minimum=1, integer=True)] = None
 
     @model_validator(mode="before")
     @classmethod

@@ -21,12 +21,13 @@ mean response time the open load model gives at arrival rate X (:mod:`botec.serv
   the targets and the utilization cap); its latencies grow with its load and its load with its users, so it
   meets them with n users exactly when X(n) ≤ λ_max, i.e. n ≤ n_max = λ_max·(R(λ_max) + Z). Replicas
   r = ⌈N / n_max⌉ (no target reachable: n_max at the utilization cap, for throughput alone, as an open load).
-  The fleet's rate is r·X(N / r).
+  The fleet's rate is r·X(N / r). ``supply.replicas`` pins r instead (a benchmark of one server): the users are
+  spread over those replicas and the findings say whether they meet the targets.
 
 The open model's prompt queue (M/G/1, Poisson arrivals) is kept as the response time at each rate: a closed
 loop's arrivals are smoother than Poisson, so it errs long on the queue's wait; and users that start together
-with equal lengths move in waves (what ``botec simulate --concurrency`` shows step by step), which no
-steady-state mean captures.
+with equal lengths move in waves (``botec simulate --concurrency N --ramp 0`` shows them step by step; its default
+start, over one cycle, does not), which no steady-state mean captures.
 """
 
 from __future__ import annotations

@@ -180,13 +180,16 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
              replicas: Optional[int] = None, balancer: str = "least-outstanding", trace=None,
              progress: Optional[Callable[[int, int], None]] = None, prompt_histogram=None,
              output_histogram=None, concurrency: Optional[int] = None,
-             think_time: Optional[float] = None, records: int = RECORDS, prefill_instance=None) -> Simulation:
+             think_time: Optional[float] = None, records: int = RECORDS, prefill_instance=None,
+             ramp: Optional[float] = None) -> Simulation:
     """Simulate a serving estimate (``botec.estimation.estimate_file``'s result) serving ``requests`` requests.
 
     ``rate``: the fleet's arrivals per second (default the contract's traffic; ``math.inf``: all at t = 0);
     ``concurrency``: instead, that many users in a closed loop, each sending its next request when its last one
     ends, after ``think_time`` seconds (:mod:`botec.simulate.closed`; the default for a contract whose traffic
-    states concurrency); ``replicas``: default the estimate's; ``trace``: a CSV or JSON-lines file of recorded
+    states concurrency); ``ramp``: the closed loop's users start over that many seconds, one more every ramp / N
+    (0: all at once; default one cycle of the loop, :mod:`botec.simulate.closed`); ``replicas``: default the
+    estimate's (``supply.replicas`` when the contract pins the fleet); ``trace``: a CSV or JSON-lines file of recorded
     requests instead of drawn ones (it sets the count and the arrivals); the histogram files replace the drawn
     lengths. ``progress(done, total)`` follows the arrivals; ``records``: per-request records kept for that many
     requests, first by arrival. A disaggregated contract runs each replica as its prefill instances and a decode
@@ -237,7 +240,10 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         check_think_time(requests, users, think, "--think-time" if think_time is not None else
                          "workload.traffic.think_time")
         return simulate_closed(result, engine, requests, users, think, replicas, seed, progress, prompt_histogram,
-                               output_histogram)
+                               output_histogram, ramp, records)
+    if ramp is not None:
+        raise UserError("--ramp starts a closed loop's users: give --concurrency (or a contract whose traffic states "
+                        "concurrency)")
     if trace is not None:
         stream = trace_stream(trace)
         offered = stream.mean_rate_per_s
@@ -332,27 +338,6 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instan
     return Analytic(rate_per_replica, ttft, float(state.tpot_mean), float(load.ttft_quantile(state, level)),
                     float(load.tpot_quantile(replica, state, z)), float(state.batch), capacity,
                     ttft + (float(q["output_tokens"].value) - 1) * float(state.tpot_mean))
-
-
-def _measure(result, engine, workload, ledger, fleet, accepted, replicas, balancer, seed, offered) -> Simulation:
-    """A :class:`Simulation` from a whole :class:`~botec.simulate.ledger.Ledger` (every request's times in memory,
-    as a closed loop keeps them): its finished requests folded into a :class:`~botec.simulate.tally.Tally` at once."""
-    import numpy as np
-
-    count = len(workload)
-    tally = _tally(result, count)
-    accepted = np.asarray(accepted, dtype=bool)
-    nothing = np.zeros(count, dtype=bool)
-    tally.screened(0, workload.arrival_seconds, workload.prompt_tokens, workload.output_tokens, accepted, nothing,
-                   nothing)
-    finish = np.array(ledger.finish_s, dtype=float)
-    ids = np.flatnonzero(np.isfinite(finish))
-    tally.add_finished(ids, np.asarray(workload.arrival_seconds, dtype=float)[ids],
-                       np.array(ledger.first_token_s, dtype=float)[ids], finish[ids], workload.output_tokens[ids],
-                       np.array(ledger.replica)[ids], np.array(ledger.preemptions)[ids],
-                       np.array(ledger.prefill_computed)[ids])
-    tally.settle(math.inf, _window_end(fleet))
-    return _simulation(result, engine, workload.description, tally, fleet, replicas, balancer, seed, offered)
 
 
 def _window_end(fleet) -> float:
