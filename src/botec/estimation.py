@@ -157,7 +157,7 @@ def estimate_inputs(inputs: Inputs, compare: bool = True) -> Estimate:
         relief = memory_relief(inputs, quantities)
     candidates = []
     if compare and inputs.kind == "serving" and inputs.contract.supply.candidates:
-        candidates = compare_accelerators(inputs)
+        candidates = compare_accelerators(inputs, quantities)
     return Estimate(inputs, quantities, findings_for(inputs, quantities, relief), relief, candidates)
 
 
@@ -223,10 +223,16 @@ def accelerator_options(contract) -> list[tuple]:
     return options
 
 
-def compare_accelerators(inputs: Inputs) -> list[tuple[str, dict | str]]:
-    """The same serving contract on each candidate accelerator: (key, quantities) or (key, why it cannot)."""
+def compare_accelerators(inputs: Inputs, own: dict[str, Quantity] | None = None) -> list[tuple[str, dict | str]]:
+    """The same serving contract on each candidate accelerator: (key, quantities) or (key, why it cannot). ``own``: the
+    contract's quantities, already evaluated, which are its own accelerator's row (the same contract at the same price,
+    less its candidates, which no formula reads), so that accelerator is not evaluated twice."""
     rows = []
+    supply = inputs.contract.supply
     for key, price in accelerator_options(inputs.contract):
+        if own is not None and key == supply.accelerator:   # listed once, at the contract's own price
+            rows.append((key, unreachable_target(own) or own))
+            continue
         try:
             changed = inputs.rebuild(supply={"accelerator": key, "price_per_accelerator_hour": price,
                                              "candidates": None})

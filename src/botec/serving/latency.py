@@ -19,6 +19,7 @@ in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serv
 
 from botec.graph import Formulas, maximum, minimum, where
 from botec.serving import instances, load as model
+from botec.serving.sizing import largest_rate_within
 from botec.serving.step import critical_step_tokens
 
 formulas = Formulas(account="serving")
@@ -41,8 +42,23 @@ def _replica(values: dict) -> model.Replica:
     return instances.replica_of(values)
 
 
+_STEADY_STATES: dict = {}
+"""(the replica model's inputs, rate) -> its :func:`botec.serving.load.at_load`, for plain numbers: the formulas at the
+fleet's load and both latency limits' idle replica share one solve (a few dozen kept: one estimate's)."""
+_KEPT_STATES = 32
+
+
 def _at(values: dict, rate) -> model.Load:
-    return model.at_load(_replica(values), rate)
+    """The replica's steady state at ``rate`` (:func:`botec.serving.load.at_load`), solved once per inputs and rate."""
+    key = tuple(values.get(name) for name in READS) + (rate,)
+    if not all(isinstance(value, (int, float)) or value is None for value in key):
+        return model.at_load(_replica(values), rate)   # arrays (a Monte Carlo): not kept
+    state = _STEADY_STATES.get(key)
+    if state is None:
+        if len(_STEADY_STATES) >= _KEPT_STATES:
+            _STEADY_STATES.clear()
+        state = _STEADY_STATES[key] = model.at_load(_replica(values), rate)
+    return state
 
 
 @formulas.formula(unit="s", meaning="fastest time per output token: one request alone (the TPOT floor)",
@@ -106,8 +122,9 @@ def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_repli
 
 @formulas.formula(unit="requests/s", meaning="the largest load per replica whose TTFT meets its target at the stated "
                                              "percentile (within the utilization cap)",
-                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TTFT_q(λ) ≤ target × "
-                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
+                  expression="the largest load λ ≤ utilization_cap × offline capacity with TTFT_q(λ) ≤ target × "
+                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin), "
+                             "by a bracketed root search",
                   reads=READS + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_to_first_token_target_seconds", "latency_margin",
                                    "lone_prompt_excess_seconds"),
@@ -117,18 +134,19 @@ def offline_output_tokens_per_s_per_accelerator(offline_requests_per_s_per_repli
 def ttft_limited_requests_per_s(**values):
     replica, q = _replica(values), values["latency_percentile"]
     excess = values["lone_prompt_excess_seconds"]   # data-parallel attention: the prompt on its own group
-    target = _sizing_target(values, replica, values["time_to_first_token_target_seconds"],
-                            lambda load: model.ttft_quantile(load, q) + excess)
-    return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
-                                     lambda load: model.ttft_quantile(load, q) + excess <= target)
+    return _largest_rate_within(values, replica, values["time_to_first_token_target_seconds"],
+                                lambda load: model.ttft_quantile(load, q) + excess)
 
 
-def _sizing_target(values: dict, replica: model.Replica, target, latency):
-    """The latency the fleet is sized to: target × (1 − latency_margin), or the target itself where even an idle
-    replica's latency is above that (the margin cannot be kept; the findings call the plan marginal)."""
+def _largest_rate_within(values: dict, replica: model.Replica, target, latency):
+    """The largest load per replica (within the utilization cap) whose ``latency`` is at most the latency the fleet is
+    sized to: target × (1 − latency_margin), or the target itself where even an idle replica's latency is above that
+    (the margin cannot be kept; the findings call the plan marginal)."""
+    capacity = values["offline_requests_per_s_per_replica"]
+    idle = _at(values, capacity * 1e-9)
     kept = target * (1 - values["latency_margin"])
-    idle = latency(model.at_load(replica, values["offline_requests_per_s_per_replica"] * 1e-9))
-    return where(idle <= kept, kept, target)
+    sized = where(latency(idle) <= kept, kept, target)
+    return largest_rate_within(replica, capacity, values["utilization_cap"], latency, sized, idle=idle)
 
 
 @formulas.formula(unit="requests/s", meaning="the load per replica the TTFT allows (no target: the utilization cap)",
@@ -140,8 +158,9 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
 
 @formulas.formula(unit="requests/s", meaning="the largest load per replica whose TPOT meets its target at the stated "
                                              "percentile (within the utilization cap)",
-                  expression="bisection on the load λ ≤ utilization_cap × offline capacity: TPOT_q(λ) ≤ target × "
-                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin)",
+                  expression="the largest load λ ≤ utilization_cap × offline capacity with TPOT_q(λ) ≤ target × "
+                             "(1 − latency_margin) (the target itself where an idle replica cannot keep the margin), "
+                             "by a bracketed root search",
                   reads=READS + ("offline_requests_per_s_per_replica", "utilization_cap", "latency_percentile",
                                    "time_per_output_token_target_seconds", "latency_margin"),
                   choice=("tpot_target", "stated"), detail=True,
@@ -149,10 +168,8 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
                            "target": "time_per_output_token_target_seconds"})
 def tpot_limited_requests_per_s(**values):
     replica, z = _replica(values), _z(values["latency_percentile"])
-    target = _sizing_target(values, replica, values["time_per_output_token_target_seconds"],
-                            lambda load: model.tpot_quantile(replica, load, z))
-    return model.largest_rate_within(replica, values["offline_requests_per_s_per_replica"], values["utilization_cap"],
-                                     lambda load: model.tpot_quantile(replica, load, z) <= target)
+    return _largest_rate_within(values, replica, values["time_per_output_token_target_seconds"],
+                                lambda load: model.tpot_quantile(replica, load, z))
 
 
 @formulas.formula(unit="requests/s", meaning="the load per replica the TPOT allows (no target: the utilization cap)",
@@ -198,9 +215,8 @@ def time_per_output_token_seconds(**values):
                   symbols={"mean TPOT": "the mean, as time_per_output_token_seconds",
                            "z_q": "the standard normal quantile of latency_percentile"})
 def time_per_output_token_percentile_seconds(**values):
-    replica = _replica(values)
-    load = model.at_load(replica, values["requests_per_s_on_a_replica"])
-    return model.tpot_quantile(replica, load, _z(values["latency_percentile"]))
+    load = _at(values, values["requests_per_s_on_a_replica"])
+    return model.tpot_quantile(_replica(values), load, _z(values["latency_percentile"]))
 
 
 @formulas.formula(unit="s", meaning="mean time to first token at the fleet's load (TTFT): the prompt's wait and "

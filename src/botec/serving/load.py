@@ -15,8 +15,9 @@ running request to take one step (p stage steps), b the token budget of a step.
   of the mean (the roofline is convex).
 - Steady state at λ: B = λ·((O − 1)/E)·τ (Little's law: the prompt's last step samples the first output
   token, so a request decodes the other O − 1), τ = p·t̄; solved by fixed-point iteration from an
-  empty replica (it converges below saturation; at and above it B is capped). A decoding request steps with
-  itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding requests.
+  empty replica, secant-accelerated (it converges below saturation; at and above it B is capped). A decoding
+  request steps with itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding
+  requests.
 - Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); the prompts replacing the
   finished requests, n = (B_sat/p)·E/O per stage step; capacity λ_sat = B_sat·E/(O·τ_sat).
 - Prefill queue: an M/G/1 queue with vacations (Kleinrock vol. 1; the decomposition of Fuhrmann and
@@ -31,7 +32,9 @@ running request to take one step (p stage steps), b the token budget of a step.
   fixed service has a lighter tail than the exponential: the quantile errs long for whole bursts on one
   replica.)
 - TPOT: a request's steps carry a chunk with probability ρ: per token μ = p·((1 − ρ)·t₀ + ρ·t₁)/E; its
-  q-quantile over the request's O/E steps ≈ μ + z_q · p·√(ρ(1 − ρ))·(t₁ − t₀)/(E·√(O/E)).
+  q-quantile is μ at the rate the replica receives over the request's decode window, Λ_q = λ·(1 + z_q·√v),
+  v = m·c_a²/(λ_f·T) the squared variation of a least-outstanding replica's share of the fleet's arrivals over
+  T = (O − 1)·TPOT_q (:func:`tpot_quantile`).
 
 The discrete-event simulator (:mod:`botec.simulate`) runs the same steps request by request; its tests
 hold the two together.
@@ -51,16 +54,23 @@ once as a constant (``Load.prefill_seconds`` includes it; the front-end is taken
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, partial
 
-from botec.graph.elementwise import all_true, ceil, exp, floor, log, maximum, minimum, where
-from botec.serving.step import engine_step_seconds
+from botec.graph.elementwise import all_true, ceil, exp, floor, is_scalar, log, maximum, minimum, where
+from botec.serving.step import STEP_INPUTS, engine_step_seconds, scalar_engine_step
 
 __all__ = ["Replica", "REPLICA_FIELDS", "Load", "at_load", "burst_on_a_replica", "queue_wait", "ttft_mean",
-           "ttft_quantile", "tpot_quantile", "saturation", "largest_rate_within"]
+           "ttft_quantile", "tpot_quantile", "saturation", "steady_state", "plain"]
 
-ITERATIONS = 60
+ITERATIONS = 60     # at most this many evaluations of the mean stage step per fixed point
 CONVERGED = 1e-13   # relative change of the step below which the fixed point has converged (to float precision)
-BISECTIONS = 40
+TPOT_WINDOW_ITERATIONS = 3   # the decode window's fixed point T = (O − 1)·TPOT_q (it moves < 1 % after 3)
+
+
+def plain(value):
+    """``value`` as a plain float where it is a float of another type (numpy's float64 scalar: slower arithmetic,
+    numpy's truth values); anything else (an array, an int) unchanged."""
+    return float(value) if isinstance(value, float) and type(value) is not float else value
 
 
 @dataclass
@@ -95,8 +105,14 @@ class Replica:
     burst_size: object = 1.0          # m: requests arriving together at each epoch (at the fleet)
     burst_epochs_per_s: object = 0.0  # λ/m: the fleet's burst epochs per second (0: whole bursts reach the replica)
     request_overhead_seconds: object = 0.0  # o: the front-end's time per request (HTTP, tokenization), in the TTFT
+    decode_tokens_in_budget: object = 1.0  # d: 1 when the budget b bounds the decode tokens too, 0: prefill only
+    gemm_knee_exponent: object = 0.0  # p: the measured GEMM table's knee (0: the roofline's max; engine_step_seconds)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
+
+    def __post_init__(self):
+        for name in REPLICA_FIELDS:   # numpy's float64 scalars as plain floats: the same values, at float speed
+            setattr(self, name, plain(getattr(self, name)))
 
     def stage_step(self, decoding, prefill):
         """One stage step with ``decoding`` requests (k + 1 tokens each when speculating) and ``prefill`` tokens,
@@ -104,26 +120,34 @@ class Replica:
         read: the step's decode context is the requests' contexts once, its queries k + 1 per context read
         (engine_step_seconds's q); the LM head scores all k + 1 positions of each request (the target's
         probabilities at every draft are what acceptance compares; Leviathan et al. 2023, Algorithm 1)."""
-        costs = dict(gemm_seconds_per_token=self.gemm_seconds_per_token, weight_read_seconds=self.weight_read_seconds,
-                     expert_read_seconds=self.expert_read_seconds, expert_pick_probability=self.expert_pick_probability,
-                     attention_seconds_per_context_token=self.attention_seconds_per_context_token,
-                     prefill_attention_seconds_per_context_token=self.prefill_attention_seconds_per_context_token,
-                     kv_read_seconds_per_context_token=self.kv_read_seconds_per_context_token,
-                     logit_seconds_per_token=self.logit_seconds_per_token,
-                     communication_seconds_per_token=self.communication_seconds_per_token,
-                     fixed_seconds_per_step=self.fixed_seconds_per_step,
-                     elementwise_seconds_per_token=self.elementwise_seconds_per_token)
         verify = self.draft_tokens + 1
         context = decoding * self.mean_kv_tokens_per_request
         finishing = prefill / maximum(self.prefill_tokens_per_request, 1.0)
-        step = engine_step_seconds(decoding * verify, context, prefill, prefill * self.prefill_attention_tokens,
-                                   decoding * verify + finishing, verify, **costs)   # the LM head at k + 1 positions
-        draft = engine_step_seconds(decoding, context, 0.0, 0.0, decoding, **costs)
+        engine_step = self._step if self._scalar_step is None or not is_scalar(decoding, prefill) else self._scalar_step
+        step = engine_step(decoding * verify, context, prefill, prefill * self.prefill_attention_tokens,
+                           decoding * verify + finishing, verify)   # the LM head at k + 1 positions
+        if is_scalar(self.draft_tokens) and self.draft_tokens == 0:
+            return step   # no speculation: no draft steps (k·cost·draft = 0)
+        draft = engine_step(decoding, context, 0.0, 0.0, decoding)
         return step + self.draft_tokens * self.draft_step_cost * draft
 
+    @cached_property
+    def _step(self):
+        """engine_step_seconds with this replica's per-unit costs bound (the fields named by STEP_INPUTS)."""
+        return partial(engine_step_seconds, **{name: getattr(self, name) for name in STEP_INPUTS})
+
+    @cached_property
+    def _scalar_step(self):
+        """For a replica of plain numbers, scalar_engine_step with its costs bound: engine_step_seconds's formula, bit
+        for bit, in a quarter of its time; None where a field is an array (a Monte Carlo's samples)."""
+        if not is_scalar(*(getattr(self, name) for name in REPLICA_FIELDS)):
+            return None
+        return scalar_engine_step(**{name: getattr(self, name) for name in STEP_INPUTS})
+
     def room(self, decoding):
-        """Prefill tokens a stage step may still carry beside ``decoding`` requests (at least one token)."""
-        return maximum(self.max_batched_tokens - decoding * (self.draft_tokens + 1), 1.0)
+        """Prefill tokens a stage step may still carry beside ``decoding`` requests (at least one token): b − d·B·k₁
+        (d = 0: the budget bounds the prefill chunk only, SGLang)."""
+        return maximum(self.max_batched_tokens - self.decode_tokens_in_budget * decoding * (self.draft_tokens + 1), 1.0)
 
     @property
     def disaggregated(self):
@@ -132,13 +156,20 @@ class Replica:
     def prefill_pool(self, rate):
         """Disaggregated: (ρ_p, the mean service P·t_b/b, S) of a prefill instance receiving ``rate`` / n prompts,
         at the prefill instance's own layout (:attr:`prefill_instance`) when it has one."""
+        service, alone = self._prefill_service
+        busy = minimum(rate / maximum(self.prefill_instances, 1.0) * service, 1.0)
+        return busy, service, alone
+
+    @cached_property
+    def _prefill_service(self):
+        """(P·t_b/b, S): a prefill instance's mean service per prompt and a lone prompt's prefill, independent of
+        the rate (see :meth:`prefill_pool`)."""
         pool = self if self.prefill_instance is None else self.prefill_instance
         stages, budget, prompt = pool.pipeline_parallel, pool.max_batched_tokens, pool.prefill_tokens_per_request
         full_step = pool.stage_step(0.0, budget)
         service = prompt * full_step / budget
-        busy = minimum(rate / maximum(self.prefill_instances, 1.0) * service, 1.0)
         alone = ceil(prompt / budget) * stages * pool.stage_step(0.0, minimum(prompt, budget))
-        return busy, service, alone
+        return service, alone
 
 
 REPLICA_FIELDS = tuple(name for name in Replica.__dataclass_fields__ if name != "prefill_instance")
@@ -188,26 +219,71 @@ def _seen(replica: Replica, batch):
     return minimum(batch + 1.0, maximum(replica.saturation_batch_size, 1.0))
 
 
-def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
-    """The steady state of a replica at ``rate`` requests/s (capped at its saturation batch). ``near``: the steady
-    state at a nearby rate, where the fixed-point iteration starts (a bisection's last step): the same fixed
-    point, reached in fewer iterations than from an idle replica's step."""
+def _steady_stage_seconds(replica: Replica, rate, stage_seconds):
+    """(t̄, B): the steady state's mean stage step and decode batch at ``rate``, the fixed point t = G(t) found from
+    ``stage_seconds`` (at or below it: an idle replica's step, or a lower rate's steady step).
+
+    G(t) = t̄(min(B(t) + 1, B_sat)/p, λ·t) (:func:`_mean_stage_step`; λ·t prompts per stage step where they share the
+    decode steps), B(t) = min(λ·(O − 1)/E·p·t, B_sat) (Little's law). G is continuous and non-decreasing in t, and
+    below saturation a contraction (G' < 1), so the iteration t ← G(t) converges to the fixed point, linearly; the
+    secant method on h(t) = G(t) − t reaches it in a few steps (exact where G is linear, as the roofline is
+    piecewise): t ← t − h(t)·(t − t')/(h(t) − h(t')) through the last two iterates t', t, where that slope is a
+    contraction's, else the plain step G(t) (the first step is one). Stops once a step of G moves t by at most CONVERGED
+    relative, returning G(t) and B(t) (as the iteration computes them), after at most ITERATIONS evaluations of G."""
     stages, emitted = replica.pipeline_parallel, replica.tokens_per_step
     colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
-    stage_seconds = replica.stage_step(1.0 / stages, 0.0) if near is None else near.round_seconds / stages
-    batch = 0.0
-    for _ in range(ITERATIONS):   # the fixed point B = λ·(O − 1)/E·τ(B); stop once the step no longer moves
-        batch = minimum(rate * (replica.output_tokens - 1) / emitted * stages * stage_seconds,
-                        replica.saturation_batch_size)
-        previous, stage_seconds = stage_seconds, _mean_stage_step(replica, _seen(replica, batch) / stages,
-                                                                  colocated * rate * stage_seconds)[0]
-        if all_true(abs(stage_seconds - previous) <= CONVERGED * abs(stage_seconds)):
+    per_stage_second = rate * (replica.output_tokens - 1) / emitted * stages   # B = this × t below B_sat
+
+    def iterate(seconds):
+        batch = minimum(per_stage_second * seconds, replica.saturation_batch_size)
+        return batch, _mean_stage_step(replica, _seen(replica, batch) / stages, colocated * rate * seconds)[0]
+
+    previous = previous_rise = None
+    for _ in range(ITERATIONS):
+        batch, stepped = iterate(stage_seconds)
+        rise = stepped - stage_seconds   # h(t) = G(t) − t
+        if all_true(abs(rise) <= CONVERGED * abs(stepped)):
             break
+        if previous is None:
+            following = stepped
+        else:   # the secant of h through the last two iterates, where its slope is that of a contraction (−1 ≤ s < 0)
+            run = stage_seconds - previous
+            slope = (rise - previous_rise) / where(run != 0, run, 1.0)
+            contracting = (run != 0) & (slope < 0)
+            following = where(contracting, stage_seconds - rise / where(contracting, slope, -1.0), stepped)
+        previous, previous_rise, stage_seconds = stage_seconds, rise, following
+    return stepped, batch
+
+
+def at_load(replica: Replica, rate, near: Load | None = None) -> Load:
+    """The steady state of a replica at ``rate`` requests/s (capped at its saturation batch). ``near``: the steady
+    state at a nearby lower rate, where the fixed-point iteration starts (:func:`_steady_stage_seconds`): the same
+    fixed point, reached in fewer iterations than from an idle replica's step."""
+    stages = replica.pipeline_parallel
+    start = replica.stage_step(1.0 / stages, 0.0) if near is None else near.round_seconds / stages
+    return steady_state(replica, rate, start)
+
+
+def _decode_at(replica: Replica, rate, start_stage_seconds):
+    """(t̄, B, ρ, μ₀, μ₁, μ): the steady state's mean stage step, decode batch and share of steps carrying a chunk,
+    and the time per output token without a chunk, with one, and on average, μ = (1 − ρ)·μ₀ + ρ·μ₁ (μᵢ = p·tᵢ/E),
+    its fixed point started from ``start_stage_seconds``."""
+    stages, emitted = replica.pipeline_parallel, replica.tokens_per_step
+    colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
+    stage_seconds, batch = _steady_stage_seconds(replica, rate, start_stage_seconds)
     stage_seconds, busy, without, with_chunk = _mean_stage_step(replica, _seen(replica, batch) / stages,
                                                                 colocated * rate * stage_seconds)
-    round_seconds = stages * stage_seconds
     low, high = stages * without / emitted, stages * with_chunk / emitted
-    mean = (1 - busy) * low + busy * high
+    return stage_seconds, batch, busy, low, high, (1 - busy) * low + busy * high
+
+
+def steady_state(replica: Replica, rate, start_stage_seconds) -> Load:
+    """:func:`at_load`, its fixed point started from ``start_stage_seconds`` (a stage step at or below the steady
+    one: an idle replica's, or a lower rate's steady ``round_seconds`` / p)."""
+    stages, rate = replica.pipeline_parallel, plain(rate)
+    colocated = where(replica.disaggregated, 0.0, 1.0)   # the prompts share the decode steps
+    stage_seconds, batch, busy, low, high, mean = _decode_at(replica, rate, start_stage_seconds)
+    round_seconds = stages * stage_seconds
     # an arriving prompt finds the time-average batch B (Poisson arrivals see time averages)
     room = replica.room(batch / stages)
     alone = replica.stage_step(batch / stages, minimum(room, replica.prefill_tokens_per_request))
@@ -267,10 +343,39 @@ def ttft_mean(load: Load):
 
 
 def tpot_quantile(replica: Replica, load: Load, z):
-    """The q-quantile of a request's mean time per output token (normal approximation over its O/E steps)."""
-    steps = maximum(replica.output_tokens / replica.tokens_per_step, 1.0)
-    spread = (load.tpot_high - load.tpot_low) * (load.busy_share * (1 - load.busy_share)) ** 0.5 / steps ** 0.5
-    return load.tpot_mean + z * spread
+    """The q-quantile of a request's mean time per output token: the replica's mean TPOT at the rate it receives over
+    that request's decode window (z = z_q, the standard normal quantile).
+
+    A request's TPOT is the mean of the steps over its decode window, T = (O − 1)·TPOT seconds, and those steps are
+    set by the requests that reach its replica meanwhile: each adds a prompt chunk and joins the decode batch (in the
+    simulator the two move together, a request's TPOT and the arrivals at its replica in its window correlating at
+    0.96–0.99). The window is long against a step (hundreds of steps), so over it the replica runs near the steady
+    state of its rate in the window, Λ = N(T)/T (quasi-static): TPOT_q = TPOT(Λ_q), TPOT(λ) the mean of
+    :func:`at_load` (Little's law's batch B = λ·(O − 1)/E·τ and the share of steps carrying a chunk, both growing
+    with λ: a burst moves TPOT through the decode batch and the chunks it brings).
+
+    N(T): the fleet's arrivals come in epochs at λ_f/m (gaps of squared coefficient of variation c_a²: Poisson 1,
+    evenly spaced 0), m requests each; over a window T their count has variance ≈ (λ_f/m)·T·c_a²·m² = λ_f·T·m·c_a²
+    (the renewal-reward central limit theorem; Cox 1962, Renewal Theory, §9.2). A least-outstanding balancer holds
+    the replicas' outstanding requests (those that arrived within about a request's stay) level, so a replica's count
+    over a request's window is the fleet's over the R = λ_f/λ replicas: N = N_fleet/R, mean λ·T and squared
+    coefficient of variation v = m·c_a²/(λ_f·T). The window opens after the request's own burst has arrived, and
+    Poisson epochs have independent increments, so the count a request's window finds is distributed as any
+    window's (no size bias); in the normal approximation Λ_q = λ·(1 + z_q·√v). T is the window of the request at
+    the quantile, (O − 1)·TPOT_q, found by fixed-point iteration from the mean. λ_f = burst_epochs_per_s × m (0: the bursts reach this replica whole, R = 1).
+    A pooled M/G/c queue does not describe it: the simulator's balancer assigns each request to one replica on
+    arrival, where it queues and decodes."""
+    fleet_rate = where(replica.burst_epochs_per_s > 0, replica.burst_epochs_per_s * replica.burst_size, load.rate)
+    spread = replica.burst_size * replica.arrival_variation
+    quantile = load.tpot_mean
+    stage_seconds = load.round_seconds / replica.pipeline_parallel   # where each fixed point starts: the last one
+    for _ in range(TPOT_WINDOW_ITERATIONS):
+        window = maximum(replica.output_tokens - 1, 1.0) * quantile
+        variation = spread / maximum(fleet_rate * window, 1e-300)
+        rate = load.rate * (1 + maximum(z, 0.0) * variation ** 0.5)
+        stage_seconds, _, _, _, _, mean = _decode_at(replica, rate, stage_seconds)   # at_load's TPOT at Λ_q
+        quantile = maximum(mean, load.tpot_mean)
+    return quantile
 
 
 def ttft_quantile(load: Load, q):
@@ -307,22 +412,9 @@ def saturation(replica: Replica):
     return round_seconds, where(replica.disaggregated, minimum(decode, prompts), decode)
 
 
-def largest_rate_within(replica: Replica, capacity, cap, meets):
-    """The largest rate in [0, cap · capacity] at which ``meets(load)`` holds (monotone in the rate), by bisection;
-    0 when even an idle replica fails."""
-    low, high = capacity * 0.0, capacity * cap
-    load = at_load(replica, high)
-    ok_high = meets(load)
-    ok_idle = meets(at_load(replica, capacity * 1e-9))
-    for _ in range(BISECTIONS):
-        middle = (low + high) / 2
-        load = at_load(replica, middle, near=load)
-        ok = meets(load)
-        low, high = where(ok, middle, low), where(ok, high, middle)
-    return where(ok_high, capacity * cap, where(ok_idle, low, 0.0))
-
-
 def batch_limit(max_concurrent, max_batch, budget, decode_tokens, prefill_per_decode):
-    """B_sat = max(1, min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋)) (disaggregated: E·P/O = 0)."""
-    return maximum(minimum(minimum(max_concurrent, max_batch), floor(budget / (decode_tokens + prefill_per_decode))),
-                   1.0)
+    """B_sat = max(1, min(max concurrent, max batch, ⌊b / (d·k₁ + E·P/O)⌋)) (disaggregated: E·P/O = 0; ``decode_tokens``
+    = d·k₁, 0 where the budget bounds prefill only: then no budget term when disaggregated)."""
+    per_request = decode_tokens + prefill_per_decode
+    by_budget = where(per_request > 0, floor(budget / maximum(per_request, 1e-300)), max_batch)
+    return maximum(minimum(minimum(max_concurrent, max_batch), by_budget), 1.0)

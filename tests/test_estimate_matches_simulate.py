@@ -1,0 +1,94 @@
+"""The estimate's P99 latencies against the simulator's on the 70B fleet (issue 29 item 4; newcomer-3 defects 2, 6).
+
+Llama 3.1 70B, TP 4 on H100, 5 replicas, 20 requests/s of 2,048 prompt + 256 output tokens, P99 targets TTFT 2 s
+and TPOT 50 ms: newcomer-3's case. The simulator's figures are the reference: the mean over 10 seeds of 10,000
+requests (the simulate default) behind its least-outstanding balancer; the estimate's are its own functions at the
+same load per replica (``Simulation.analytic``: ``botec.serving.load``, as ``time_per_output_token_percentile_seconds``
+computes them). About 5 CPU s in all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numpy")
+
+CASE = {"workload.kind": "serving", "workload.model": "llama-3.1-70b", "supply.accelerator": "h100-sxm",
+        "strategy.engine": "vllm", "strategy.tensor_parallel": 4, "workload.traffic.requests_per_second": 20,
+        "workload.traffic.prompt_tokens": 2048, "workload.traffic.output_tokens": 256,
+        "workload.latency.time_to_first_token": "2 s", "workload.latency.time_per_output_token": "50 ms",
+        "workload.latency.percentile": 99}
+REPLICAS, SEEDS, REQUESTS = 5, 10, 10_000
+
+
+def _contract(arrivals: str) -> dict:
+    """The newcomer's contract as a mapping (botec init --serving --model llama-3.1-70b, with their --set lines)."""
+    out: dict = {"name": "fleet-70b"}
+    for path, value in (CASE | {"workload.traffic.arrivals": arrivals}).items():
+        node = out
+        *parents, leaf = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+_RUNS: dict = {}
+
+
+def _run(arrivals: str):
+    """(analytic figures, simulated P99 TTFT, simulated P99 TPOT, targets) over the seeds, computed once."""
+    if arrivals not in _RUNS:
+        from botec.api import estimate
+        from botec.simulate import simulate
+
+        result = estimate(_contract(arrivals))
+        runs = [simulate(result, requests=REQUESTS, seed=seed, replicas=REPLICAS) for seed in range(SEEDS)]
+        _RUNS[arrivals] = (runs[0].analytic, float(np.mean([r.ttft.p99_seconds for r in runs])),
+                           float(np.mean([r.tpot.p99_seconds for r in runs])),
+                           (runs[0].ttft_target_seconds, runs[0].tpot_target_seconds))
+    return _RUNS[arrivals]
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "bursty"])
+def test_p99_tpot_within_15_percent_of_the_simulated_and_the_verdicts_agree(arrivals):
+    """Bursts move TPOT: the simulated P99 is ~39 ms (Poisson) and ~56 ms (bursts of 8); the estimate said 38.4 ms
+    for both before (newcomer-3 #2), so its ✔ stood against the simulator's ✘ under bursts."""
+    analytic, _, simulated, (_, target) = _run(arrivals)
+    estimated = analytic.time_per_output_token_percentile_seconds
+    assert estimated == pytest.approx(simulated, rel=0.15)
+    assert (estimated <= target) == (simulated <= target)
+
+
+@pytest.mark.xfail(reason="the simulator's P99 TTFT grows with the run's length on fixed lengths (least-outstanding "
+                          "balancing locks onto the requests' equal lifetimes: 0.48 s at 2,000 requests, 1.34 s at "
+                          "10,000, 1.7 s at 20,000; stationary at ~0.63 s with uniform lengths): no steady-state "
+                          "figure to hold the estimate to (issue 29 item 4, open)", strict=False)
+@pytest.mark.parametrize("arrivals", ["poisson", "bursty"])
+def test_p99_ttft_within_15_percent_of_the_simulated_and_the_verdicts_agree(arrivals):
+    analytic, simulated, _, (target, _) = _run(arrivals)
+    estimated = analytic.time_to_first_token_percentile_seconds
+    assert estimated == pytest.approx(simulated, rel=0.15)
+    assert (estimated <= target) == (simulated <= target)
+
+
+def test_tpot_quantile_is_the_mean_at_the_windows_rate_quantile():
+    """Hand-derived: Λ_q = λ·(1 + z·√v), v = m·c_a²/(λ_f·T), T = (O − 1)·TPOT_q; with evenly spaced arrivals
+    (c_a² = 0) v = 0 and the quantile is the mean."""
+    import dataclasses
+
+    from botec.api import estimate
+    from botec.serving import load
+    from botec.serving.instances import replica_of_quantities
+
+    replica = replica_of_quantities(estimate(_contract("poisson")).quantities)
+    even = dataclasses.replace(replica, arrival_variation=0.0, burst_epochs_per_s=20.0)
+    state = load.at_load(even, 4.0)
+    assert load.tpot_quantile(even, state, 2.3263479) == pytest.approx(float(state.tpot_mean), rel=1e-9)
+    poisson = dataclasses.replace(replica, burst_epochs_per_s=20.0)
+    state = load.at_load(poisson, 4.0)
+    got = float(load.tpot_quantile(poisson, state, 2.3263479))
+    window = 255 * got   # the fixed point, within its last iteration's move
+    rate = 4.0 * (1 + 2.3263479 * (1 / (20.0 * window)) ** 0.5)
+    assert got == pytest.approx(float(load.at_load(poisson, rate).tpot_mean), rel=0.01)
