@@ -10,8 +10,19 @@ cuBLAS, for BF16 GEMMs) and TensorRT-LLM's context FMHA for attention. Only a gr
 - GEMM, memory-bound region (decode shapes: the weight read dominates): M ∈ {1, 8}, N, K ∈ {4,096, 8,192, 16,384};
 - context attention (forward, causal), 32 query heads, 8 KV heads, head dim 128, sequences 1,024-16,384.
 
+The serving step's operator tables (``measurements/operators/*.yaml``, read by
+:mod:`botec.serving.operators`) keep a grid per GEMM format (bf16; fp8: per-tensor scaled; fp8_block: 1×128
+block scaled, DeepSeek-style), TensorRT-LLM 1.3.0rc20's collection (A100: 1.0.0):
+
+- M ∈ {1, 2, 4, … 8,192} (powers of two: the step's tokens), N, K ∈ NK_GRID (512 … 51,200, those the
+  device's table holds: the 8B, 70B and Mixtral projections at TP 1-8 fall inside), one row per (N, K) with
+  the latencies over M.
+
 Usage (needs pandas and pyarrow, not botec dependencies):
-    python benchmarks/extract_operator_tables.py /path/to/aiconfigurator-checkout
+    python benchmarks/extract_operator_tables.py /path/to/aiconfigurator-checkout   # a git checkout (HEAD)
+    python benchmarks/extract_operator_tables.py --installed /path/to/site-packages/aiconfigurator_core
+The second reads the data folder of an installed aiconfigurator-core (pip install aiconfigurator==0.12.0)
+and writes only the serving step's operator tables.
 """
 
 from __future__ import annotations
@@ -28,6 +39,13 @@ DEVICES = {"a100-sxm-80gb": ("a100_sxm", "1.0.0"), "h100-sxm": ("h100_sxm", "1.3
            "h200": ("h200_sxm", "1.3.0rc20"), "b200": ("b200_sxm", "1.3.0rc20")}
 POWERS = [1024, 2048, 4096, 8192, 16384]
 OUT = Path(__file__).resolve().parents[1] / "src/botec/catalog/measurements"
+OPERATORS = OUT / "operators"
+GEMM_FORMATS = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block"}   # botec name -> AIConfigurator's
+M_GRID = [2 ** i for i in range(14)]                                              # 1 … 8,192 tokens
+NK_GRID = [512, 1024, 1536, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384, 51200]
+# N also reaches 65,536 where measured: a 70B's fused gate/up projection is 2 × 28,672 = 57,344 wide at TP 1
+# (AIConfigurator has no 65,536 × 65,536 point, so K stops at 51,200).
+N_GRID = NK_GRID + [65536]
 
 
 def _read(repo: Path, path: str) -> pd.DataFrame:
@@ -81,5 +99,76 @@ def main(repo: Path) -> None:
         (OUT / f"attention-bf16-{key}.yaml").write_text(text, encoding="utf-8")
 
 
+def write_gemm_grids(read, key: str, system: str, version: str, path: str, origin: dict) -> None:
+    """One file per GEMM format measured for ``system``: rows [n, k, [latency_us at each M of M_GRID]]."""
+    frame = read(path)
+    for name, theirs in GEMM_FORMATS.items():
+        rows = frame[(frame.gemm_dtype == theirs) & frame.m.isin(M_GRID) & frame.n.isin(N_GRID)
+                     & frame.k.isin(NK_GRID)]
+        if rows.empty:
+            continue
+        table = rows.groupby(["n", "k", "m"]).latency.median()
+        k_grid = [v for v in NK_GRID if v in set(rows.k)]
+
+        def complete(n):
+            return all(table.get((n, k, m)) is not None for k in k_grid for m in M_GRID)
+
+        n_grid = [v for v in NK_GRID if v in set(rows.n)]
+        n_grid += [v for v in N_GRID[len(NK_GRID):] if v in set(rows.n) and complete(v)]   # wider N where whole
+        lines, missing = [], 0
+        for n in n_grid:
+            for k in k_grid:
+                values = [table.get((n, k, m)) for m in M_GRID]
+                if any(v is None for v in values):
+                    missing += 1
+                    continue
+                lines.append(f"  - [{n}, {k}, [{', '.join(f'{v * 1e3:.2f}' for v in values)}]]\n")
+        if missing:   # the lookup needs the whole grid: a table that lacks part of it is left out
+            print(f"{system} {version} {name}: {missing} of {len(n_grid) * len(k_grid)} (n, k) lack a point at "
+                  "some M; not written", file=sys.stderr)
+            continue
+        head = rows.iloc[0]
+        text = (f"# {name} GEMM latencies measured on {head.device} (AIConfigurator), a grid of its table\n"
+                "# Written by benchmarks/extract_operator_tables.py; do not edit by hand. See ../NOTICE.\n"
+                f"schema_version: 1\nkind: gemm_grid\ndevice: {key}\nmeasured_on: {head.device}\ndtype: {name}\n"
+                "source:\n  repository: ai-dynamo/aiconfigurator\n"
+                + "".join(f"  {field}: {value}\n" for field, value in origin.items())
+                + f"  path: {path}\n  engine: {head.framework} {head.version}\n  kernel: {head.kernel_source}\n"
+                "  license: Apache-2.0\n"
+                "units: {m: rows (tokens of the step), n: columns, k: inner dimension, latency: microseconds}\n"
+                f"m: [{', '.join(map(str, M_GRID))}]\nn: [{', '.join(map(str, n_grid))}]\n"
+                f"k: [{', '.join(map(str, k_grid))}]\n"
+                "rows:  # [n, k, [latency_us at each m]]; C (m × n) = A (m × k) · B (k × n)\n" + "".join(lines))
+        OPERATORS.mkdir(exist_ok=True)
+        (OPERATORS / f"gemm-{name.replace('_', '-')}-{key}.yaml").write_text(text, encoding="utf-8")
+
+
+def main_installed(package: Path) -> None:
+    """The serving step's GEMM grids from an installed aiconfigurator-core's data folder."""
+    from importlib.metadata import version as installed_version
+
+    try:
+        origin = {"package": f"aiconfigurator-core {installed_version('aiconfigurator-core')}"}
+    except Exception:
+        origin = {"package": "aiconfigurator-core (installed)"}
+    for key, (system, version) in DEVICES.items():
+        path = f"systems/data/{system}/gemm/trtllm/{version}/gemm_perf.parquet"
+        if (package / path).exists():
+            write_gemm_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
+
+
+def main_operators(repo: Path) -> None:
+    """The serving step's GEMM grids from a git checkout (or mirror) of ai-dynamo/aiconfigurator."""
+    commit, date = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H %ad", "--date=short"],
+                                  capture_output=True, check=True, text=True).stdout.split()
+    for key, (system, version) in DEVICES.items():
+        path = f"{DATA}/{system}/gemm/trtllm/{version}/gemm_perf.parquet"
+        write_gemm_grids(lambda p: _read(repo, p), key, system, version, path, {"commit": commit, "date": date})
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "--installed":
+        main_installed(Path(sys.argv[2]))
+    else:
+        main(Path(sys.argv[1]))
+        main_operators(Path(sys.argv[1]))

@@ -413,8 +413,8 @@ def test_a_quoted_output_is_what_its_command_prints(index, command, shown, tmp_p
 CONTRACT_CLAIMS = {
     "lesson-finetune-1b": {"25.2 GB planned per accelerator": ["fits: 25.2 GB of 32 GB planned"],
                            "8.68 h on 4 accelerators": ["run: 8.68 h on 4 accelerators"]},
-    "serve-llama3.1-8b-h100": {"1 replica × 1 accelerator for 20 requests/s": [
-        "1 replica × 1 accelerator = 1 accelerator for 20 requests/s"], "$60.00 per day": ["$60.00 per day"]},
+    "serve-llama3.1-8b-h100": {"2 replicas × 1 accelerator for 20 requests/s": [
+        "2 replicas × 1 accelerator = 2 accelerators for 20 requests/s"], "$120 per day": ["$120 per day"]},
 }
 _FRAGMENT = re.compile(r"# a fragment of (examples/\S+\.yaml)")
 

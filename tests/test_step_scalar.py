@@ -14,6 +14,7 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     costs["expert_pick_probability"] = rng.choice([1 / 8, 2 / 64, 8 / 256, rng.random()]) if moe else 0.0
     if not moe and rng.random() < 0.5:
         costs["expert_read_seconds"] = 0.0
+    costs["gemm_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 4), 32.0])   # 0: the max form
     return costs
 
 

@@ -432,9 +432,19 @@ def test_one_state_stale_results_permalink_and_a_narrow_screen(server, tmp_path)
         rate.fill("100")
         rate.dispatch_event("change")
         expect(page.locator("#contract")).to_have_value(SERVE_TEXT.replace("second: 20", "second: 100"))
-        # 5 replicas at 100/s, each at the utilization cap of 20.2/s (a serving estimate with its figures
-        # takes ~10 s on a loaded machine: the tornado)
-        expect(page.locator("#headline")).to_contain_text("× 5 replicas", timeout=90_000)
+        # ⌈100 / r⌉ replicas at 100/s, r the rate one replica takes at the 0.8 utilization cap: 0.8 × its
+        # 24.9 requests/s of decode capacity = 19.9/s, so 6 (5 × 19.9 = 99.7 < 100); the figure the
+        # estimate of the 20/s contract gives per replica (a serving estimate with its figures takes ~10 s
+        # on a loaded machine: the tornado)
+        import math
+
+        from botec.api import estimate
+
+        per_replica = estimate(REPO / "examples" / "serve-llama3.1-8b-h100.yaml").quantities
+        rate_per_replica = per_replica["requests_per_s_per_replica"].value
+        assert rate_per_replica == pytest.approx(0.8 * per_replica["decode_requests_per_s_per_replica"].value)
+        expect(page.locator("#headline")).to_contain_text(f"× {math.ceil(100 / rate_per_replica)} replicas",
+                                                          timeout=90_000)
         downloads = {}
         for button, name in (("#download-contract", "contract.yaml"), ("#download-json", "estimate.json")):
             with page.expect_download() as info:

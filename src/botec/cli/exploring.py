@@ -148,11 +148,16 @@ def solve(
     if find is not None:
         if given is None:
             raise UserError("--find needs --given QUANTITY=VALUE")
+        from botec.explore.solve import sets_table_aside
+
         value, reached = back_solve(inputs, find, given)
         quantity = given.partition("=")[0].strip()
-        done([f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, units[quantity])}"],
+        note = ("the roofline's: the measured GEMM table steps aside, as when a contract states it"
+                if sets_table_aside(inputs, find) else None)
+        done([f"{find} = {value:.6g} gives {quantity} = {format_quantity(reached, units[quantity])}"]
+             + ([f"  ({note})"] if note else []),
              {"find": find, "value": float(value), "given": quantity, "reached": float(reached),
-              "unit": units[quantity]})
+              "unit": units[quantity], **({"note": note} if note else {})})
         return
     if (minimize is None) == (maximize is None):
         raise UserError("give one of --minimize FIELD or --maximize FIELD (or --find with --given)")

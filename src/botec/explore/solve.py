@@ -3,6 +3,7 @@ observed figure. Both vary an estimate's inputs through the same quantity defini
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -159,7 +160,18 @@ def back_solve(inputs: Inputs, input_field: str, target: str) -> tuple[float, fl
     constraint = parse_constraint(f"{quantity.strip()} == {raw}", inputs.graph, field="--given") if sep else None
     if constraint is None:
         raise ContractError("expected --given QUANTITY=VALUE such as accelerator_hours=1.72M", field="--given")
-    return solve_for(inputs, constraint.quantity, constraint.value, input_field)
+    return solve_for(inputs, constraint.quantity, constraint.value, input_field,
+                     {"gemm_table_index": -1.0} if sets_table_aside(inputs, input_field) else None)
+
+
+def sets_table_aside(inputs: Inputs, input_field: str) -> bool:
+    """Whether solving ``input_field`` prices the weight GEMMs on the roofline instead of the measured table in
+    force: a serving efficiency (botec.inputs.serving.ROOFLINE_EFFICIENCIES) does not move a tabled GEMM, and a
+    contract that states one runs the roofline, so the value solved is the one that, stated, gives the figure."""
+    from botec.inputs.serving import ROOFLINE_EFFICIENCIES
+
+    table = inputs.given.get("gemm_table_index")
+    return input_field in ROOFLINE_EFFICIENCIES and table is not None and float(table.value) >= 0
 
 
 def solve_for(inputs: Inputs, quantity: str, value: float, input_field: str,
@@ -208,20 +220,53 @@ def solve_for(inputs: Inputs, quantity: str, value: float, input_field: str,
         low, high = 1.0, 1e18  # no value to start from: a bracket wide enough for any rate or size, searched in log
     geometric = high / low > 1e4
     f_low, f_high = output(low) - value, output(high) - value
-    if f_low * f_high > 0:
-        raise ContractError(f"no value of {input_field} between {low:g} and {high:g} gives {quantity} = {value:g}",
-                            field="--given")
+    if f_low * f_high <= 0:
+        brackets = [(low, high, f_low)]
+    else:   # not monotone (a serving fleet re-sized in whole replicas): crossings inside, on a grid
+        brackets = _crossings(output, value, low, high, geometric)
+    roots, jumps = [], []
+    for bracket in brackets:
+        found = _bisect(output, value, *bracket, geometric)
+        reached = output(found)
+        (roots if abs(reached - value) <= REACHED_TOLERANCE * max(abs(value), 1e-300) else jumps).append(found)
+    if not roots:
+        where = f" (it jumps past it at {input_field} = {jumps[0]:.6g})" if jumps else ""
+        raise ContractError(f"no value of {input_field} between {low:g} and {high:g} gives {quantity} = {value:g}"
+                            + where, field="--given")
+    if current is not None and current > 0 and len(roots) > 1:   # the crossing nearest the current value
+        roots.sort(key=lambda x: abs(math.log(x / current)) if geometric and x > 0 else abs(x - current))
+    return roots[0], output(roots[0])
+
+
+REACHED_TOLERANCE = 1e-6   # a crossing reaches the figure to this share; a bracket that does not holds a jump
+SCAN_POINTS = 64   # the grid that looks for crossings when the bracket's ends lie on one side of the figure
+
+
+def _bisect(output, value: float, low: float, high: float, f_low: float, geometric: bool) -> float:
+    """Bisection of ``output(x) − value`` over [low, high], f(low) = ``f_low`` and f(high) on opposite sides (or
+    zero): in log space where the bracket spans over 10⁴, to 10⁻¹² of the upper end."""
     for _ in range(400):
         middle = (low * high) ** 0.5 if geometric else (low + high) / 2
         f_middle = output(middle) - value
         if f_low * f_middle <= 0:
-            high, f_high = middle, f_middle
+            high = middle
         else:
             low, f_low = middle, f_middle
         if abs(high - low) <= 1e-12 * max(abs(high), 1e-300):
             break
-    found = (low + high) / 2
-    return found, output(found)
+    return (low + high) / 2
+
+
+def _crossings(output, value: float, low: float, high: float, geometric: bool) -> list[tuple[float, float, float]]:
+    """The brackets (low, high, f(low)) on a grid of :data:`SCAN_POINTS` over [low, high] (geometric where it
+    spans over 10⁴) where ``output(x) − value`` changes sign, for a quantity not monotone in the input: a lower
+    efficiency sizes a serving fleet of more replicas, each with a smaller decode batch, so its TPOT can fall.
+    A sign change is a crossing or a jump (a replica more); :func:`solve_for` tells them apart."""
+    ratio = (high / low) ** (1 / (SCAN_POINTS - 1)) if geometric else None
+    grid = [low * ratio ** i if geometric else low + (high - low) * i / (SCAN_POINTS - 1) for i in range(SCAN_POINTS)]
+    grid[-1] = high
+    f = [output(x) - value for x in grid]
+    return [(grid[i], grid[i + 1], f[i]) for i in range(SCAN_POINTS - 1) if f[i] * f[i + 1] <= 0]
 
 
 def best_accelerator(inputs: Inputs, objective: str, direction: str, constraints: list[str],

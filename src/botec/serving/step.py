@@ -6,14 +6,14 @@ request that is decoding and a chunk of prompt tokens of the requests being pref
 Sarathi-Serve). On one accelerator of a replica a step of ``T = d + p`` tokens (d decoding
 sequences, p prefill tokens) takes
 
-    t = max(F_gemm / (e_mm · peak), W(T) / (e_mem · BW))                 the weight GEMMs
+    t = ‖F_gemm / (e_mm · peak), W(T) / (e_mem · BW)‖_p                 the weight GEMMs (the knee below)
       + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache, read once
       + F_logits / (e_mm · peak)                                          the LM head, sampled tokens only
       + n_ar · (α_ar + 2(t−1)/t · T·h·b / B_link)                        tensor-parallel all-reduces
       + T · e                                                             norms, residuals, activation, permutation
       + n_kernels · t0 + t_step                                           kernel and engine overheads
 
-with F_gemm = 2·N_active·T / t (matmul parameters per device), W(T) the weights read once per
+with ‖a, b‖_p = (a^p + b^p)^(1/p), F_gemm = 2·N_active·T / t (matmul parameters per device), W(T) the weights read once per
 step — the dense ones always, each expert only when one of the T tokens picks it (expected
 experts touched: E·(1 − (1 − k/E)^T)) — F_attn = 2 · (attention width per context token) ×
 (the context tokens the step's queries attend; prefill and decode each at their own width: MLA prefills
@@ -27,6 +27,16 @@ engine's CPU overhead per step not hidden behind the GPU (scheduling, sampling).
 e_mm, e_mem, e_attn are the accelerator family's (``catalog/efficiency.yaml``, as in training);
 α_ar, t0 and t_step the engine's (``catalog/engines.yaml``).
 
+The weight GEMMs' knee. Where a measured GEMM table prices them (``catalog/measurements/operators``, AIConfigurator's
+kernels timed one at a time; :mod:`botec.serving.operators`), the two sides are the table's own: the weight read w is
+the layer's GEMMs at m = 1 and the compute side g·T their latency at m = 8,192 per token, and p is fitted to the
+table's points over m = 1 … 8,192 for the layer's shapes on one TP rank (``gemm_knee_exponent``, least squares in log
+space). A GEMM does not switch from bound by its weight read to bound by its tensor cores at one m: near the crossover
+T* = w/g both cost (its tiles wait on loads and on the math), so it runs slower than either alone: at T* the closed
+form is w·2^(1/p), and on the Hopper tables it follows the layer within −9 … +5 % over m where max(w, g·T) undercuts
+the knee by 12-32 % (p = 1.4-3.8: smaller for FP8, whose math is cheaper beside the same loads). Without a table p is
+0 and the term is the roofline's max(g·T, w), as before.
+
 Every function here is elementwise: the estimate calls it on floats or numpy arrays (sweeps), the
 simulator on the batch each step really holds. Sources: the roofline (Williams et al. 2009);
 the decode roofline max(B·a, w + B·k) of Databricks' MBU and the scaling book; the expected
@@ -39,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from botec.graph.elementwise import maximum, where
+from botec.graph.elementwise import maximum, minimum, where
 
 __all__ = ["engine_step_seconds", "scalar_engine_step", "experts_touched_share", "speculative_tokens_per_step",
            "critical_step_tokens", "StepModel", "STEP_INPUTS"]
@@ -68,7 +78,9 @@ def critical_step_tokens(gemm_seconds_per_token, weight_read_seconds, expert_rea
     expert_pick_probability). Dense models (k/E = 0): T* = w / g (Databricks' MBU; the scaling book's
     B*). MoE: the right side grows with T as more experts are touched, so the crossover is later; the
     left side minus the right is convex in T, −w at T = 0 and ≥ 0 at T = (w + x)/g, so it has one root
-    in between, found by bisection (elementwise; formula audit 2, §4 N4)."""
+    in between, found by bisection (elementwise; formula audit 2, §4 N4). T* stays the crossover of the two
+    asymptotes where a measured table's knee exponent p joins them (:func:`engine_step_seconds`): the step there
+    costs ‖g·T*, w‖_p = w·2^(1/p) (dense), not w; below T* it is still the weight read that rules."""
     high = (weight_read_seconds + expert_read_seconds) / gemm_seconds_per_token
     low = high * 0.0
     for _ in range(BISECTIONS):
@@ -84,7 +96,7 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
                         expert_read_seconds, expert_pick_probability, attention_seconds_per_context_token,
                         prefill_attention_seconds_per_context_token, kv_read_seconds_per_context_token,
                         logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
-                        elementwise_seconds_per_token=0.0):
+                        elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
@@ -95,18 +107,28 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     ``queries_per_context_read`` q the queries each decoding sequence runs against its one read of the
     cache (k + 1 verifying k speculative drafts, else 1).
 
-        t = max(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r + e)·T + f
+        t = G(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r + e)·T + f
+
+        G(u, v) = H·(1 + (L/H)^π)^(1/π) = (u^π + v^π)^(1/π),  H = max(u, v), L = min(u, v), π = max(p, 1)   (p > 0)
+        G(u, v) = max(u, v)                                                                                (p = 0)
 
     g = gemm_seconds_per_token, w = weight_read_seconds, x = expert_read_seconds, a =
     attention_seconds_per_context_token (decode), a_p = prefill_attention_seconds_per_context_token, c =
     kv_read_seconds_per_context_token, l = logit_seconds_per_token, r = communication_seconds_per_token,
-    f = fixed_seconds_per_step, e = elementwise_seconds_per_token (the memory-bound ops of each token).
+    f = fixed_seconds_per_step, e = elementwise_seconds_per_token (the memory-bound ops of each token), p =
+    gemm_knee_exponent (the measured GEMM table's knee, fitted to its points: see the module docstring; 0, the
+    roofline's max, without a table).
     Speculating, the compute side counts the k + 1 queries (a·q·C_d) and the memory side the cache once
     (c·C_d): a verification kernel tiles the queries of a sequence over one pass of its K/V blocks.
     """
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
-    gemms = maximum(gemm_seconds_per_token * tokens, weights)
+    compute = gemm_seconds_per_token * tokens
+    high = maximum(compute, weights)
+    low = minimum(compute, weights)
+    knee = maximum(gemm_knee_exponent, 1.0)
+    smooth = high * (1 + (low / where(high > 0, high, 1.0)) ** knee) ** (1 / knee)
+    gemms = where(gemm_knee_exponent > 0, smooth, high)
     attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
                         + prefill_attention_seconds_per_context_token * prefill_context_tokens,
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
@@ -117,17 +139,31 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
 def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability,
                        attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
                        kv_read_seconds_per_context_token, logit_seconds_per_token, communication_seconds_per_token,
-                       fixed_seconds_per_step, elementwise_seconds_per_token=0.0):
+                       fixed_seconds_per_step, elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0):
     """:func:`engine_step_seconds` with a replica's costs bound once, for plain numbers (int or float) only: the
     simulator's hot path (about two calls a request). The same formula, term by term and in the same order of
     operations (``maximum(a, b)`` is ``b if b > a else a``, as :func:`botec.graph.elementwise.maximum` computes it
-    on scalars), so the two agree to the bit; a test holds them together on random inputs. Arrays go to
-    :func:`engine_step_seconds`."""
+    on scalars, ``minimum(a, b)`` is ``b if b < a else a``), so the two agree to the bit; a test holds them together
+    on random inputs. The GEMM term's form (the knee G with p > 0, the max with p = 0) is chosen once, when the
+    costs are bound. Arrays go to :func:`engine_step_seconds`."""
     g, w, x, k = gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability
     a, a_p, c = (attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
                  kv_read_seconds_per_context_token)
     l, f = logit_seconds_per_token, fixed_seconds_per_step
     r_e = communication_seconds_per_token + elementwise_seconds_per_token
+    p = gemm_knee_exponent
+    knee = 1.0 if 1.0 > p else p           # maximum(p, 1.0)
+    inverse = 1 / knee
+
+    def gemm_term(compute, weights):       # G(g·T, weights): the knee (p > 0) or the max (p = 0)
+        high = weights if weights > compute else compute
+        low = weights if weights < compute else compute
+        return high * (1 + (low / (high if high > 0 else 1.0)) ** knee) ** inverse
+
+    if p <= 0:
+        def gemm_term(compute, weights):   # noqa: F811 (the max form)
+            return weights if weights > compute else compute
+
     if k > 0:
         kept = 1 - k            # experts_touched_share: 1 − (1 − k/E)^max(T, 0)
 
@@ -135,8 +171,7 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
                  queries_per_context_read=1.0):
             tokens = decode_tokens + prefill_tokens
             weights = w + x * (1 - kept ** (0 if 0 > tokens else tokens))
-            gemms = g * tokens
-            gemms = weights if weights > gemms else gemms
+            gemms = gemm_term(g * tokens, weights)
             compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
             memory = c * (decode_context_tokens + prefill_tokens)
             return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
@@ -146,8 +181,7 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
         def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
                  queries_per_context_read=1.0):
             tokens = decode_tokens + prefill_tokens
-            gemms = g * tokens
-            gemms = weights if weights > gemms else gemms
+            gemms = gemm_term(g * tokens, weights)
             compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
             memory = c * (decode_context_tokens + prefill_tokens)
             return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
@@ -159,7 +193,7 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
 STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds", "expert_pick_probability",
                "attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
                "kv_read_seconds_per_context_token", "logit_seconds_per_token", "communication_seconds_per_token",
-               "fixed_seconds_per_step", "elementwise_seconds_per_token")
+               "fixed_seconds_per_step", "elementwise_seconds_per_token", "gemm_knee_exponent")
 
 
 @dataclass(frozen=True)
@@ -177,6 +211,7 @@ class StepModel:
     communication_seconds_per_token: float
     fixed_seconds_per_step: float
     elementwise_seconds_per_token: float = 0.0
+    gemm_knee_exponent: float = 0.0
 
     @classmethod
     def from_quantities(cls, quantities) -> "StepModel":

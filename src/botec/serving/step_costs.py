@@ -7,8 +7,10 @@ These are the rooflines of :mod:`botec.serving.step` (the function the simulator
 costs; :mod:`botec.serving.latency` puts them together into a replica at saturation and under load.
 """
 
+from functools import lru_cache
+
 from botec.formulas.transformer import memory_bound_elements_per_token
-from botec.graph import Formulas, where
+from botec.graph import Formulas, maximum, where
 from botec.serving import load as model
 from botec.serving.experts import MOE_COMBINE_BYTES, MOE_DISPATCH_BYTES
 from botec.serving.step import speculative_tokens_per_step
@@ -22,6 +24,9 @@ formulas.input("latency_margin", unit="fraction",
                meaning="share of each latency target the fleet keeps free (sized to target × (1 − margin))")
 formulas.input("max_batch_size", unit="requests", meaning="cap on running sequences (max_num_seqs)")
 formulas.input("max_batched_tokens", unit="tokens", meaning="tokens one engine step may carry (its token budget)")
+formulas.input("decode_tokens_in_budget", unit="1", detail=True,
+               meaning="d: 1 when the token budget bounds every token of a step (vLLM, TensorRT-LLM), 0 when it bounds "
+                       "the prefill chunk only (SGLang's chunked_prefill_size): the engine preset's token_budget_counts")
 formulas.input("step_overhead_seconds", unit="s", meaning="engine CPU time per step not hidden behind the GPU")
 formulas.input("request_overhead_seconds", unit="s",
                meaning="a request's time outside the engine's steps before its first token reaches the client (HTTP, "
@@ -68,7 +73,148 @@ formulas.input("attention_tensor_parallel", unit="1", detail=True,
 formulas.input("attention_parameters_per_layer", unit="parameters", detail=True,
                meaning="one layer's attention projections (QKV and output; MLA's down- and up-projections)")
 
+formulas.input("gemm_table_index", unit="1", account="compute", detail=True,
+               meaning="the measured GEMM table that prices the weight GEMMs (botec.serving.operators.table_names "
+                       "position; −1: none, the roofline with the family's e_mm and e_mem)")
+
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
+GEMM_KERNELS_PER_LAYER = 4   # of those, the weight GEMMs: a table's latency holds their kernel time whole
+TABLE_SLOPE_TOKENS = 8192    # the m whose table latency gives the compute-bound side's seconds per token
+
+
+def _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                 mlp_gated, tensor_parallel, tokens, roofline):
+    """Σ over one layer's weight GEMMs (QKV, O, gate/up, down on one TP rank) of the table's latency at m =
+    ``tokens``, 0 without a table; ``roofline(m, n, k)`` prices shapes outside the table's grid."""
+    from botec.serving import operators
+
+    if not operators.has_table(gemm_table_index):
+        return 0.0 * tensor_parallel
+
+    table = operators.table_by_index(gemm_table_index)
+    shapes = operators.layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                                         mlp_gated, tensor_parallel)
+    return sum(operators.gemm_seconds(table, tokens, n, k, roofline) for _, n, k in shapes)
+
+
+def _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
+              weight_bytes_per_parameter):
+    """The fallback outside a table's grid: max(2·m·n·k / (e_mm · peak), n·k·b / (e_mem · BW))."""
+    def roofline(m, n, k):
+        return maximum(2 * m * n * k / (matmul_efficiency * peak_flops_per_s),
+                       n * k * weight_bytes_per_parameter / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
+    return roofline
+
+
+TABLE_SHAPE = ("gemm_table_index", "hidden_size", "attention_heads", "kv_heads", "qk_head_dim", "v_head_dim",
+               "ffn_size", "mlp_gated", "tensor_parallel")
+
+
+@formulas.formula(unit="s", meaning="measured table: one layer's weight GEMMs (QKV, O, gate/up, down; n or k over "
+                                    "TP) at m = 1, the weight-read floor of a step (0 without a table)",
+                  expression="Σ_GEMMs L_table(1, n/t, k) (log-space interpolation; outside the grid the roofline "
+                             "max(2mnk/(e_mm·peak), n·k·b/(e_mem·BW)))", zero_when="gemm_table_index < 0",
+                  prose=True, symbols={"L_table": "a GEMM's latency in the accelerator's measured table, at (m, n, k)",
+                                       "n": "the GEMM's output width", "k": "its inner width",
+                                       "t": "tensor_parallel", "m": "the tokens of the step"},
+                  source="AIConfigurator's measured GEMM tables (Apache-2.0; catalog/measurements/operators, "
+                         "botec.serving.operators)", detail=True)
+def table_gemm_floor_seconds_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
+                                       v_head_dim, ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
+                                       peak_flops_per_s, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
+                                       weight_bytes_per_parameter):
+    roofline = _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+                         memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
+    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                        mlp_gated, tensor_parallel, 1.0, roofline)
+
+
+@formulas.formula(unit="s", meaning="measured table: one layer's weight GEMMs per token in the compute-bound region "
+                                    "(0 without a table)",
+                  expression="Σ_GEMMs L_table(8192, n/t, k) / 8192", zero_when="gemm_table_index < 0",
+                  prose=True, symbols={"L_table": "a GEMM's latency in the accelerator's measured table, at (m, n, k)",
+                                       "n": "the GEMM's output width", "k": "its inner width",
+                                       "t": "tensor_parallel"},
+                  source="AIConfigurator's measured GEMM tables (botec.serving.operators)", detail=True)
+def table_gemm_seconds_per_token_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
+                                           v_head_dim, ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
+                                           peak_flops_per_s, memory_bandwidth_efficiency,
+                                           memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
+    roofline = _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+                         memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
+    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                        mlp_gated, tensor_parallel, float(TABLE_SLOPE_TOKENS), roofline) / TABLE_SLOPE_TOKENS
+
+
+@lru_cache(maxsize=256)
+def _knee_of(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
+             tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+             memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
+    """:func:`gemm_knee_exponent` of one layout: fitted once per process and shape (plain numbers, no numpy), or
+    elementwise over numpy arrays (``_knee_of.__wrapped__``, a sweep's)."""
+    from botec.serving import operators
+
+    roofline = _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+                         memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
+    shape = getattr(tensor_parallel, "ndim", 0)
+    if not shape:
+        curve = [_table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim,
+                              ffn_size, mlp_gated, tensor_parallel, m, roofline) for m in operators.KNEE_TOKENS]
+        return operators.knee_exponent(curve)
+    import numpy as np
+
+    tokens = np.asarray(operators.KNEE_TOKENS).reshape((-1,) + (1,) * shape)
+    curve = _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                         mlp_gated, tensor_parallel, tokens, roofline)
+    return operators.knee_exponent(curve)
+
+
+@formulas.formula(unit="1", meaning="measured table: the exponent p of the weight GEMMs' knee, fitted to the table's "
+                                    "own points for the layer's shapes on one TP rank (0 without a table: the "
+                                    "roofline's max form)",
+                  expression="p minimising Σ_m (log (F^p + (g·m)^p)^(1/p) − log Σ_GEMMs L_table(m, n/t, k))² over m "
+                             "= 1, 2, 4 … 8,192, 1 ≤ p ≤ 32; F = Σ_GEMMs L_table(1, n/t, k), g = Σ_GEMMs "
+                             "L_table(8192, n/t, k) / 8192 (outside the grid the roofline prices a GEMM)",
+                  zero_when="gemm_table_index < 0", detail=True, prose=True,
+                  symbols={"p": "gemm_knee_exponent", "m": "the tokens of a step", "F": "the layer's GEMMs at m = 1",
+                           "g": "the layer's GEMMs per token at m = 8,192",
+                           "L_table": "a GEMM's latency in the accelerator's measured table, at (m, n, k)",
+                           "n": "the GEMM's output width", "k": "its inner width", "t": "tensor_parallel"},
+                  source="a least-squares fit in log space to AIConfigurator's measured GEMM tables (kernels timed "
+                         "one at a time; botec.serving.operators.knee_exponent), never to end-to-end rows: on Hopper "
+                         "the closed form follows the measured layer within −9 … +5 % over m (8B and 70B shapes, TP "
+                         "1-8, BF16 and FP8), where max(F, g·m) undercuts the knee by 12-32 %")
+def gemm_knee_exponent(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+                       mlp_gated, tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+                       memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
+    from botec.serving import operators
+
+    values = (gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
+              tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+              memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
+    if not operators.has_table(gemm_table_index):
+        return 0.0 * tensor_parallel
+    if not any(getattr(v, "ndim", 0) for v in values):
+        return _knee_of(*(float(v) for v in values))
+    import numpy as np
+
+    arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
+    return where(arrays[0] >= 0, _knee_of.__wrapped__(*arrays), 0.0)
+
+
+@formulas.formula(unit="B", meaning="measured table: the weight bytes of one layer's table-priced GEMMs on one "
+                                    "accelerator (0 without a table)",
+                  expression="Σ_GEMMs n/t · k × weight_bytes_per_parameter", zero_when="gemm_table_index < 0",
+                  prose=True, symbols={"n": "a GEMM's output width", "k": "its inner width", "t": "tensor_parallel"},
+                  detail=True)
+def table_gemm_weight_bytes_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
+                                      v_head_dim, ffn_size, mlp_gated, tensor_parallel, weight_bytes_per_parameter):
+    from botec.serving.operators import layer_gemm_shapes
+
+    shapes = layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
+                               tensor_parallel)
+    total = sum(n * k for _, n, k in shapes) * weight_bytes_per_parameter
+    return where(gemm_table_index >= 0, total, 0.0)
 
 
 # --- the per-unit costs of a step on one accelerator of the fullest stage -----------------------
@@ -85,30 +231,48 @@ def replica_accelerators(instance_accelerators, prefill_instance_accelerators, p
 
 @formulas.formula(unit="s", meaning="disaggregated: time to send a prompt's KV cache from its prefill instance to the "
                                     "decode instance (each accelerator its shard, in parallel)",
-                  expression="kv_bytes_per_token_per_device × prompt_tokens / kv_transfer_bytes_per_s",
-                  zero_when="prefill_instances == 0", source="DistServe (Zhong et al. 2024) §4: the KV transfer",
+                  expression="kv_bytes_per_token_per_device × D × prompt_tokens / kv_transfer_bytes_per_s, D = "
+                             "tensor_parallel / attention_tensor_parallel under data-parallel attention (else 1)",
+                  zero_when="prefill_instances == 0", prose=True,
+                  source="DistServe (Zhong et al. 2024) §4: the KV transfer. Under data-parallel attention one "
+                         "request's KV sits whole on its own attention group (D groups share the replica's "
+                         "kv_tensor_split), so it leaves through that group's links, not all of the replica's: "
+                         "DeepSeek-V3 4,400 tokens × 70,272 B / 46 GB/s = 6.72 ms (launch-audit-3 P3)",
                   detail=True)
-def kv_transfer_seconds(kv_bytes_per_token_per_device, prompt_tokens, kv_transfer_bytes_per_s):
-    return kv_bytes_per_token_per_device * prompt_tokens / kv_transfer_bytes_per_s
+def kv_transfer_seconds(kv_bytes_per_token_per_device, prompt_tokens, kv_transfer_bytes_per_s, data_parallel_attention,
+                        tensor_parallel, attention_tensor_parallel):
+    groups = where(data_parallel_attention > 0, tensor_parallel / attention_tensor_parallel, 1.0)
+    return kv_bytes_per_token_per_device * groups * prompt_tokens / kv_transfer_bytes_per_s
 
 
 @formulas.formula(unit="s", meaning="GEMM time per token a step carries (compute-bound side)",
-                  expression="2 × (matmul_parameters − lm_head_matmul_parameters) × pipeline_stage_layers"
-                             " / (layers × tensor_parallel) / (matmul_efficiency × peak_flops_per_s)", detail=True)
+                  expression="with a measured GEMM table: table_gemm_seconds_per_token_per_layer × "
+                             "pipeline_stage_layers; else 2 × (matmul_parameters − lm_head_matmul_parameters) × "
+                             "pipeline_stage_layers / (layers × tensor_parallel) / (matmul_efficiency × "
+                             "peak_flops_per_s)", detail=True, prose=True)
 def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipeline_stage_layers, layers,
-                           tensor_parallel, matmul_efficiency, peak_flops_per_s):
+                           tensor_parallel, matmul_efficiency, peak_flops_per_s, gemm_table_index,
+                           table_gemm_seconds_per_token_per_layer):
     flops = 2 * (matmul_parameters - lm_head_matmul_parameters) * pipeline_stage_layers / (layers * tensor_parallel)
-    return flops / (matmul_efficiency * peak_flops_per_s)
+    return where(gemm_table_index >= 0, table_gemm_seconds_per_token_per_layer * pipeline_stage_layers,
+                 flops / (matmul_efficiency * peak_flops_per_s))
 
 
 @formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts and "
                                     "the speculative draft's, which its own steps read)",
-                  expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes)"
-                             " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)")
+                  expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes − G·L_s)"
+                             " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s) + F·L_s, with a measured "
+                             "GEMM table F = table_gemm_floor_seconds_per_layer (the layers' weight GEMMs at m = 1, "
+                             "as timed) and G = table_gemm_weight_bytes_per_layer (their bytes), else F = G = 0",
+                  symbols={"F": "table_gemm_floor_seconds_per_layer", "G": "table_gemm_weight_bytes_per_layer",
+                           "L_s": "pipeline_stage_layers"}, prose=True)
 def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, draft_weight_bytes, memory_bandwidth_efficiency,
-                        memory_bandwidth_bytes_per_s):
-    return ((weight_memory_bytes - expert_weight_bytes - draft_weight_bytes)
-            / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
+                        memory_bandwidth_bytes_per_s, table_gemm_floor_seconds_per_layer,
+                        table_gemm_weight_bytes_per_layer, pipeline_stage_layers):
+    rest = maximum(weight_memory_bytes - expert_weight_bytes - draft_weight_bytes
+                   - table_gemm_weight_bytes_per_layer * pipeline_stage_layers, 0.0)
+    return (rest / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+            + table_gemm_floor_seconds_per_layer * pipeline_stage_layers)
 
 
 @formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
@@ -185,12 +349,15 @@ def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_l
 
 
 @formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
-                  expression="(9 × pipeline_stage_layers + 2) × kernel_overhead_seconds + step_overhead_seconds"
-                             " + (2 × pipeline_stage_layers × allreduce_latency_seconds if tensor_parallel > 1 else 0)",
+                  expression="((9 − 4 if a measured GEMM table prices the weight GEMMs, its latencies holding their "
+                             "kernel time, else 9) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
+                             "step_overhead_seconds + (2 × pipeline_stage_layers × allreduce_latency_seconds if "
+                             "tensor_parallel > 1 else 0)",
                   prose=True)
 def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
-                           allreduce_latency_seconds, tensor_parallel):
-    kernels = (KERNELS_PER_LAYER * pipeline_stage_layers + 2) * kernel_overhead_seconds
+                           allreduce_latency_seconds, tensor_parallel, gemm_table_index):
+    per_layer = KERNELS_PER_LAYER - where(gemm_table_index >= 0, GEMM_KERNELS_PER_LAYER, 0)
+    kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
     all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
     return kernels + step_overhead_seconds + all_reduces
 
@@ -218,12 +385,17 @@ def tokens_per_step(draft_tokens, draft_acceptance_rate):
 
 
 @formulas.formula(unit="requests", meaning="requests a replica runs at saturation",
-                  expression="max(1, min(max_concurrent_requests, max_batch_size, ⌊max_batched_tokens / (draft_tokens"
-                             " + 1 + tokens_per_step × prefill_tokens_per_request / output_tokens)⌋))",
+                  expression="max(1, min(max_concurrent_requests, max_batch_size, ⌊max_batched_tokens / (d × "
+                             "(draft_tokens + 1) + tokens_per_step × prefill_tokens_per_request / output_tokens)⌋)), "
+                             "d = decode_tokens_in_budget",
                   source="a step carries each running request's decode tokens and the prompts replacing those that "
-                         "finish (disaggregated: decode tokens only)", prose=True)
+                         "finish (disaggregated: decode tokens only); the decode tokens count against the budget only "
+                         "where the engine's budget bounds them (d = 1: vLLM, TensorRT-LLM; SGLang's "
+                         "chunked_prefill_size bounds prefill only, schedule_policy.py PrefillAdder, sglang 0.5.23)",
+                  prose=True)
 def saturation_batch_size(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens, tokens_per_step,
-                          prefill_tokens_per_request, output_tokens, prefill_instances):
+                          prefill_tokens_per_request, output_tokens, prefill_instances, decode_tokens_in_budget):
     colocated = where(prefill_instances > 0, 0.0, 1.0)
-    return model.batch_limit(max_concurrent_requests, max_batch_size, max_batched_tokens, draft_tokens + 1,
+    return model.batch_limit(max_concurrent_requests, max_batch_size, max_batched_tokens,
+                             decode_tokens_in_budget * (draft_tokens + 1),
                              colocated * tokens_per_step * prefill_tokens_per_request / output_tokens)

@@ -234,7 +234,9 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
                                   else CLOSED_RATE_NOTE.format(users=users, capacity=capacity_text)))
 
     # back-solving: each solve holds the load and the other solved assumptions
-    held: dict[str, float] = dict(load)
+    # a solved efficiency is the roofline's: the measured GEMM tables step aside, as when a contract states one
+    # (botec.inputs.serving), so the calibrated contract it writes prices its step as solved
+    held: dict[str, float] = dict(load) | {"gemm_table_index": -1.0}
     solved: dict[str, tuple[float, str, float, float]] = {}   # path -> (value, figure, measured, estimated)
     unsolved: list[str] = []
 
@@ -247,7 +249,7 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
 
     if overloaded:
         path = "assumptions.matmul_efficiency"
-        value = solve(inputs, _CAPACITY, run.requests_per_s, path, {})
+        value = solve(inputs, _CAPACITY, run.requests_per_s, path, {"gemm_table_index": -1.0})   # the roofline
         if value is None:
             best = at_one(path)[_CAPACITY]
             unsolved.append(f"no matmul_efficiency in (0, 1] reproduces the measured {run.requests_per_s:.4g} "
