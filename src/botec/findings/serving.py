@@ -34,7 +34,9 @@ def _engine_assumed(q: dict[str, Quantity], n) -> list[Finding]:
     for name in ("max_batch_size", "max_batched_tokens"):
         source = q[name].source or ""
         if ranked and q[name].provenance == "catalog" and "counted per data-parallel attention rank" in source:
-            said.append(f"{name} {n(name)} is the engine's default per data-parallel attention rank × the ranks")
+            ranks = q["tensor_parallel"].value / q["attention_tensor_parallel"].value
+            said.append(f"{name} {n(name)} is the engine's default of {format_number(q[name].value / ranks)} per "
+                        f"data-parallel attention rank × {format_number(ranks)} ranks")
     if q["decode_tokens_in_budget"].value == 0:
         said.append("the token budget bounds the prefill chunk only, not the decode batch")
     if q["data_parallel_attention"].value > 0 and q["experts"].value > 0:
