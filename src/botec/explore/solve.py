@@ -160,8 +160,10 @@ def back_solve(inputs: Inputs, input_field: str, target: str) -> tuple[float, fl
     constraint = parse_constraint(f"{quantity.strip()} == {raw}", inputs.graph, field="--given") if sep else None
     if constraint is None:
         raise ContractError("expected --given QUANTITY=VALUE such as accelerator_hours=1.72M", field="--given")
+    from botec.inputs.serving import TABLE_ASIDE
+
     return solve_for(inputs, constraint.quantity, constraint.value, input_field,
-                     {"gemm_table_index": -1.0} if sets_table_aside(inputs, input_field) else None)
+                     TABLE_ASIDE if sets_table_aside(inputs, input_field) else None)
 
 
 def sets_table_aside(inputs: Inputs, input_field: str) -> bool:

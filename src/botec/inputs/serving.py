@@ -37,6 +37,9 @@ ARRIVAL_VARIATION = {"poisson": 1.0, "bursty": 1.0, "uniform": 0.0}
 ROOFLINE_EFFICIENCIES = ("assumptions.matmul_efficiency", "assumptions.memory_bandwidth_efficiency")
 """A contract that states either prices its weight GEMMs on the roofline with it: the measured GEMM table steps
 aside (``gemm_table_index = -1``), so a back-solve of either (botec.explore.solve) solves the roofline's."""
+TABLE_ASIDE = {"gemm_table_index": -1.0}
+"""The graph value that sets the measured GEMM tables aside: the roofline with the family's e_mm and e_mem (what a
+solve or a calibration of :data:`ROOFLINE_EFFICIENCIES` holds)."""
 
 
 def build(contract: ServingContract, base_dir: Path | None) -> Inputs:

@@ -32,7 +32,7 @@ from functools import lru_cache
 import bisect
 import math
 
-__all__ = ["GemmTable", "gemm_tables", "gemm_table", "table_index", "table_by_index", "gemm_seconds",
+__all__ = ["GemmTable", "gemm_table", "table_index", "table_by_index", "gemm_seconds",
            "gemm_reach", "reach_text", "table_names", "load_table", "layer_gemm_shapes", "knee_curve",
            "knee_exponent", "has_table", "FORMAT_OF_PRECISION", "KNEE_TOKENS"]
 
@@ -128,11 +128,6 @@ def has_table(index) -> bool:
     return (float(index.max()) if _is_array(index) else float(index)) >= 0
 
 
-def gemm_tables() -> dict[str, GemmTable]:
-    """Every GEMM grid, by file stem (each parsed once)."""
-    return {name: load_table(name) for name in table_names()}
-
-
 def gemm_table(device: str | None, dtype: str) -> GemmTable | None:
     """The table measured on ``device`` (catalog key) for ``dtype``, or None."""
     name = f"gemm-{dtype.replace('_', '-')}-{device}"
@@ -140,7 +135,7 @@ def gemm_table(device: str | None, dtype: str) -> GemmTable | None:
 
 
 def table_index(table: GemmTable | None) -> float:
-    """The table's position among :func:`gemm_tables` (−1 for none): how the graph names it as a number."""
+    """The table's position among :func:`table_names` (−1 for none): how the graph names it as a number."""
     return -1.0 if table is None else float(table_names().index(table.name))
 
 
@@ -257,14 +252,10 @@ def knee_curve(floor, slope, tokens, exponent):
     i.e. (F^p + (g·m)^p)^(1/p) written so that no power overflows: F = ``floor`` (the GEMMs at m = 1, the weight
     read), g = ``slope`` (seconds per token in the compute-bound region, the GEMMs at m = 8,192 / 8,192), p =
     ``exponent`` ≥ 1. p → ∞ is the roofline's max(F, g·m); p = 1 their sum. It is
-    :func:`botec.serving.step.engine_step_seconds`'s GEMM term (that function repeats it inline, with its
-    operation order, so the simulator's scalar twin agrees to the bit)."""
-    from botec.graph.elementwise import maximum, minimum, where
+    :func:`botec.serving.step.gemm_term`, the step's GEMM term."""
+    from botec.serving.step import gemm_term
 
-    compute = slope * tokens
-    high = maximum(compute, floor)
-    low = minimum(compute, floor)
-    return high * (1 + (low / where(high > 0, high, 1.0)) ** exponent) ** (1 / exponent)
+    return gemm_term(slope * tokens, floor, exponent)
 
 
 def knee_exponent(curve):

@@ -51,8 +51,8 @@ from dataclasses import dataclass, fields
 
 from botec.graph.elementwise import maximum, minimum, where
 
-__all__ = ["engine_step_seconds", "scalar_engine_step", "experts_touched_share", "speculative_tokens_per_step",
-           "critical_step_tokens", "StepModel", "STEP_INPUTS"]
+__all__ = ["engine_step_seconds", "gemm_term", "scalar_engine_step", "experts_touched_share",
+           "speculative_tokens_per_step", "critical_step_tokens", "StepModel", "STEP_INPUTS"]
 
 BISECTIONS = 80   # halvings of [0, (w + x)/g] in critical_step_tokens: far below float precision
 
@@ -91,6 +91,22 @@ def critical_step_tokens(gemm_seconds_per_token, weight_read_seconds, expert_rea
     return where(expert_pick_probability > 0, (low + high) / 2, weight_read_seconds / gemm_seconds_per_token)
 
 
+def gemm_term(compute, weights, exponent):
+    """A step's weight GEMMs from their two asymptotes, elementwise: the compute side g·T and the weight read w
+    joined at the measured table's knee,
+
+        G = H · (1 + (L/H)^p)^(1/p),  H = max(g·T, w), L = min(g·T, w)     (= (w^p + (g·T)^p)^(1/p), no overflow)
+
+    with p = max(``exponent``, 1); ``exponent`` 0 (no table) is the roofline's max(g·T, w). The one definition:
+    :func:`botec.serving.operators.knee_curve` fits p with it, and :func:`scalar_engine_step` repeats it for
+    plain numbers in the same order of operations."""
+    high = maximum(compute, weights)
+    low = minimum(compute, weights)
+    knee = maximum(exponent, 1.0)
+    smooth = high * (1 + (low / where(high > 0, high, 1.0)) ** knee) ** (1 / knee)
+    return where(exponent > 0, smooth, high)
+
+
 def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
                         queries_per_context_read=1.0, *, gemm_seconds_per_token, weight_read_seconds,
                         expert_read_seconds, expert_pick_probability, attention_seconds_per_context_token,
@@ -123,12 +139,7 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     """
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
-    compute = gemm_seconds_per_token * tokens
-    high = maximum(compute, weights)
-    low = minimum(compute, weights)
-    knee = maximum(gemm_knee_exponent, 1.0)
-    smooth = high * (1 + (low / where(high > 0, high, 1.0)) ** knee) ** (1 / knee)
-    gemms = where(gemm_knee_exponent > 0, smooth, high)
+    gemms = gemm_term(gemm_seconds_per_token * tokens, weights, gemm_knee_exponent)
     attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
                         + prefill_attention_seconds_per_context_token * prefill_context_tokens,
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))

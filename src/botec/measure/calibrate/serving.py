@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from botec.inputs.serving import TABLE_ASIDE
 from botec.measure.calibrate.results import Calibration, Comparison
 from botec.measure.calibrate.serving_solver import SETTLED, SOLVE_ROUNDS, evaluate, misses, settle, solve
 from botec.units import format_quantity
@@ -236,7 +237,7 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
     # back-solving: each solve holds the load and the other solved assumptions
     # a solved efficiency is the roofline's: the measured GEMM tables step aside, as when a contract states one
     # (botec.inputs.serving), so the calibrated contract it writes prices its step as solved
-    held: dict[str, float] = dict(load) | {"gemm_table_index": -1.0}
+    held: dict[str, float] = dict(load) | TABLE_ASIDE
     solved: dict[str, tuple[float, str, float, float]] = {}   # path -> (value, figure, measured, estimated)
     unsolved: list[str] = []
 
@@ -249,7 +250,7 @@ def calibrate_serving(contract_path: str | Path, run, source: str, overrides: li
 
     if overloaded:
         path = "assumptions.matmul_efficiency"
-        value = solve(inputs, _CAPACITY, run.requests_per_s, path, {"gemm_table_index": -1.0})   # the roofline
+        value = solve(inputs, _CAPACITY, run.requests_per_s, path, TABLE_ASIDE)   # the roofline
         if value is None:
             best = at_one(path)[_CAPACITY]
             unsolved.append(f"no matmul_efficiency in (0, 1] reproduces the measured {run.requests_per_s:.4g} "
