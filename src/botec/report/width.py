@@ -170,19 +170,20 @@ def print_table(console, table) -> None:
     options = console.options
     shortest, bodies, longest = [], [], []   # each column: its longest word, its cells' widest line, its widest
 
-    def size(cell) -> tuple[int, int]:   # (longest unbroken piece, longest line) of a cell
-        text = _as_text(console, cell)
+    def size(cell, text) -> tuple[int, int]:   # (longest unbroken piece, longest line) of a cell (its Text or None)
         if text is None:
             measured = Measurement.get(console, options, cell)
             return measured.minimum, measured.maximum
-        plain = _SCIENTIFIC.sub(_KEPT, text.plain)
-        return (max((cell_len(word.replace(_KEPT, " ")) for word in plain.split()), default=0),
-                max((cell_len(line) for line in text.plain.split("\n")), default=0))
+        plain = text.plain
+        glued = _SCIENTIFIC.sub(_KEPT, plain)
+        return (max((cell_len(word.replace(_KEPT, " ")) for word in glued.split()), default=0),
+                max((cell_len(line) for line in plain.split("\n")), default=0))
 
+    texts = [[_as_text(console, cell) for cell in column._cells] for column in columns]   # each cell rendered once
     for index, column in enumerate(columns):
         padding = table._get_padding_width(index)   # rich's own padding and border arithmetic (private, stable)
-        header = size(column.header) if table.show_header else (0, 0)
-        cells = [size(cell) for cell in column.cells] or [(1, 1)]
+        header = size(column.header, _as_text(console, column.header)) if table.show_header else (0, 0)
+        cells = [size(cell, text) for cell, text in zip(column._cells, texts[index])] or [(1, 1)]
         least = max(header[0], *(cell[0] for cell in cells))
         body = max(header[0], *(cell[1] for cell in cells))
         most = max(header[1], body)
@@ -211,8 +212,8 @@ def print_table(console, table) -> None:
         if collapsed or column.ratio is None:   # an expanding table's ratio column takes what is left, unbroken
             column.width = content
         column.no_wrap = False
-        column._cells = [cell if _as_text(console, cell) is None else _rewrapped(_as_text(console, cell), content)
-                         for cell in column._cells]
+        column._cells = [cell if text is None else _rewrapped(text, content)
+                         for cell, text in zip(column._cells, texts[index])]
         if isinstance(column.header, (str, Text)):
             column.header = _rewrapped(_as_text(console, column.header), content)
     if collapsed:
