@@ -67,6 +67,30 @@ def test_lengths_have_their_stated_means():
     assert exponential.var() / exponential.mean() ** 2 == pytest.approx(1.0, abs=0.05)   # c² of an exponential
 
 
+def test_a_stated_range_bounds_the_uniform_lengths_and_sets_their_variation(cli, tmp_path):
+    """length_range 0.2 around 300 tokens: integers 240 to 360, mean 300, c² = r²/3 = 0.04/3 = 0.01333 (the discrete
+    uniform on 121 values: (121² − 1)/12 / 300² = 0.01356); the estimate's prompt queue takes r²/3. A range of 1 or
+    more, a negative one, or one beside other lengths is a one-line error naming the field."""
+    from botec.simulate.workload import length_tokens
+
+    drawn = length_tokens(np.random.default_rng(0), 50_000, 300, "uniform", spread=0.2)
+    assert drawn.min() == 240 and drawn.max() == 360
+    assert drawn.mean() == pytest.approx(300, rel=0.002)
+    assert drawn.var() / 300 ** 2 == pytest.approx((121 ** 2 - 1) / 12 / 300 ** 2, rel=0.03)
+    ranged = estimated(H100, ("workload.traffic.length_distribution=uniform", "workload.traffic.length_range=0.2"))
+    assert ranged.quantities["prompt_length_variation"].value == pytest.approx(0.04 / 3, rel=1e-12)
+    full = estimated(H100, ("workload.traffic.length_distribution=uniform",))
+    assert full.quantities["prompt_length_variation"].value == pytest.approx(1 / 3, rel=1e-12)
+    for setting, says in (("workload.traffic.length_range=1", "from 0 to under 1"),
+                          ("workload.traffic.length_range=-0.1", "from 0 to under 1")):
+        code, _, err = cli("estimate", str(H100), "--set", "workload.traffic.length_distribution=uniform",
+                           "--set", setting)
+        assert code == 2 and "workload.traffic.length_range" in err and says in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1, err
+    code, _, err = cli("estimate", str(H100), "--set", "workload.traffic.length_range=0.2")
+    assert code == 2 and "give length_distribution: uniform" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_arrivals_keep_the_mean_rate():
     from botec.simulate.workload import arrival_seconds
 

@@ -46,8 +46,9 @@ def simulate(
                                        show_default=False),
     replicas: Optional[int] = typer.Option(None, "--replicas", help="Replicas (default: the estimate's), at most "
                                            "10,000 and no more than the requests.", show_default=False),
-    balancer: Balancer = typer.Option(Balancer.least_outstanding, "--balancer",
-                                      help="round-robin, least-outstanding or power-of-two."),
+    balancer: Balancer = typer.Option(Balancer.round_robin, "--balancer",
+                                      help="round-robin (as vLLM's production-stack router and Dynamo's frontend "
+                                      "route by default), least-outstanding or power-of-two (Envoy's least-request)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Replay requests from a CSV (arrival_s,prompt_tokens,"
                                          "output_tokens) or JSON-lines file, read line by line: at most "
                                          "100,000,000 requests and 10 GB.", show_default=False),

@@ -34,8 +34,11 @@ class Traffic(Section):
     output_tokens: quantity("count", "Generated tokens per request (mean)", minimum=1, integer=True)
     length_distribution: Literal["fixed", "uniform", "exponential", "lognormal"] = Field(
         "fixed", description="how prompt and output lengths vary around their means: fixed, uniform (0 to twice the "
-                             "mean), exponential, or lognormal (with length_sigma)")
+                             "mean, or the mean ± length_range), exponential, or lognormal (with length_sigma)")
     length_sigma: float = Field(0.5, gt=0, le=3, description="σ of the lognormal lengths' logarithm")
+    length_range: Optional[float] = Field(
+        None, description="uniform lengths: their half-width as a share of the mean, 0 to under 1 (0.2: the mean "
+                          "± 20 %; default: 0 to twice the mean)")
     arrivals: Literal["poisson", "bursty", "uniform"] = Field(
         "poisson", description="arrival process: poisson, bursty (Poisson bursts of burst_size requests), or uniform "
                                "(evenly spaced)")
@@ -50,6 +53,13 @@ class Traffic(Section):
                                 "concurrency (closed: users in flight), exactly one of them"
                                 + (f"; got {' and '.join(stated)}" if stated else ""),
                                 field=f"workload.traffic.{field}")
+        if self.length_range is not None:
+            if not (0 <= self.length_range < 1):
+                raise ContractError(f"expected a share of the mean from 0 to under 1 (0.2: the mean ± 20 %), got "
+                                    f"{self.length_range:g}", field="workload.traffic.length_range")
+            if self.length_distribution != "uniform":
+                raise ContractError("length_range is the half-width of uniform lengths: give length_distribution: "
+                                    f"uniform (got {self.length_distribution})", field="workload.traffic.length_range")
         if self.think_time is not None and self.concurrency is None:
             raise ContractError("think_time is the pause of a closed loop's users: it needs concurrency, not a rate",
                                 field="workload.traffic.think_time")
@@ -77,10 +87,14 @@ class Traffic(Section):
 
     @property
     def length_variation(self) -> float:
-        """The squared coefficient of variation of the lengths, c² = Var / mean²."""
+        """The squared coefficient of variation of the lengths, c² = Var / mean²: uniform on the mean ± r (a share of
+        it), c² = r²/3 (a uniform's variance is its width² / 12 = (2r·m)²/12); r = 1 (0 to twice the mean) without a
+        ``length_range``."""
         import math
 
-        return {"fixed": 0.0, "uniform": 1 / 3, "exponential": 1.0,
+        if self.length_distribution == "uniform":
+            return (1.0 if self.length_range is None else self.length_range) ** 2 / 3
+        return {"fixed": 0.0, "exponential": 1.0,
                 "lognormal": math.exp(self.length_sigma ** 2) - 1}[self.length_distribution]
 
 

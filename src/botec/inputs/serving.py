@@ -95,8 +95,11 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                     "workload.latency.percentile"),
         "latency_margin": stated.given("latency_margin", workload.latency.margin, "workload.latency.margin"),
         "prompt_length_variation": Given(traffic.length_variation, "assumed",
-                                         f"{traffic.length_distribution} lengths: c² = Var / mean²",
-                                         "workload.traffic.length_distribution"),
+                                         f"{traffic.length_distribution} lengths: c² = Var / mean²"
+                                         + ("" if traffic.length_range is None else
+                                            f" = r²/3, r = {traffic.length_range:g}"),
+                                         "workload.traffic.length_distribution" if traffic.length_range is None
+                                         else "workload.traffic.length_range"),
         "arrival_variation": Given(ARRIVAL_VARIATION[traffic.arrivals], "assumed",
                                    f"{traffic.arrivals} arrivals: c_a² = {ARRIVAL_VARIATION[traffic.arrivals]:g} "
                                    "(a burst's epochs are Poisson: c_a² = 1)", "workload.traffic.arrivals"),

@@ -128,11 +128,12 @@ def model_for_id(model_id: str) -> Optional[str]:
 
 def _context_tokens(result) -> int:
     """The longest request the engine must admit, prompt + output: the means when lengths are fixed, twice them
-    when uniform (0 to twice the mean), the model's maximum when the lengths have no bound (exponential,
+    when uniform (0 to twice the mean; the mean × (1 + r) with a length_range r), the model's maximum when the lengths have no bound (exponential,
     lognormal); never above the model's maximum sequence length."""
     traffic = result.contract.workload.traffic
     mean = int(result.value("prompt_tokens") + result.value("output_tokens"))
-    longest_by_distribution = {"fixed": mean, "uniform": 2 * mean}
+    spread = traffic.length_range
+    longest_by_distribution = {"fixed": mean, "uniform": 2 * mean if spread is None else math.ceil((1 + spread) * mean)}
     model_max = result.architecture.max_sequence_length
     longest = longest_by_distribution.get(traffic.length_distribution, model_max or mean)
     return int(min(longest, model_max)) if model_max else int(longest)

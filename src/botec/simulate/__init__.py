@@ -1,7 +1,7 @@
 """``botec simulate``: a discrete-event simulation of LLM serving replicas and a fleet, beside the estimate.
 
 The estimate's serving figures are analytic (:mod:`botec.serving.load`: Little's law for the decode batch,
-an M/G/1 queue for the prompts). The simulation serves a stream of requests through the same engine step
+a replica's G/G/1 queue for the prompts, with the gaps the default round-robin balancer leaves it). The simulation serves a stream of requests through the same engine step
 (:func:`botec.serving.step.engine_step_seconds`, with the estimate's per-unit costs), step by step, with
 the engine's scheduler in full (:mod:`botec.simulate.replica`: admission, chunked prefill, paged KV blocks,
 preemption, prefix caching, speculative decoding) and n replicas behind a balancer
@@ -177,7 +177,7 @@ class Simulation:
 
 
 def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float] = None,
-             replicas: Optional[int] = None, balancer: str = "least-outstanding", trace=None,
+             replicas: Optional[int] = None, balancer: str = "round-robin", trace=None,
              progress: Optional[Callable[[int, int], None]] = None, prompt_histogram=None,
              output_histogram=None, concurrency: Optional[int] = None,
              think_time: Optional[float] = None, records: int = RECORDS, prefill_instance=None,

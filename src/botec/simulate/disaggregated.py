@@ -203,7 +203,7 @@ class DisaggregatedReplica:
         return out
 
 
-def run_disaggregated(result, engine: Engine, ledger, replicas: int, balancer: str = "least-outstanding",
+def run_disaggregated(result, engine: Engine, ledger, replicas: int, balancer: str = "round-robin",
                       seed: int = 0, progress=None, prefill_instance=None) -> list[DisaggregatedReplica]:
     """Serve the requests of ``ledger`` on ``replicas`` disaggregated replicas of the estimate ``result`` (its
     ``prefill_instances`` and ``kv_transfer_seconds``) behind ``balancer`` (:func:`botec.simulate.fleet.run_fleet`,

@@ -6,7 +6,8 @@ A request is (arrival seconds, prompt tokens, output tokens). Synthetic workload
 - **arrivals** at a mean rate λ: ``poisson`` (exponential gaps of mean 1/λ), ``bursty`` (Poisson bursts at
   λ/n, each of ``burst_size`` n requests arriving together: the same mean rate, a burstier stream) or
   ``uniform`` (evenly spaced, 1/λ apart); an infinite rate puts every request at t = 0 (an offline batch);
-- **lengths** around the stated mean m: ``fixed`` (m), ``uniform`` (integers in [1, 2m − 1], mean m),
+- **lengths** around the stated mean m: ``fixed`` (m), ``uniform`` (integers in [1, 2m − 1], mean m; with
+  ``length_range`` r, integers in [m − ⌊r·m⌉, m + ⌊r·m⌉] for m rounded, the mean ± r of it),
   ``exponential`` (the geometric distribution on 1, 2, ...: the discrete exponential, mean exactly m, at
   least 1), ``lognormal`` (m·exp(σZ − σ²/2) rounded, at least 1: the lognormal whose mean is m, σ =
   ``length_sigma``), or a histogram file (CSV ``tokens,weight``: lengths drawn with probability ∝ weight).
@@ -84,11 +85,16 @@ def arrival_blocks(rng: np.random.Generator, count: int, rate_per_s: float, proc
 
 
 def length_tokens(rng: np.random.Generator, count: int, mean_tokens: float, distribution: str = "fixed",
-                  sigma: float = 0.5) -> np.ndarray:
-    """``count`` integer lengths (at least 1) with mean ``mean_tokens`` (see the module docstring)."""
+                  sigma: float = 0.5, spread: float | None = None) -> np.ndarray:
+    """``count`` integer lengths (at least 1) with mean ``mean_tokens`` (see the module docstring); ``spread``: the
+    uniform lengths' half-width as a share of the mean (None: 1 to 2m − 1)."""
     mean = max(float(mean_tokens), 1.0)
     if distribution == "fixed":
         return np.full(count, max(round(mean), 1), dtype=np.int64)
+    if distribution == "uniform" and spread is not None:
+        middle = max(round(mean), 1)
+        half = min(round(spread * middle), middle - 1)
+        return rng.integers(middle - half, middle + half, endpoint=True, size=count)
     if distribution == "uniform":
         return rng.integers(1, max(round(2 * mean - 1), 1), endpoint=True, size=count)
     if distribution == "exponential":
@@ -143,13 +149,14 @@ def synthetic_stream(traffic, count: int, rate_per_s: float, prompt_mean_tokens:
                      block: int = BLOCK_REQUESTS) -> RequestStream:
     """:func:`synthetic_workload`'s requests drawn ``block`` at a time as they are served (the same requests)."""
     distribution, sigma = traffic.length_distribution, traffic.length_sigma
+    spread = getattr(traffic, "length_range", None)
     if traffic.arrivals == "bursty":                  # whole bursts a block: every block but the last holds ``block``
         block = max(block // traffic.burst_size, 1) * traffic.burst_size
     histograms = [read_histogram(path) if path is not None else None for path in (prompt_histogram, output_histogram)]
 
     def draw(rng, size, mean, histogram):
         return (_histogram_tokens(rng, size, histogram) if histogram is not None
-                else length_tokens(rng, size, mean, distribution, sigma)).astype(np.int64)
+                else length_tokens(rng, size, mean, distribution, sigma, spread)).astype(np.int64)
 
     def blocks():
         arrivals_rng, prompts_rng, outputs_rng = (np.random.default_rng(s)
@@ -167,6 +174,8 @@ def synthetic_stream(traffic, count: int, rate_per_s: float, prompt_mean_tokens:
         lengths += " (histogram: " + ", ".join(f"{what} {path}" for what, path in files if path) + ")"
     if distribution == "lognormal":
         lengths += f" (σ = {format_number(sigma)})"
+    if distribution == "uniform" and spread is not None:
+        lengths += f" (± {format_number(100 * spread)} %)"
     description = (f"{count:,} requests, {rate}, {lengths} around {format_number(prompt_mean_tokens)} prompt and "
                    f"{format_number(output_mean_tokens)} output tokens")
     return RequestStream(count, description, rate_per_s, blocks, block)
