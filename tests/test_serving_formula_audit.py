@@ -350,14 +350,18 @@ def deepseek(strategy=None, **traffic):
 
 
 def test_data_parallel_attention_sends_the_moe_tokens_all_to_all():
-    """Balanced ranks: each of the 8 ranks sends its own 1/8 of the step's tokens, once to each other rank holding one
-    of a token's 8 experts (DeepEP), FP8 out and BF16 back; the 3 dense layers gather and scatter (one all-reduce's
-    bytes). Remote ranks R = 8 × (1 − (7/8)^8) × 7/8 = 8 × 0.656391 × 0.875 = 4.594737.
-    Per token: 58 × 4.594737 × 7,168 × 3 B / 8 = 716,339 B; dense 3 × 2 × 7/8 × 7,168 × 2 B = 75,264 B;
-    (716,339 + 75,264) / 370e9 = 2.1395 µs (plain TP's two all-reduces: 61 × 2 × 1.75 × 14,336 B / 370e9 = 8.27 µs)."""
+    """Balanced ranks: each of the 8 ranks sends its own 1/8 of the step's tokens. A decoding step runs DeepEP's
+    low-latency kernels: one message per (token, expert), so 8 × 7/8 = 7 copies leave the rank (csrc/kernels/
+    internode_ll.cu; per distinct rank it would be 8 × (1 − (7/8)^8) × 7/8 = 4.594737), FP8 with one FP32 scale per
+    128 elements out (1 + 4/128 B) and BF16 back (2 B); the 3 dense layers gather and scatter (one all-reduce's
+    bytes). Per token: 58 × 7 × 7,168 × 3.03125 B / 8 = 1,102,696 B; dense 3 × 2 × 7/8 × 7,168 × 2 B = 75,264 B;
+    (1,102,696 + 75,264) / 370e9 = 3.1837 µs (plain TP's two all-reduces: 61 × 2 × 1.75 × 14,336 B / 370e9 = 8.27
+    µs)."""
     q = deepseek().quantities
     assert float(q["expert_destination_ranks"].value) == pytest.approx(4.594737, rel=1e-6)
-    assert float(q["communication_seconds_per_token"].value) == pytest.approx(791_603 / 370e9, rel=1e-4)
+    assert float(q["expert_remote_copies"].value) == 7
+    assert float(q["moe_exchange_seconds_per_token"].value) == pytest.approx(1_102_696 / 370e9, rel=1e-6)
+    assert float(q["communication_seconds_per_token"].value) == pytest.approx(1_177_960 / 370e9, rel=1e-6)
     plain = run(serving("deepseek-v3", "h200", strategy={**DSV3, "data_parallel_attention": False},
                         supply={"cluster": {"node": "dgx-h200"}})).quantities
     assert float(plain["communication_seconds_per_token"].value) == pytest.approx(61 * 2 * 1.75 * 14336 / 370e9,
@@ -370,14 +374,15 @@ def test_one_prompt_prefills_on_its_own_attention_rank():
     the prompt takes (8/1 − 1) = 7 × its per-rank share more, per token:
       projections 2 × 11,413,547,008 / (8 × 0.5 × 1,978.9e12) = 2.88382 µs
       attention   2 × 61 × 40,960 / (8 × 0.5 × 989.4e12) × 2,048 attended = 2.58594 µs (1.262665 ns per token)
-      all-to-all  58 × 4.594737 × 7,168 × 3 / (8 × 370e9) = 1.93612 µs
-    Δ = 4,096 × 7 × 7.40588 µs = 0.212345 s, added to the floor, the mean and the percentile TTFT (not to the TPOT).
+      all-to-all  58 × 7 × 7,168 × 3.03125 / (8 × 370e9) = 2.98026 µs (a colocated step: DeepEP's low-latency
+                  kernels, one copy per token and expert; FP8 with its scales out, BF16 back)
+    Δ = 4,096 × 7 × 8.45002 µs = 0.242279 s, added to the floor, the mean and the percentile TTFT (not to the TPOT).
     The audit's 71 ms attention and 90 ms projections on one rank: here 4,096 × 8 × 2.58594 µs = 84.7 ms of
     attention (e_attn 0.5, not 0.6) and 4,096 × 8 × 2.88382 µs = 94.5 ms of projections."""
     q = deepseek().quantities
     excess = 4096 * 7 * (2 * 11_413_547_008 / (8 * 0.5 * 1978.9e12) + 2 * 61 * 40_960 / (8 * 0.5 * 989.4e12) * 2048
-                         + 58 * 4.594737 * 7168 * 3 / (8 * 370e9))
-    assert excess == pytest.approx(0.212345, rel=1e-4)
+                         + 58 * 7 * 7168 * (1 + 4 / 128 + 2) / (8 * 370e9))
+    assert excess == pytest.approx(0.242279, rel=1e-5)
     assert float(q["lone_prompt_excess_seconds"].value) == pytest.approx(excess, rel=1e-5)
     # the floor: the balanced prefill step (a 4,096-token chunk, compute-bound) plus Δ; the step alone is the floor
     # of the same replica with Δ taken out, so the floor must exceed Δ by at least the chunk's GEMMs 4,096 × g

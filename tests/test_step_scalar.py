@@ -15,6 +15,9 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     if not moe and rng.random() < 0.5:
         costs["expert_read_seconds"] = 0.0
     costs["gemm_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 4), 32.0])   # 0: the max form
+    costs["two_batch_overlap"] = rng.choice([0.0, 1.0])   # 1: two micro-batches, the all-to-all m of r overlapped
+    costs["moe_exchange_seconds_per_token"] = costs["communication_seconds_per_token"] * rng.choice(
+        [0.0, rng.random(), 1.0])
     return costs
 
 

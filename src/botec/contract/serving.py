@@ -142,6 +142,9 @@ class PrefillLayout(Section):
         None, description="data-parallel attention: ranks one attention group splits its heads over")
     redundant_experts: Optional[NonNegativeCount] = Field(
         None, description="redundant routed-expert copies the prefill instance holds (EPLB)")
+    two_batch_overlap: Optional[bool] = Field(
+        None, description="the prefill instance runs each step as two micro-batches, one's MoE all-to-all under the "
+                          "other's compute (SGLang --enable-two-batch-overlap on the prefill server)")
     max_batched_tokens: Optional[quantity("count", "Tokens one prefill step may carry (default: the replica's)",
                                           minimum=1, integer=True)] = None
 
@@ -192,6 +195,10 @@ class ServingStrategy(Section):
         False, description="attention data-parallel over the TP ranks (SGLang --enable-dp-attention, TensorRT-LLM "
                            "enable_attention_dp, vLLM data-parallel + expert-parallel): each rank holds whole attention "
                            "weights and caches only its own requests, so MLA's latent is no longer copied on every rank")
+    two_batch_overlap: bool = Field(
+        False, description="two-batch overlap (SGLang --enable-two-batch-overlap; DeepSeek's inference system, "
+                           "deepseek-ai/profile-data): each step runs as two micro-batches, one's MoE all-to-all "
+                           "(dispatch, combine) under the other's compute; needs data_parallel_attention")
     attention_tensor_parallel: Optional[PositiveCount] = Field(
         None, description="data-parallel attention: ranks one attention group splits its heads over (default 1: each "
                           "rank runs its requests' attention whole; SGLang's attention TP = tp_size / dp_size); must "
@@ -243,6 +250,10 @@ def _check_attention(strategy: ServingStrategy, prefix: str) -> None:
     if strategy.data_parallel_attention and strategy.tensor_parallel == 1:
         raise ContractError("data-parallel attention spreads requests over the tensor-parallel ranks: it needs "
                             "tensor_parallel > 1", field=f"{prefix}.data_parallel_attention")
+    if strategy.two_batch_overlap and not strategy.data_parallel_attention:
+        raise ContractError("two-batch overlap hides the MoE all-to-all of data-parallel attention behind compute: "
+                            "set data_parallel_attention: true (under plain TP the MoE layer is all-reduced, which "
+                            "it does not overlap)", field=f"{prefix}.two_batch_overlap")
     if strategy.attention_tensor_parallel is not None:
         if not strategy.data_parallel_attention:
             raise ContractError("attention_tensor_parallel splits the attention of data-parallel attention groups: "

@@ -39,12 +39,20 @@ def _engine_assumed(q: dict[str, Quantity], n) -> list[Finding]:
                         f"data-parallel attention rank × {format_number(ranks)} ranks")
     if q["decode_tokens_in_budget"].value == 0:
         said.append("the token budget bounds the prefill chunk only, not the decode batch")
-    if q["data_parallel_attention"].value > 0 and q["experts"].value > 0:
-        said.append("the MoE all-to-all adds to the step (no two-batch overlap modelled)")
-    if not said:
-        return []
-    return [Finding("serving", "info", "engine behaviour assumed (not stated in the contract): " + "; ".join(said),
-                    ("max_batch_size", "max_batched_tokens", "decode_tokens_in_budget"))]
+    exchanging = q["data_parallel_attention"].value > 0 and q["experts"].value > 0
+    if exchanging and q["two_batch_overlap"].value == 0:
+        said.append("the MoE all-to-all adds to the step (no two-batch overlap stated: strategy.two_batch_overlap)")
+    found = []
+    if said:
+        found.append(Finding("serving", "info", "engine behaviour assumed (not stated in the contract): "
+                             + "; ".join(said), ("max_batch_size", "max_batched_tokens", "decode_tokens_in_budget")))
+    if exchanging and q["two_batch_overlap"].value > 0:
+        found.append(Finding("serving", "info", "engine behaviour stated: two-batch overlap: each step runs as two "
+                             "micro-batches, one's MoE all-to-all (" + q["moe_exchange_seconds_per_token"].formatted()
+                             + " per token) in flight under the other's compute; each micro-batch reads the weights "
+                             "itself; the SM time DeepEP's kernels take to send and receive is not modelled (counted "
+                             "as hidden)", ("two_batch_overlap", "moe_exchange_seconds_per_token")))
+    return found
 
 
 def serving_findings(q: dict[str, Quantity], system: str = "decimal") -> list[Finding]:

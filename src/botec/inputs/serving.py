@@ -12,7 +12,7 @@ from botec.errors import ContractError
 from botec.graph import Given
 from botec.graph.elementwise import minimum
 from botec.inputs import Inputs, Varied, checked
-from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.inputs.cluster import Tiers, place, ranks_per_node, tiers_of
 from botec.catalog.engines import counting_units, engine_presets
 from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given
@@ -300,7 +300,8 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         given |= {mirror_name(name): value for name, value in (own | links).items()
                   if name in LAYOUT_INPUTS and mirror_name(name) in inputs.graph}   # those its formulas read
     else:   # what the replica model reads of its prefill instance's layout directly: the replica's (unused)
-        given |= {mirror_name(name): given[name] for name in ("pipeline_parallel", "max_batched_tokens")}
+        given |= {mirror_name(name): given[name] for name in ("pipeline_parallel", "max_batched_tokens",
+                                                              "two_batch_overlap")}
     given[FLAG] = Given(0.0 if prefill is None else 1.0, "assumed", "the prefill instances take the replica's layout"
                         if prefill is None else "the prefill instances' own layout", PREFILL_FIELD)
     given |= _disaggregation(strategy, layout, prefill_layout, tiers, inputs.stated_fields)
@@ -314,6 +315,9 @@ def _instance_given(inputs: Inputs, strategy, layout: Layout, field: str) -> dic
     if strategy.redundant_experts and not arch.moe:
         raise ContractError(f"{arch.name} has no routed experts to copy: redundant_experts needs a mixture-of-experts "
                             "model", field=f"{field}.redundant_experts")
+    if strategy.two_batch_overlap and not arch.moe:
+        raise ContractError(f"{arch.name} has no routed experts: two-batch overlap hides the MoE all-to-all behind "
+                            "compute, and a dense model has none", field=f"{field}.two_batch_overlap")
     tp = layout.tensor_parallel
     speculative = inputs.contract.assumptions.speculative_decoding
     draft = draft_architecture(speculative, inputs.base_dir)
@@ -368,6 +372,15 @@ def _instance_given(inputs: Inputs, strategy, layout: Layout, field: str) -> dic
         "shared_prefix_copies": Given(groups if spread else 1.0, "assumed", "data-parallel attention: every rank caches "
                                       "a shared prefix for its own requests" if spread else "one copy, split like any "
                                       "token's KV", f"{field}.data_parallel_attention"),
+        "two_batch_overlap": Given(1.0 if strategy.two_batch_overlap else 0.0, "assumed", None,
+                                   f"{field}.two_batch_overlap"),
+        "expert_parallel_nodes": Given(layout.expert_parallel / ranks_per_node(layout, "ep"), "derived",
+                                       "nodes the EP group spans: EP / its ranks per node", f"{field}.expert_parallel"),
+        # DeepEP's kernels: the normal (high-throughput) ones on a disaggregated prefill instance, the low-latency
+        # ones (CUDA-graph capturable) where a step decodes (LMSYS blog 2025-05-05, "Expert Parallelism with DeepEP")
+        "deepep_normal_kernels": Given(1.0 if field == PREFILL_FIELD else 0.0, "assumed",
+                                       "a prefill instance: DeepEP's normal kernels" if field == PREFILL_FIELD else
+                                       "a step that decodes: DeepEP's low-latency kernels", field),
         "draft_kv_tensor_split": Given(draft_kv_split(speculative, draft, tp, split), "assumed", "a separate draft: "
                                        "min(TP, its KV heads); a head: as the target's layers",
                                        "assumptions.speculative_decoding"),

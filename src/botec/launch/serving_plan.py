@@ -35,6 +35,7 @@ class InstancePlan:
     redundant_experts: int              # redundant routed-expert copies (EPLB)
     max_batch_size: int                 # sequences the instance runs at once, all its ranks together
     max_batched_tokens: int             # tokens one step may carry, all its ranks together
+    two_batch_overlap: bool = False     # two micro-batches, one's MoE all-to-all under the other's compute
 
     @property
     def attention_groups(self) -> int:
@@ -153,7 +154,8 @@ def _instance(q: dict, prefix: str, strategy) -> InstancePlan:
         attention_tensor_parallel=int(strategy.attention_tensor_parallel or 1) if data_parallel_attention else 1,
         redundant_experts=int(strategy.redundant_experts),
         max_batch_size=int(q["max_batch_size"].value),
-        max_batched_tokens=int(value("max_batched_tokens", q["max_batched_tokens"].value)))
+        max_batched_tokens=int(value("max_batched_tokens", q["max_batched_tokens"].value)),
+        two_batch_overlap=bool(strategy.two_batch_overlap))
 
 
 def check_serving(result, tool: str) -> None:

@@ -36,7 +36,7 @@ SPECULATIVE_ALGORITHMS = {"eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM", "d
 """botec's speculative method -> --speculative-algorithm (fields/spec.py builtins; NEXTN is DeepSeek's MTP)."""
 
 FLAGS = frozenset({"--enable-dp-attention", "--trust-remote-code", "--enable-eplb", "--disable-radix-cache",
-                   "--enable-mixed-chunk"})
+                   "--enable-mixed-chunk", "--enable-two-batch-overlap"})
 
 _ALIASES = {"--tensor-parallel-size": "--tp-size", "--pipeline-parallel-size": "--pp-size",
             "--data-parallel-size": "--dp-size", "--expert-parallel-size": "--ep-size", "--ep": "--ep-size",
@@ -53,6 +53,8 @@ def _instance_options(plan, instance, role, unexpressed: list[str]) -> list[tupl
         options.append(("--ep-size", str(instance.expert_parallel)))
     if instance.redundant_experts:
         options.append(("--ep-num-redundant-experts", str(instance.redundant_experts)))
+    if instance.two_batch_overlap:
+        options.append(("--enable-two-batch-overlap", None))
     options += [("--max-running-requests", str(instance.max_batch_size)),
                 ("--chunked-prefill-size", str(instance.max_batched_tokens)),
                 ("--mem-fraction-static", f"{plan.memory_fraction_as('of_total'):g}"),
@@ -120,6 +122,8 @@ def _layout(options: dict, origin: str) -> dict:
         value = whole_option(options, option, origin, minimum)
         if value is not None:
             fields[name] = value
+    if "--enable-two-batch-overlap" in options:
+        fields["two_batch_overlap"] = True
     if options.get("--chunked-prefill-size", "-1").strip() != "-1":     # -1: chunked prefill off
         fields["max_batched_tokens"] = whole_option(options, "--chunked-prefill-size", origin)
     return fields

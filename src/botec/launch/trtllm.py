@@ -79,6 +79,8 @@ def export(result) -> str:
     plan = serving_plan(result)
     instance = plan.decode
     unexpressed: list[str] = []
+    if instance.two_batch_overlap:
+        unexpressed.append("two_batch_overlap (SGLang's --enable-two-batch-overlap; this export writes none)")
     if instance.redundant_experts:
         unexpressed.append(f"redundant_experts {instance.redundant_experts} (moe_config.load_balancer's own file)")
     if plan.weight_precision != "bf16":

@@ -68,6 +68,8 @@ def engine_options(plan, instance, unexpressed: list[str]) -> list[tuple[str, st
         else:
             unexpressed.append(f"expert_parallel {instance.expert_parallel} (vLLM spreads experts over all "
                                f"{instance.tensor_parallel} TP × DP ranks or none)")
+    if instance.two_batch_overlap:
+        unexpressed.append("two_batch_overlap (SGLang's --enable-two-batch-overlap; this export writes none)")
     if instance.redundant_experts:
         options += [("--enable-eplb", None), ("--eplb-config", json_value(
             {"num_redundant_experts": instance.redundant_experts}))]

@@ -43,7 +43,7 @@ LAYOUT_INPUTS = ("tensor_parallel", "pipeline_parallel", "expert_parallel", "exp
                  "pipeline_stage_layers", "first_stage_layers", "last_stage_layers", "kv_tensor_split",
                  "replicated_attention_parameters", "attention_tensor_parallel", "data_parallel_attention",
                  "shared_prefix_copies", "draft_kv_tensor_split", "redundant_experts", "max_batched_tokens",
-                 "accelerators_per_node") + tuple(f"{group}_link_{what}" for group in GROUPS
+                 "accelerators_per_node", "two_batch_overlap", "expert_parallel_nodes", "deepep_normal_kernels") + tuple(f"{group}_link_{what}" for group in GROUPS
                                                   for what in ("bytes_per_s", "latency_seconds"))
 
 # What the prefill instance's step and its memory fit read: the fields of its Replica that follow from its layout,

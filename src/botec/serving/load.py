@@ -108,6 +108,8 @@ class Replica:
     request_overhead_seconds: object = 0.0  # o: the front-end's time per request (HTTP, tokenization), in the TTFT
     decode_tokens_in_budget: object = 1.0  # d: 1 when the budget b bounds the decode tokens too, 0: prefill only
     gemm_knee_exponent: object = 0.0  # p: the measured GEMM table's knee (0: the roofline's max; engine_step_seconds)
+    moe_exchange_seconds_per_token: object = 0.0  # m: the MoE all-to-all's share of r (two-batch overlap hides it)
+    two_batch_overlap: object = 0.0   # o: 1 when a step runs as two overlapped micro-batches (engine_step_seconds)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 

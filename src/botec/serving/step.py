@@ -112,7 +112,8 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
                         expert_read_seconds, expert_pick_probability, attention_seconds_per_context_token,
                         prefill_attention_seconds_per_context_token, kv_read_seconds_per_context_token,
                         logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
-                        elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0):
+                        elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0, moe_exchange_seconds_per_token=0.0,
+                        two_batch_overlap=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
@@ -136,6 +137,20 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     roofline's max, without a table).
     Speculating, the compute side counts the k + 1 queries (a·q·C_d) and the memory side the cache once
     (c·C_d): a verification kernel tiles the queries of a sequence over one pass of its K/V blocks.
+
+    Two-batch overlap (``two_batch_overlap`` o = 1; SGLang ``--enable-two-batch-overlap``, DeepSeek's inference
+    system, deepseek-ai/profile-data and open-infra-index day 6): the step runs as two micro-batches of T/2 tokens,
+    and while one computes, the other's MoE dispatch and combine (m = moe_exchange_seconds_per_token, part of r) are
+    in flight (DeepEP's receive hooks: the RDMA traffic takes no SMs). Each engine resource then carries two
+    micro-batches' work in turn, so the busier one sets the step:
+
+        t = 2 · max(C(T/2), m·T/2) + f,   C(T/2) = G(g·T/2, w + x·(1 − (1 − k/E)^(T/2)))
+                                                 + [max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r − m + e)·T] / 2
+
+    The linear terms halve and sum back; the GEMMs do not: each micro-batch reads the weights (and the experts its
+    tokens touch) itself, which is what two-batch overlap costs where the weight read binds (LMSYS blog 2025-05-05:
+    "TBO yields minimal or negative gains" below 64-128 tokens per device). Not overlapped: f (the kernels' and the
+    engine's fixed times, counted once) and the pipeline's fill, one layer's exchange of L_moe (left out).
     """
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
@@ -143,14 +158,39 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
                         + prefill_attention_seconds_per_context_token * prefill_context_tokens,
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
-    return (gemms + attention + logit_seconds_per_token * sampled_tokens
-            + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
+    plain = (gemms + attention + logit_seconds_per_token * sampled_tokens
+             + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
+    if is_off(two_batch_overlap):
+        return plain
+    return where(two_batch_overlap > 0, two_batch_step(
+        tokens, attention + logit_seconds_per_token * sampled_tokens, gemm_seconds_per_token, weight_read_seconds,
+        expert_read_seconds, expert_pick_probability, communication_seconds_per_token, elementwise_seconds_per_token,
+        fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token), plain)
+
+
+def is_off(flag) -> bool:
+    """True for a plain 0 (no two-batch overlap): the step skips its second form (an array flag is never off)."""
+    return not hasattr(flag, "shape") and flag <= 0
+
+
+def two_batch_step(tokens, linear, gemm_seconds_per_token, weight_read_seconds, expert_read_seconds,
+                   expert_pick_probability, communication_seconds_per_token, elementwise_seconds_per_token,
+                   fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token):
+    """A step of two micro-batches (see :func:`engine_step_seconds`): 2·max(C(T/2), m·T/2) + f, ``linear`` the
+    attention and LM-head terms of the whole step (halved here)."""
+    half = tokens / 2
+    weights = weight_read_seconds + expert_read_seconds * experts_touched_share(half, expert_pick_probability)
+    compute = (gemm_term(gemm_seconds_per_token * half, weights, gemm_knee_exponent) + linear / 2
+               + (communication_seconds_per_token - moe_exchange_seconds_per_token + elementwise_seconds_per_token)
+               * half)
+    return 2 * maximum(compute, moe_exchange_seconds_per_token * half) + fixed_seconds_per_step
 
 
 def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_seconds, expert_pick_probability,
                        attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
                        kv_read_seconds_per_context_token, logit_seconds_per_token, communication_seconds_per_token,
-                       fixed_seconds_per_step, elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0):
+                       fixed_seconds_per_step, elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0,
+                       moe_exchange_seconds_per_token=0.0, two_batch_overlap=0.0):
     """:func:`engine_step_seconds` with a replica's costs bound once, for plain numbers (int or float) only: the
     simulator's hot path (about two calls a request). The same formula, term by term and in the same order of
     operations (``maximum(a, b)`` is ``b if b > a else a``, as :func:`botec.graph.elementwise.maximum` computes it
@@ -174,6 +214,25 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
     if p <= 0:
         def gemm_term(compute, weights):   # noqa: F811 (the max form)
             return weights if weights > compute else compute
+
+    if two_batch_overlap > 0:   # two micro-batches (engine_step_seconds's second form), term by term as two_batch_step
+        m = moe_exchange_seconds_per_token
+        r, e = communication_seconds_per_token, elementwise_seconds_per_token
+        kept = 1 - k
+
+        def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
+                 queries_per_context_read=1.0):
+            tokens = decode_tokens + prefill_tokens
+            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
+            memory = c * (decode_context_tokens + prefill_tokens)
+            linear = (memory if memory > compute else compute) + l * sampled_tokens
+            half = tokens / 2
+            touched = (1 - kept ** (0 if 0 > half else half)) if k > 0 else 0.0
+            busy = gemm_term(g * half, w + x * touched) + linear / 2 + (r - m + e) * half
+            exchange = m * half
+            return 2 * (exchange if exchange > busy else busy) + f
+
+        return step
 
     if k > 0:
         kept = 1 - k            # experts_touched_share: 1 − (1 − k/E)^max(T, 0)
@@ -204,7 +263,8 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
 STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds", "expert_pick_probability",
                "attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
                "kv_read_seconds_per_context_token", "logit_seconds_per_token", "communication_seconds_per_token",
-               "fixed_seconds_per_step", "elementwise_seconds_per_token", "gemm_knee_exponent")
+               "fixed_seconds_per_step", "elementwise_seconds_per_token", "gemm_knee_exponent",
+               "moe_exchange_seconds_per_token", "two_batch_overlap")
 
 
 @dataclass(frozen=True)
@@ -223,6 +283,8 @@ class StepModel:
     fixed_seconds_per_step: float
     elementwise_seconds_per_token: float = 0.0
     gemm_knee_exponent: float = 0.0
+    moe_exchange_seconds_per_token: float = 0.0
+    two_batch_overlap: float = 0.0
 
     @classmethod
     def from_quantities(cls, quantities) -> "StepModel":

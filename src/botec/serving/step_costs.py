@@ -12,7 +12,6 @@ from functools import lru_cache
 from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.graph import Formulas, maximum, where
 from botec.serving import load as model
-from botec.serving.experts import MOE_COMBINE_BYTES, MOE_DISPATCH_BYTES
 from botec.serving.step import speculative_tokens_per_step
 
 formulas = Formulas(account="serving")
@@ -287,7 +286,7 @@ def logit_seconds_per_token(lm_head_matmul_parameters, tensor_parallel, matmul_e
                                     "ranks (the others wait at the MoE layer)",
                   expression="pipeline_parallel × P × (t/t_a − 1) × [2·N_attn·L_s / (t·e_mm·peak) + "
                              "prefill_attention_tokens × prefill_attention_seconds_per_context_token + "
-                             "(L_s/L)·L_moe·R·h·(b₈ + b₁₆) / (t·B)]; the instance that prefills: the replica, or "
+                             "moe_exchange_seconds_per_token]; the instance that prefills: the replica, or "
                              "disaggregated, a prefill instance",
                   prose=True, zero_when="data_parallel_attention == 0",
                   source="SGLang DP attention docs (each request's attention, with its QKV and output projections, on "
@@ -298,19 +297,16 @@ def logit_seconds_per_token(lm_head_matmul_parameters, tensor_parallel, matmul_e
                          "compute-bound side: a prompt's prefill is compute-bound",
                   symbols={"P": "prefill_tokens_per_request", "t": "tensor_parallel",
                            "t_a": "attention_tensor_parallel", "N_attn": "attention_parameters_per_layer",
-                           "L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
-                           "R": "expert_destination_ranks", "h": "hidden_size", "B": "ep_link_bytes_per_s",
-                           "e_mm": "matmul_efficiency", "peak": "peak_flops_per_s"}, detail=True)
+                           "L_s": "pipeline_stage_layers", "e_mm": "matmul_efficiency",
+                           "peak": "peak_flops_per_s"}, detail=True)
 def instance_prompt_excess_seconds(data_parallel_attention, pipeline_parallel, prefill_tokens_per_request,
                                tensor_parallel, attention_tensor_parallel, attention_parameters_per_layer,
                                pipeline_stage_layers, matmul_efficiency, peak_flops_per_s, prefill_attention_tokens,
-                               prefill_attention_seconds_per_context_token, layers, moe_layers,
-                               expert_destination_ranks, hidden_size, ep_link_bytes_per_s):
+                               prefill_attention_seconds_per_context_token, moe_exchange_seconds_per_token):
     projections = 2 * attention_parameters_per_layer * pipeline_stage_layers / (
         tensor_parallel * matmul_efficiency * peak_flops_per_s)
     attention = prefill_attention_tokens * prefill_attention_seconds_per_context_token
-    sends = pipeline_stage_layers / layers * moe_layers * expert_destination_ranks * hidden_size * (
-        MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) / (tensor_parallel * ep_link_bytes_per_s)
+    sends = moe_exchange_seconds_per_token   # the prompt's dispatch and combine (botec.serving.experts)
     excess = pipeline_parallel * prefill_tokens_per_request * (tensor_parallel / attention_tensor_parallel - 1) * (
         projections + attention + sends)
     return where(data_parallel_attention > 0, excess, 0.0)
