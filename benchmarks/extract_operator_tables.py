@@ -18,6 +18,15 @@ block scaled, DeepSeek-style), TensorRT-LLM 1.3.0rc20's collection (A100: 1.0.0)
   device's table holds: the 8B, 70B and Mixtral projections at TP 1-8 fall inside), one row per (N, K) with
   the latencies over M.
 
+The fused MoE operator (``measurements/operators/moe-<format>-<accelerator>.yaml``, read by
+:mod:`botec.serving.moe_operators`): TensorRT-LLM 1.3.0rc20's ``moe_perf.parquet`` (the whole fused MoE op of one
+layer on one rank: routing's permutation, the grouped gate/up GEMM, the activation, the grouped down GEMM, the
+unpermute; the router GEMM and the all-to-all are separate ops), grids per catalog MoE model in MOE_SHAPES,
+every (moe_tp, moe_ep) layout the device's table holds, tokens T ∈ {1, 2, 4 … 16,384} (the tokens entering the
+layer's MoE across the group: AIConfigurator's own query scales a rank's tokens by the attention-DP size), at two
+routing distributions: balanced (what EPLB's redundant experts aim at) and the skewed one AIConfigurator's model
+family uses (models/moe.py: power_law 1.2; models/deepseek.py: 1.01).
+
 Usage (needs pandas and pyarrow, not botec dependencies):
     python benchmarks/extract_operator_tables.py /path/to/aiconfigurator-checkout   # a git checkout (HEAD)
     python benchmarks/extract_operator_tables.py --installed /path/to/site-packages/aiconfigurator_core
@@ -46,6 +55,12 @@ NK_GRID = [512, 1024, 1536, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16
 # N also reaches 65,536 where measured: a 70B's fused gate/up projection is 2 × 28,672 = 57,344 wide at TP 1
 # (AIConfigurator has no 65,536 × 65,536 point, so K stops at 51,200).
 N_GRID = NK_GRID + [65536]
+MOE_FORMATS = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block"}
+MOE_TOKENS = [2 ** i for i in range(15)]                                          # 1 … 16,384 tokens
+# botec catalog model -> (hidden, expert FFN, experts, top-k, the skewed routing distribution AIConfigurator's
+# model family queries: MOEModel power_law 1.2 for Mixtral, DeepSeekModel power_law 1.01); "balanced" is kept too
+MOE_SHAPES = {"mixtral-8x7b": (4096, 14336, 8, 2, "power_law_1.2"),
+              "deepseek-v3": (7168, 2048, 256, 8, "power_law_1.01")}
 
 
 def _read(repo: Path, path: str) -> pd.DataFrame:
@@ -143,6 +158,48 @@ def write_gemm_grids(read, key: str, system: str, version: str, path: str, origi
         (OPERATORS / f"gemm-{name.replace('_', '-')}-{key}.yaml").write_text(text, encoding="utf-8")
 
 
+def write_moe_grids(read, key: str, system: str, version: str, path: str, origin: dict) -> None:
+    """One file per MoE format measured for ``system``: per model of MOE_SHAPES, rows [moe_tp, moe_ep,
+    [latency_us at each T of MOE_TOKENS]] for every layout measured at all of MOE_TOKENS."""
+    frame = read(path)
+    for name, theirs in MOE_FORMATS.items():
+        shapes = []
+        for model, (hidden, ffn, experts, top_k, skewed), distribution in (
+                (model, shape, distribution) for model, shape in MOE_SHAPES.items()
+                for distribution in ("balanced", shape[-1])):
+            rows = frame[(frame.moe_dtype == theirs) & (frame.hidden_size == hidden) & (frame.inter_size == ffn)
+                         & (frame.num_experts == experts) & (frame.topk == top_k)
+                         & (frame.distribution == distribution) & frame.num_tokens.isin(MOE_TOKENS)]
+            if rows.empty:
+                continue
+            table = rows.groupby(["moe_tp_size", "moe_ep_size", "num_tokens"]).latency.median()
+            lines = []
+            for tp, ep in sorted(set(zip(rows.moe_tp_size, rows.moe_ep_size))):
+                values = [table.get((tp, ep, t)) for t in MOE_TOKENS]
+                if any(v is None for v in values):
+                    continue
+                lines.append(f"      - [{tp}, {ep}, [{', '.join(f'{v * 1e3:.2f}' for v in values)}]]\n")
+            kernels = ", ".join(sorted(set(rows.kernel_source)))
+            shapes.append(f"  - model: {model}\n    hidden_size: {hidden}\n    expert_ffn_size: {ffn}\n"
+                          f"    experts: {experts}\n    experts_per_token: {top_k}\n    distribution: {distribution}\n"
+                          f"    kernel: {kernels}\n"
+                          "    rows:  # [moe_tp, moe_ep, [latency_us at each tokens]]\n" + "".join(lines))
+        if not shapes:
+            continue
+        head = frame[frame.moe_dtype == theirs].iloc[0]
+        text = (f"# {name} fused-MoE latencies measured on {head.device} (AIConfigurator), a grid of its table\n"
+                "# Written by benchmarks/extract_operator_tables.py; do not edit by hand. See ../NOTICE.\n"
+                f"schema_version: 1\nkind: moe_grid\ndevice: {key}\nmeasured_on: {head.device}\ndtype: {name}\n"
+                "source:\n  repository: ai-dynamo/aiconfigurator\n"
+                + "".join(f"  {field}: {value}\n" for field, value in origin.items())
+                + f"  path: {path}\n  engine: {head.framework} {head.version}\n  license: Apache-2.0\n"
+                "units: {tokens: tokens entering one layer's MoE (the whole group's), latency: microseconds of the "
+                "fused MoE op on one rank}\n"
+                f"tokens: [{', '.join(map(str, MOE_TOKENS))}]\nshapes:\n" + "".join(shapes))
+        OPERATORS.mkdir(exist_ok=True)
+        (OPERATORS / f"moe-{name.replace('_', '-')}-{key}.yaml").write_text(text, encoding="utf-8")
+
+
 def main_installed(package: Path) -> None:
     """The serving step's GEMM grids from an installed aiconfigurator-core's data folder."""
     from importlib.metadata import version as installed_version
@@ -155,6 +212,9 @@ def main_installed(package: Path) -> None:
         path = f"systems/data/{system}/gemm/trtllm/{version}/gemm_perf.parquet"
         if (package / path).exists():
             write_gemm_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
+        path = f"systems/data/{system}/moe/trtllm/{version}/moe_perf.parquet"
+        if (package / path).exists():
+            write_moe_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
 
 
 def main_operators(repo: Path) -> None:
@@ -164,6 +224,11 @@ def main_operators(repo: Path) -> None:
     for key, (system, version) in DEVICES.items():
         path = f"{DATA}/{system}/gemm/trtllm/{version}/gemm_perf.parquet"
         write_gemm_grids(lambda p: _read(repo, p), key, system, version, path, {"commit": commit, "date": date})
+        path = f"{DATA}/{system}/moe/trtllm/{version}/moe_perf.parquet"
+        try:
+            write_moe_grids(lambda p: _read(repo, p), key, system, version, path, {"commit": commit, "date": date})
+        except subprocess.CalledProcessError:   # no MoE table for this system and version
+            pass
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ ARRIVAL_VARIATION = {"poisson": 1.0, "bursty": 1.0, "uniform": 0.0}
 ROOFLINE_EFFICIENCIES = ("assumptions.matmul_efficiency", "assumptions.memory_bandwidth_efficiency")
 """A contract that states either prices its weight GEMMs on the roofline with it: the measured GEMM table steps
 aside (``gemm_table_index = -1``), so a back-solve of either (botec.explore.solve) solves the roofline's."""
-TABLE_ASIDE = {"gemm_table_index": -1.0}
+TABLE_ASIDE = {"gemm_table_index": -1.0, "moe_table_index": -1.0}
 """The graph value that sets the measured GEMM tables aside: the roofline with the family's e_mm and e_mem (what a
 solve or a calibration of :data:`ROOFLINE_EFFICIENCIES` holds)."""
 
@@ -140,12 +140,16 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
     fixed |= efficiency_given(assumptions, supply, device, compute_precision, base_dir, stated)
     if device is not None and all(getattr(assumptions, field.removeprefix("assumptions.")) is None
                                   for field in ROOFLINE_EFFICIENCIES):
+        from botec.serving.moe_operators import moe_table_given   # the measured MoE tables (lazily)
         from botec.serving.operators import gemm_table_given   # the measured GEMM tables (lazily: one file each)
 
-        fixed |= gemm_table_given(device, precision, arch)
+        fixed |= gemm_table_given(device, precision, arch) | moe_table_given(device, precision, arch,
+                                                                                   strategy.engine)
     else:
         fixed["gemm_table_index"] = Given(-1.0, "assumed", "the contract states its own GEMM or memory efficiency: "
                                           "the roofline", "assumptions.matmul_efficiency")
+        fixed["moe_table_index"] = Given(-1.0, "assumed", "the contract states its own GEMM or memory efficiency: "
+                                         "the roofline", "assumptions.matmul_efficiency")
     if assumptions.kernel_overhead is None:  # a serving engine captures the decode step in CUDA graphs
         fixed["kernel_overhead_seconds"] = _engine_given(strategy.engine, "kernel_overhead", "assumptions.kernel_overhead")
     if supply.replicas is not None:   # a pinned fleet: the graph's sizing formula is replaced, not consulted

@@ -81,10 +81,15 @@ def expert_weight_bytes(expert_parameters_per_device, weight_bytes_per_parameter
 
 
 @formulas.formula(unit="s", meaning="time to read every routed expert resident on one accelerator",
-                  expression="expert_weight_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
-                  detail=True)
-def expert_read_seconds(expert_weight_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s):
-    return expert_weight_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+                  expression="where a fused-MoE table covers them: expert_table_read_seconds_per_layer × moe_layers × "
+                             "pipeline_stage_layers / layers (the read as the op times it, botec.serving.expert_gemms); "
+                             "else expert_weight_bytes / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s)",
+                  detail=True, prose=True)
+def expert_read_seconds(expert_weight_bytes, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
+                        expert_table_covers, expert_table_read_seconds_per_layer, moe_layers, pipeline_stage_layers,
+                        layers):
+    return where(expert_table_covers > 0, expert_table_read_seconds_per_layer * moe_layers * pipeline_stage_layers
+                 / layers, expert_weight_bytes / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
 @formulas.formula(unit="fraction", meaning="chance a token picks a given physical expert: k / (E + N)",

@@ -112,6 +112,13 @@ def offline_requests_per_s_per_replica(decode_requests_per_s_per_replica, prefil
                  decode_requests_per_s_per_replica)
 
 
+@formulas.formula(unit="tokens/s", meaning="output tokens per second of one replica at saturation (offline: the "
+                                           "figure a max-throughput table reports for a TP group)",
+                  expression="offline_requests_per_s_per_replica × output_tokens", detail=True)
+def offline_output_tokens_per_s_per_replica(offline_requests_per_s_per_replica, output_tokens):
+    return offline_requests_per_s_per_replica * output_tokens
+
+
 @formulas.formula(unit="tokens/s", meaning="output tokens per second per accelerator at saturation (offline: the "
                                            "figure MLPerf's Offline scenario and max-throughput tables report)",
                   expression="offline_requests_per_s_per_replica × output_tokens / replica_accelerators")

@@ -34,7 +34,7 @@ import math
 
 __all__ = ["GemmTable", "gemm_table", "table_index", "table_by_index", "gemm_seconds",
            "gemm_reach", "reach_text", "table_names", "load_table", "layer_gemm_shapes", "knee_curve",
-           "knee_exponent", "has_table", "FORMAT_OF_PRECISION", "KNEE_TOKENS"]
+           "knee_exponent", "fit_knee_exponent", "layer_table_seconds", "roofline_fallback", "has_table", "every_layer_moe", "FORMAT_OF_PRECISION", "KNEE_TOKENS"]
 
 # A contract's strategy.weight_precision -> the table format its weight GEMMs run in (TensorRT-LLM's FP8
 # checkpoints of Llama, as NIM ships them, are per-tensor scaled; fp8_block is DeepSeek's 1×128 scaling).
@@ -205,7 +205,8 @@ def _scalar_gemm_seconds(table: GemmTable, m: float, n: float, k: float, fallbac
     if n < table.n[0] or n > table.n[-1] or k < table.k[0] or k > table.k[-1]:
         if fallback is None:
             raise ValueError(f"{table.name}: n or k outside the measured grid and no fallback given")
-        return float(fallback(m, n, k))
+        value = fallback(m, n, k)   # an array where the fallback's own figures are (a Monte Carlo's efficiencies)
+        return value if getattr(value, "ndim", 0) else float(value)
     im, wm = _scalar_axis(table.m, min(max(m, table.m[0]), table.m[-1]))
     i_n, wn = _scalar_axis(table.n, n)
     ik, wk = _scalar_axis(table.k, k)
@@ -242,6 +243,30 @@ def layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_hea
             ("o", hidden_size, attention_heads * v_head_dim / t),
             ("gate_up", where(mlp_gated > 0, 2.0, 1.0) * ffn_size / t, hidden_size),
             ("down", hidden_size, ffn_size / t))
+
+
+def layer_table_seconds(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
+                 mlp_gated, tensor_parallel, tokens, roofline):
+    """Σ over one layer's weight GEMMs (QKV, O, gate/up, down on one TP rank) of the table's latency at m =
+    ``tokens``, 0 without a table; ``roofline(m, n, k)`` prices shapes outside the table's grid."""
+    if not has_table(gemm_table_index):
+        return 0.0 * tensor_parallel
+
+    table = table_by_index(gemm_table_index)
+    shapes = layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
+                                         mlp_gated, tensor_parallel)
+    return sum(gemm_seconds(table, tokens, n, k, roofline) for _, n, k in shapes)
+
+
+def roofline_fallback(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
+              weight_bytes_per_parameter):
+    """The fallback outside a table's grid: max(2·m·n·k / (e_mm · peak), n·k·b / (e_mem · BW))."""
+    from botec.graph.elementwise import maximum
+
+    def roofline(m, n, k):
+        return maximum(2 * m * n * k / (matmul_efficiency * peak_flops_per_s),
+                       n * k * weight_bytes_per_parameter / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
+    return roofline
 
 
 def knee_curve(floor, slope, tokens, exponent):
@@ -301,12 +326,20 @@ def knee_exponent(curve):
 
 def _scalar_knee_exponent(curve: list[float]) -> float:
     """:func:`knee_exponent` of one layer's 14 latencies, in pure Python: the same golden-section search."""
-    floor, slope = curve[0], curve[-1] / KNEE_TOKENS[-1]
+    return fit_knee_exponent(curve, [curve[0]] * len(curve), curve[-1] / KNEE_TOKENS[-1])
+
+
+def fit_knee_exponent(curve, weights, slope) -> float:
+    """The p minimising Σ_m (log G(m) − log curve(m))² over m = :data:`KNEE_TOKENS`, G(m) = ‖g·m, W(m)‖_p
+    (:func:`knee_curve` with the floor W(m) = ``weights[i]`` at each m: a dense layer's constant weight read, or an
+    MoE layer's F + x·(1 − (1 − q)^m) as more experts are touched), g = ``slope``; golden-section search in log p over
+    :data:`KNEE_EXPONENT_RANGE`, pure Python. :func:`knee_exponent`'s scalar form is this with W(m) = curve(1)."""
     logs = [math.log(v) for v in curve]
 
     def misfit(log_p):
         p = math.exp(log_p)
-        return sum((math.log(knee_curve(floor, slope, m, p)) - log) ** 2 for m, log in zip(KNEE_TOKENS, logs))
+        return sum((math.log(knee_curve(w, slope, m, p)) - log) ** 2
+                   for m, w, log in zip(KNEE_TOKENS, weights, logs))
 
     golden = (math.sqrt(5.0) - 1) / 2
     low, high = math.log(KNEE_EXPONENT_RANGE[0]), math.log(KNEE_EXPONENT_RANGE[1])
@@ -332,6 +365,13 @@ def reach_text(table: GemmTable, shapes, tokens: float = 1.0) -> str:
     return f"{table.name}, {table.reach_line()}; at m = {tokens:g}: " + ", ".join(parts)
 
 
+def every_layer_moe(arch) -> bool:
+    """An MoE model whose every layer routes all its MLP to experts (no dense layers, no shared experts): its layers'
+    dense GEMMs are the attention projections alone, which a GEMM table prices (Mixtral)."""
+    moe = arch.moe
+    return moe.shared_experts == 0 and moe.first_dense_layers == 0 and moe.layer_frequency == 1
+
+
 def gemm_table_given(device, precision: str, arch) -> dict:
     """The graph input ``gemm_table_index``: the table that prices a dense model's weight GEMMs on ``device``
     (a catalog accelerator) in the contract's weight format, or −1 (the roofline with the family's figures):
@@ -346,12 +386,18 @@ def gemm_table_given(device, precision: str, arch) -> dict:
     if table is None:
         why = (f"no measured {precision} GEMM table for {key or 'this accelerator'}: the roofline with the "
                "family's e_mm and e_mem")
-    elif getattr(arch, "moe", None) or getattr(arch, "mla", False):
-        table, why = None, "MoE or MLA layers: the roofline with the family's e_mm and e_mem (no grouped-GEMM table yet)"
+    elif getattr(arch, "mla", False):
+        table, why = None, "MLA layers: the roofline with the family's e_mm and e_mem (no MLA projection shapes here)"
+    elif getattr(arch, "moe", None) and not every_layer_moe(arch):
+        table, why = None, ("MoE with dense layers or shared experts: the roofline with the family's e_mm and e_mem "
+                            "for the dense GEMMs (the table prices a layer's attention projections and its MLP together)")
     if table is None:
         return {"gemm_table_index": Given(-1.0, "assumed", why, "supply.accelerator")}
+    moe = getattr(arch, "moe", None)
     shapes = layer_gemm_shapes(arch.hidden_size, arch.attention_heads, arch.kv_heads, arch.qk_head_dim,
-                               arch.v_head_dim, arch.ffn_size, 1.0 if arch.mlp == "gated" else 0.0, 1.0)
+                               arch.v_head_dim, 0.0 if moe else arch.ffn_size, 1.0 if arch.mlp == "gated" else 0.0, 1.0)
+    if moe:   # the routed experts are the MoE table's (botec.serving.moe_operators) or the roofline's
+        shapes = shapes[:2]
     return {"gemm_table_index": Given(table_index(table), "measured",
                                       f"weight GEMMs priced from {table.describe()}; {reach_text(table, shapes)} "
                                       "(TP 1; each rank's n or k is divided by TP)", "supply.accelerator")}

@@ -81,32 +81,24 @@ GEMM_KERNELS_PER_LAYER = 4   # of those, the weight GEMMs: a table's latency hol
 TABLE_SLOPE_TOKENS = 8192    # the m whose table latency gives the compute-bound side's seconds per token
 
 
-def _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
-                 mlp_gated, tensor_parallel, tokens, roofline):
-    """Σ over one layer's weight GEMMs (QKV, O, gate/up, down on one TP rank) of the table's latency at m =
-    ``tokens``, 0 without a table; ``roofline(m, n, k)`` prices shapes outside the table's grid."""
-    from botec.serving import operators
+def _table_layer(*shape_tokens_roofline):
+    """:func:`botec.serving.operators.layer_table_seconds` (imported when a table is in force)."""
+    from botec.serving.operators import layer_table_seconds
 
-    if not operators.has_table(gemm_table_index):
-        return 0.0 * tensor_parallel
-
-    table = operators.table_by_index(gemm_table_index)
-    shapes = operators.layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
-                                         mlp_gated, tensor_parallel)
-    return sum(operators.gemm_seconds(table, tokens, n, k, roofline) for _, n, k in shapes)
+    return layer_table_seconds(*shape_tokens_roofline)
 
 
 def _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
               weight_bytes_per_parameter):
-    """The fallback outside a table's grid: max(2·m·n·k / (e_mm · peak), n·k·b / (e_mem · BW))."""
-    def roofline(m, n, k):
-        return maximum(2 * m * n * k / (matmul_efficiency * peak_flops_per_s),
-                       n * k * weight_bytes_per_parameter / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
-    return roofline
+    """:func:`botec.serving.operators.roofline_fallback`: max(2·m·n·k / (e_mm · peak), n·k·b / (e_mem · BW))."""
+    from botec.serving.operators import roofline_fallback
+
+    return roofline_fallback(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+                             memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
 
 
 TABLE_SHAPE = ("gemm_table_index", "hidden_size", "attention_heads", "kv_heads", "qk_head_dim", "v_head_dim",
-               "ffn_size", "mlp_gated", "tensor_parallel")
+               "table_mlp_ffn_size", "mlp_gated", "tensor_parallel")
 
 
 @formulas.formula(unit="s", meaning="measured table: one layer's weight GEMMs (QKV, O, gate/up, down; n or k over "
@@ -119,12 +111,12 @@ TABLE_SHAPE = ("gemm_table_index", "hidden_size", "attention_heads", "kv_heads",
                   source="AIConfigurator's measured GEMM tables (Apache-2.0; catalog/measurements/operators, "
                          "botec.serving.operators)", detail=True)
 def table_gemm_floor_seconds_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
-                                       v_head_dim, ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
+                                       v_head_dim, table_mlp_ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
                                        peak_flops_per_s, memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s,
                                        weight_bytes_per_parameter):
     roofline = _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
                          memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
-    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
                         mlp_gated, tensor_parallel, 1.0, roofline)
 
 
@@ -136,17 +128,17 @@ def table_gemm_floor_seconds_per_layer(gemm_table_index, hidden_size, attention_
                                        "t": "tensor_parallel"},
                   source="AIConfigurator's measured GEMM tables (botec.serving.operators)", detail=True)
 def table_gemm_seconds_per_token_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
-                                           v_head_dim, ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
+                                           v_head_dim, table_mlp_ffn_size, mlp_gated, tensor_parallel, matmul_efficiency,
                                            peak_flops_per_s, memory_bandwidth_efficiency,
                                            memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
     roofline = _roofline(matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
                          memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
-    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+    return _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
                         mlp_gated, tensor_parallel, float(TABLE_SLOPE_TOKENS), roofline) / TABLE_SLOPE_TOKENS
 
 
 @lru_cache(maxsize=256)
-def _knee_of(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
+def _knee_of(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size, mlp_gated,
              tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
              memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
     """:func:`gemm_knee_exponent` of one layout: fitted once per process and shape (plain numbers, no numpy), or
@@ -158,47 +150,72 @@ def _knee_of(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_d
     shape = getattr(tensor_parallel, "ndim", 0)
     if not shape:
         curve = [_table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim,
-                              ffn_size, mlp_gated, tensor_parallel, m, roofline) for m in operators.KNEE_TOKENS]
+                              table_mlp_ffn_size, mlp_gated, tensor_parallel, m, roofline) for m in operators.KNEE_TOKENS]
         return operators.knee_exponent(curve)
     import numpy as np
 
     tokens = np.asarray(operators.KNEE_TOKENS).reshape((-1,) + (1,) * shape)
-    curve = _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
+    curve = _table_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
                          mlp_gated, tensor_parallel, tokens, roofline)
     return operators.knee_exponent(curve)
+
+
+def _knee_exponent(*values):
+    """gemm_knee_exponent for plain numbers: the MoE layer's fit where a fused-MoE table covers it, else the dense
+    GEMM table's (0 without either)."""
+    if values[14] >= 0:
+        from botec.serving.expert_gemms import moe_knee_exponent
+
+        p = moe_knee_exponent(*values)
+        if p is not None:
+            return p
+    if values[0] < 0:
+        return 0.0
+    return _knee_of(*values[:14])
 
 
 @formulas.formula(unit="1", meaning="measured table: the exponent p of the weight GEMMs' knee, fitted to the table's "
                                     "own points for the layer's shapes on one TP rank (0 without a table: the "
                                     "roofline's max form)",
-                  expression="p minimising Σ_m (log (F^p + (g·m)^p)^(1/p) − log Σ_GEMMs L_table(m, n/t, k))² over m "
-                             "= 1, 2, 4 … 8,192, 1 ≤ p ≤ 32; F = Σ_GEMMs L_table(1, n/t, k), g = Σ_GEMMs "
-                             "L_table(8192, n/t, k) / 8192 (outside the grid the roofline prices a GEMM)",
-                  zero_when="gemm_table_index < 0", detail=True, prose=True,
-                  symbols={"p": "gemm_knee_exponent", "m": "the tokens of a step", "F": "the layer's GEMMs at m = 1",
+                  expression="p minimising Σ_m (log (W(m)^p + (g·m)^p)^(1/p) − log Σ_GEMMs L_table(m))² over m "
+                             "= 1, 2, 4 … 8,192, 1 ≤ p ≤ 32. Dense: W = Σ_GEMMs L_table(1, n/t, k), g = Σ_GEMMs "
+                             "L_table(8192, n/t, k) / 8192 (outside the grid the roofline prices a GEMM). MoE layer "
+                             "a fused-MoE table covers: the layer's GEMMs are its expert op L_moe plus any attention "
+                             "projections a GEMM table prices (D), W(m) = D(1) + F_e + x·(1 − (1 − q)^m), g = "
+                             "D(8192)/8192 + g_e",
+                  detail=True, prose=True,
+                  symbols={"p": "gemm_knee_exponent", "m": "the tokens of a step", "W": "the layer's weight side",
                            "g": "the layer's GEMMs per token at m = 8,192",
                            "L_table": "a GEMM's latency in the accelerator's measured table, at (m, n, k)",
-                           "n": "the GEMM's output width", "k": "its inner width", "t": "tensor_parallel"},
-                  source="a least-squares fit in log space to AIConfigurator's measured GEMM tables (kernels timed "
-                         "one at a time; botec.serving.operators.knee_exponent), never to end-to-end rows: on Hopper "
-                         "the closed form follows the measured layer within −9 … +5 % over m (8B and 70B shapes, TP "
-                         "1-8, BF16 and FP8), where max(F, g·m) undercuts the knee by 12-32 %")
-def gemm_knee_exponent(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size,
-                       mlp_gated, tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
-                       memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
+                           "n": "the GEMM's output width", "k": "its inner width", "t": "tensor_parallel",
+                           "F_e": "expert_table_floor_seconds_per_layer", "x": "expert_table_read_seconds_per_layer",
+                           "g_e": "expert_table_seconds_per_token_per_layer", "q": "k/(E + N)"},
+                  source="a least-squares fit in log space to AIConfigurator's measured GEMM and fused-MoE tables "
+                         "(kernels timed one at a time; botec.serving.operators.fit_knee_exponent), never to "
+                         "end-to-end rows: on Hopper the dense closed form follows the measured layer within −9 … +5 % "
+                         "over m (8B and 70B shapes, TP 1-8, BF16 and FP8), where max(F, g·m) undercuts the knee by "
+                         "12-32 %")
+def gemm_knee_exponent(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim,
+                       table_mlp_ffn_size, mlp_gated, tensor_parallel, matmul_efficiency, peak_flops_per_s,
+                       memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s, weight_bytes_per_parameter,
+                       moe_table_index, expert_ffn_size, experts, experts_per_token, redundant_experts,
+                       expert_tensor_parallel, expert_parallel):
     from botec.serving import operators
 
-    values = (gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
-              tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
-              memory_bandwidth_bytes_per_s, weight_bytes_per_parameter)
-    if not operators.has_table(gemm_table_index):
+    values = (gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
+              mlp_gated, tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
+              memory_bandwidth_bytes_per_s, weight_bytes_per_parameter, moe_table_index, expert_ffn_size, experts,
+              experts_per_token, redundant_experts, expert_tensor_parallel, expert_parallel)
+    if not operators.has_table(gemm_table_index) and not operators.has_table(moe_table_index):
         return 0.0 * tensor_parallel
     if not any(getattr(v, "ndim", 0) for v in values):
-        return _knee_of(*(float(v) for v in values))
+        return _knee_exponent(*(float(v) for v in values))
     import numpy as np
 
     arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
-    return where(arrays[0] >= 0, _knee_of.__wrapped__(*arrays), 0.0)
+    if not operators.has_table(moe_table_index):   # dense tables only: the vectorised fit
+        return where(arrays[0] >= 0, _knee_of.__wrapped__(*arrays[:14]), 0.0)
+    return np.vectorize(lambda *v: _knee_exponent(*v), otypes=[float])(*arrays)
 
 
 @formulas.formula(unit="B", meaning="measured table: the weight bytes of one layer's table-priced GEMMs on one "
@@ -207,10 +224,10 @@ def gemm_knee_exponent(gemm_table_index, hidden_size, attention_heads, kv_heads,
                   prose=True, symbols={"n": "a GEMM's output width", "k": "its inner width", "t": "tensor_parallel"},
                   detail=True)
 def table_gemm_weight_bytes_per_layer(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim,
-                                      v_head_dim, ffn_size, mlp_gated, tensor_parallel, weight_bytes_per_parameter):
+                                      v_head_dim, table_mlp_ffn_size, mlp_gated, tensor_parallel, weight_bytes_per_parameter):
     from botec.serving.operators import layer_gemm_shapes
 
-    shapes = layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, ffn_size, mlp_gated,
+    shapes = layer_gemm_shapes(hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size, mlp_gated,
                                tensor_parallel)
     total = sum(n * k for _, n, k in shapes) * weight_bytes_per_parameter
     return where(gemm_table_index >= 0, total, 0.0)
@@ -245,16 +262,25 @@ def kv_transfer_seconds(kv_bytes_per_token_per_device, prompt_tokens, kv_transfe
 
 
 @formulas.formula(unit="s", meaning="GEMM time per token a step carries (compute-bound side)",
-                  expression="with a measured GEMM table: table_gemm_seconds_per_token_per_layer × "
-                             "pipeline_stage_layers; else 2 × (matmul_parameters − lm_head_matmul_parameters) × "
-                             "pipeline_stage_layers / (layers × tensor_parallel) / (matmul_efficiency × "
-                             "peak_flops_per_s)", detail=True, prose=True)
+                  expression="dense + experts. dense: with a measured GEMM table table_gemm_seconds_per_token_per_layer "
+                             "× pipeline_stage_layers, else 2 × (matmul_parameters − lm_head_matmul_parameters − "
+                             "active_expert_parameters) × pipeline_stage_layers / (layers × tensor_parallel) / "
+                             "(matmul_efficiency × peak_flops_per_s). experts: where a fused-MoE table covers them "
+                             "expert_table_seconds_per_token_per_layer × moe_layers × pipeline_stage_layers / layers, "
+                             "else 2 × active_expert_parameters × pipeline_stage_layers / (layers × tensor_parallel) / "
+                             "(matmul_efficiency × peak_flops_per_s)", detail=True, prose=True)
 def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipeline_stage_layers, layers,
                            tensor_parallel, matmul_efficiency, peak_flops_per_s, gemm_table_index,
-                           table_gemm_seconds_per_token_per_layer):
-    flops = 2 * (matmul_parameters - lm_head_matmul_parameters) * pipeline_stage_layers / (layers * tensor_parallel)
-    return where(gemm_table_index >= 0, table_gemm_seconds_per_token_per_layer * pipeline_stage_layers,
-                 flops / (matmul_efficiency * peak_flops_per_s))
+                           table_gemm_seconds_per_token_per_layer, active_expert_parameters, moe_layers,
+                           expert_table_covers, expert_table_seconds_per_token_per_layer):
+    flops = 2 * (matmul_parameters - lm_head_matmul_parameters - active_expert_parameters) * pipeline_stage_layers / (
+        layers * tensor_parallel)
+    expert_flops = 2 * active_expert_parameters * pipeline_stage_layers / (layers * tensor_parallel)
+    dense = where(gemm_table_index >= 0, table_gemm_seconds_per_token_per_layer * pipeline_stage_layers,
+                  flops / (matmul_efficiency * peak_flops_per_s))
+    return dense + where(expert_table_covers > 0,
+                         expert_table_seconds_per_token_per_layer * moe_layers * pipeline_stage_layers / layers,
+                         expert_flops / (matmul_efficiency * peak_flops_per_s))
 
 
 @formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts and "
@@ -262,16 +288,21 @@ def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipelin
                   expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes − G·L_s)"
                              " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s) + F·L_s, with a measured "
                              "GEMM table F = table_gemm_floor_seconds_per_layer (the layers' weight GEMMs at m = 1, "
-                             "as timed) and G = table_gemm_weight_bytes_per_layer (their bytes), else F = G = 0",
+                             "as timed) and G = table_gemm_weight_bytes_per_layer (their bytes), else F = G = 0; "
+                             "+ F_e·L_moe·L_s/L where a fused-MoE table covers the routed experts (their fixed cost "
+                             "per layer; their read is expert_read_seconds)",
                   symbols={"F": "table_gemm_floor_seconds_per_layer", "G": "table_gemm_weight_bytes_per_layer",
-                           "L_s": "pipeline_stage_layers"}, prose=True)
+                           "L_s": "pipeline_stage_layers", "F_e": "expert_table_floor_seconds_per_layer",
+                           "L_moe": "moe_layers", "L": "layers"}, prose=True)
 def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, draft_weight_bytes, memory_bandwidth_efficiency,
                         memory_bandwidth_bytes_per_s, table_gemm_floor_seconds_per_layer,
-                        table_gemm_weight_bytes_per_layer, pipeline_stage_layers):
+                        table_gemm_weight_bytes_per_layer, pipeline_stage_layers, expert_table_floor_seconds_per_layer,
+                        moe_layers, layers):
     rest = maximum(weight_memory_bytes - expert_weight_bytes - draft_weight_bytes
                    - table_gemm_weight_bytes_per_layer * pipeline_stage_layers, 0.0)
     return (rest / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
-            + table_gemm_floor_seconds_per_layer * pipeline_stage_layers)
+            + table_gemm_floor_seconds_per_layer * pipeline_stage_layers
+            + expert_table_floor_seconds_per_layer * moe_layers * pipeline_stage_layers / layers)
 
 
 @formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
@@ -327,32 +358,43 @@ def lone_prompt_excess_seconds(instance_prompt_excess_seconds, prefill_instance_
                              "experts_per_token × hidden_size × moe_layers / layers) × s + activation_function_elements "
                              "/ tensor_parallel) / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s), s = "
                              "attention_tensor_parallel / tensor_parallel under data-parallel attention (a token's norms, "
-                             "residuals and permutation run on its own group's ranks only), else 1",
+                             "residuals and permutation run on its own group's ranks only), else 1; where a fused-MoE "
+                             "table covers the routed experts, their permutation and activation are its latency's, not "
+                             "counted here (less (4·k·h·s + (3 if gated else 2)·k·f_e / t) × moe_layers / layers)",
                   source="the memory-bound ops of the training op-level model (botec.training.ops), forward only; "
                          "data-parallel attention spreads the tokens over the groups (formula audit 2, §4 N5)",
                   prose=True, detail=True)
 def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_layers, hidden_size,
                                   activation_function_elements, tensor_parallel, experts_per_token, moe_layers, layers,
                                   memory_bandwidth_efficiency, memory_bandwidth_bytes_per_s, data_parallel_attention,
-                                  attention_tensor_parallel):
+                                  attention_tensor_parallel, expert_table_covers, mlp_gated, expert_ffn_size):
     spread = where(data_parallel_attention > 0, attention_tensor_parallel / tensor_parallel, 1.0)
     permutation = 4 * experts_per_token * hidden_size * moe_layers / layers
     elements = memory_bound_elements_per_token(hidden_size, activation_function_elements, tensor_parallel,
                                                experts_per_token, moe_layers, layers, norm_share=spread)
     elements = elements - permutation * (1 - spread)
+    fused = permutation * spread + where(mlp_gated, 3, 2) * experts_per_token * expert_ffn_size * moe_layers / (
+        layers * tensor_parallel)   # the fused MoE op's own: its table latency holds them
+    elements = elements - where(expert_table_covers > 0, fused, 0.0)
     return (activation_bytes_per_element * pipeline_stage_layers * elements
             / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
 @formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
-                  expression="((9 − 4 if a measured GEMM table prices the weight GEMMs, its latencies holding their "
-                             "kernel time, else 9) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
+                  expression="((9 − n_table) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
                              "step_overhead_seconds + (2 × pipeline_stage_layers × allreduce_latency_seconds if "
                              "tensor_parallel > 1 else 0)",
+                  symbols={"n_table": "the kernels per layer a measured table's latencies hold whole: a GEMM table 4 "
+                                      "for a dense model (QKV, O, gate/up, down), 2 for an MoE model (QKV, O); a "
+                                      "fused-MoE table 2 more per MoE layer (its grouped gate/up and down: 2 × "
+                                      "moe_layers / layers)"},
                   prose=True)
 def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
-                           allreduce_latency_seconds, tensor_parallel, gemm_table_index):
-    per_layer = KERNELS_PER_LAYER - where(gemm_table_index >= 0, GEMM_KERNELS_PER_LAYER, 0)
+                           allreduce_latency_seconds, tensor_parallel, gemm_table_index, moe_layers, layers,
+                           expert_table_covers):
+    table_kernels = where(moe_layers > 0, GEMM_KERNELS_PER_LAYER // 2, GEMM_KERNELS_PER_LAYER)
+    per_layer = (KERNELS_PER_LAYER - where(gemm_table_index >= 0, table_kernels, 0)
+                 - where(expert_table_covers > 0, 2 * moe_layers / layers, 0))
     kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
     all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
     return kernels + step_overhead_seconds + all_reduces
