@@ -74,7 +74,8 @@ PEAK, BANDWIDTH, KV_PER_TOKEN = 989.4e12, 3.35e12 * 0.8, 131_072
 FIGURES = {"matmul_efficiency": 0.5, "attention_efficiency": 0.5, "memory_bandwidth_efficiency": 0.8,
            "kernel_overhead": 0, "step_overhead": 0}
 G = 2 * (PARAMETERS - 2 * HEAD) / (PEAK * 0.5)    # GEMM seconds per token (all but the embedding lookup and head)
-W = PARAMETERS * 2 / BANDWIDTH                     # the weights, read once per step
+W = (PARAMETERS - HEAD) * 2 / BANDWIDTH            # the weights, read once per step, but the input
+#   embedding: a gather of the step's T rows (T·h values), not the V·h table; the untied head's V·h is read
 A = 2 * 32 * 32 * (128 + 128) / (PEAK * 0.5)       # attention seconds per cached token a query reads
 C = KV_PER_TOKEN / BANDWIDTH                       # KV read seconds per cached token
 L = 2 * HEAD / (PEAK * 0.5)                        # LM head seconds per sampled token

@@ -283,26 +283,34 @@ def gemm_seconds_per_token(matmul_parameters, lm_head_matmul_parameters, pipelin
                          expert_flops / (matmul_efficiency * peak_flops_per_s))
 
 
-@formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts and "
-                                    "the speculative draft's, which its own steps read)",
-                  expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes − G·L_s)"
+@formulas.formula(unit="s", meaning="time to read the weights every step needs once (all but the routed experts, "
+                                    "the speculative draft's, which its own steps read, and the input embedding table, "
+                                    "of which a step reads only its tokens' rows)",
+                  expression="(weight_memory_bytes − expert_weight_bytes − draft_weight_bytes − G·L_s − E)"
                              " / (memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s) + F·L_s, with a measured "
                              "GEMM table F = table_gemm_floor_seconds_per_layer (the layers' weight GEMMs at m = 1, "
-                             "as timed) and G = table_gemm_weight_bytes_per_layer (their bytes), else F = G = 0; "
-                             "+ F_e·L_moe·L_s/L where a fused-MoE table covers the routed experts (their fixed cost "
-                             "per layer; their read is expert_read_seconds)",
+                             "as timed) and G = table_gemm_weight_bytes_per_layer (their bytes), else F = G = 0; E = "
+                             "embedding_parameters / tensor_parallel × weight_bytes_per_parameter when the embeddings "
+                             "are untied (lm_head_parameters > 0) and one stage holds them all (pipeline_parallel = 1), "
+                             "else 0",
                   symbols={"F": "table_gemm_floor_seconds_per_layer", "G": "table_gemm_weight_bytes_per_layer",
-                           "L_s": "pipeline_stage_layers", "F_e": "expert_table_floor_seconds_per_layer",
-                           "L_moe": "moe_layers", "L": "layers"}, prose=True)
+                           "L_s": "pipeline_stage_layers", "E": "the input embedding table's bytes on one accelerator"},
+                  source="an embedding is a gather (torch.nn.functional.embedding; vLLM's VocabParallelEmbedding splits "
+                         "the V rows over TP): a step of T tokens reads T·h of its V·h values, not the table (Llama "
+                         "3.1 8B: 128,256 × 4,096 = 525 M parameters, 6.5 % of the model, were read every step). "
+                         "Tied embeddings are the LM head's matrix, which every step reads whole (kept). With pipeline "
+                         "stages the fullest stage may or may not be the first; the table is kept there (conservative)",
+                  prose=True)
 def weight_read_seconds(weight_memory_bytes, expert_weight_bytes, draft_weight_bytes, memory_bandwidth_efficiency,
                         memory_bandwidth_bytes_per_s, table_gemm_floor_seconds_per_layer,
-                        table_gemm_weight_bytes_per_layer, pipeline_stage_layers, expert_table_floor_seconds_per_layer,
-                        moe_layers, layers):
+                        table_gemm_weight_bytes_per_layer, pipeline_stage_layers, embedding_parameters,
+                        lm_head_parameters, pipeline_parallel, tensor_parallel, weight_bytes_per_parameter):
+    gathered = where((lm_head_parameters > 0) & (pipeline_parallel == 1),
+                     embedding_parameters / tensor_parallel * weight_bytes_per_parameter, 0.0)
     rest = maximum(weight_memory_bytes - expert_weight_bytes - draft_weight_bytes
-                   - table_gemm_weight_bytes_per_layer * pipeline_stage_layers, 0.0)
+                   - table_gemm_weight_bytes_per_layer * pipeline_stage_layers - gathered, 0.0)
     return (rest / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
-            + table_gemm_floor_seconds_per_layer * pipeline_stage_layers
-            + expert_table_floor_seconds_per_layer * moe_layers * pipeline_stage_layers / layers)
+            + table_gemm_floor_seconds_per_layer * pipeline_stage_layers)
 
 
 @formulas.formula(unit="s", meaning="LM-head time per sampled token (the prompt's last position, each decode token)",
