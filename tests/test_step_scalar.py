@@ -15,6 +15,7 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     if not moe and rng.random() < 0.5:
         costs["expert_read_seconds"] = 0.0
     costs["gemm_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 4), 32.0])   # 0: the max form
+    costs["allreduce_knee_exponent"] = rng.choice([0.0, 1.0, 0.25, rng.uniform(0.25, 4), 4.0])   # 0: the α–β sum
     return costs
 
 
@@ -39,7 +40,8 @@ def test_the_scalar_step_is_engine_step_seconds_to_the_bit(moe):
 
 
 def test_a_step_model_binds_its_costs_once():
-    model = StepModel(*(1e-6 * (k + 1) for k in range(len(STEP_INPUTS))))
+    costs = {name: 1e-6 * (k + 1) for k, name in enumerate(STEP_INPUTS)}
+    model = StepModel(**costs | {"allreduce_knee_exponent": 0.5})
     step = model.scalar_step()
     assert step(64, 64 * 1152, 512, 512 * 300, 65) == model.step(64, 64 * 1152, 512, 512 * 300, 65)
     assert step(320, 64 * 1152, 0, 0, 64, 5) == model.step(320, 64 * 1152, 0, 0, 64, 5)

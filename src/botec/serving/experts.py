@@ -85,14 +85,14 @@ def expert_destination_ranks(expert_parallel, experts_per_token, experts):
     return where(experts > 0, ranks * (expert_parallel - 1) / expert_parallel, 0.0)
 
 
-@formulas.formula(unit="s", meaning="communication time per token a step carries (bandwidth side): tensor-parallel "
-                                    "all-reduces; data-parallel attention: the MoE all-to-all over the EP group's "
-                                    "link, dense layers gathered over the TP group's",
-                  expression="TP: 2·L_s · 2(t − 1)/t · h·b / B. DP attention: (L_s/L)·[L_moe · R · h·(b₈ + b₁₆) / "
-                             "(t·B_ep) + ((L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · t_a/t) / B]",
+@formulas.formula(unit="s", meaning="communication time per token a step carries beside the tensor-parallel "
+                                    "all-reduces (allreduce_seconds_per_token): data-parallel attention's MoE "
+                                    "all-to-all over the EP group's link, dense layers gathered over the TP group's",
+                  expression="TP: 0 (the all-reduces: allreduce_seconds_per_token). DP attention: (L_s/L)·[L_moe · R · "
+                             "h·(b₈ + b₁₆) / (t·B_ep) + ((L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · "
+                             "t_a/t) / B]",
                   prose=True, zero_when="tensor_parallel == 1", detail=True,
-                  source="all-reduce: Megatron-LM's two per layer (Shoeybi et al. 2019), ring bytes 2(t − 1)/t. "
-                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter "
+                  source="DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter "
                          "over the ranks, one all-reduce's bytes; the attention output all-reduced within its group "
                          "of t_a); "
                          "DeepEP's README: dispatch in FP8 (b₈ = 1 B), combine in BF16 (b₁₆ = 2 B), one copy per "
@@ -108,11 +108,10 @@ def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidd
                                     tp_link_bytes_per_s, ep_link_bytes_per_s, data_parallel_attention,
                                     attention_tensor_parallel, layers, moe_layers, expert_destination_ranks):
     ring = 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size * activation_bytes_per_element
-    all_reduces = 2 * pipeline_stage_layers * ring / tp_link_bytes_per_s
     t_a = attention_tensor_parallel
     all_to_all = moe_layers * expert_destination_ranks * hidden_size * (MOE_DISPATCH_BYTES + MOE_COMBINE_BYTES) \
         / (tensor_parallel * ep_link_bytes_per_s)
     gathered = (layers - moe_layers) * ring
     within = layers * 2 * (t_a - 1) / t_a * hidden_size * activation_bytes_per_element * t_a / tensor_parallel
     spread = pipeline_stage_layers / layers * (all_to_all + (gathered + within) / tp_link_bytes_per_s)
-    return where(data_parallel_attention > 0, spread, all_reduces)
+    return where(data_parallel_attention > 0, spread, 0.0)

@@ -107,6 +107,9 @@ class Replica:
     request_overhead_seconds: object = 0.0  # o: the front-end's time per request (HTTP, tokenization), in the TTFT
     decode_tokens_in_budget: object = 1.0  # d: 1 when the budget b bounds the decode tokens too, 0: prefill only
     gemm_knee_exponent: object = 0.0  # p: the measured GEMM table's knee (0: the roofline's max; engine_step_seconds)
+    allreduce_seconds_per_step: object = 0.0   # A: the step's TP all-reduces' latency side (engine_step_seconds)
+    allreduce_seconds_per_token: object = 0.0  # R: their bandwidth side per token
+    allreduce_knee_exponent: object = 0.0      # q: their knee (0: no table, the α–β sum)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 

@@ -348,18 +348,16 @@ def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_l
             / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
-@formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
+@formulas.formula(unit="s", meaning="fixed time of every step: kernels and the engine's CPU share (the all-reduces' "
+                                    "latency is allreduce_seconds_per_step)",
                   expression="((9 − 4 if a measured GEMM table prices the weight GEMMs, its latencies holding their "
                              "kernel time, else 9) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
-                             "step_overhead_seconds + (2 × pipeline_stage_layers × allreduce_latency_seconds if "
-                             "tensor_parallel > 1 else 0)",
+                             "step_overhead_seconds",
                   prose=True)
-def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
-                           allreduce_latency_seconds, tensor_parallel, gemm_table_index):
+def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds, gemm_table_index):
     per_layer = KERNELS_PER_LAYER - where(gemm_table_index >= 0, GEMM_KERNELS_PER_LAYER, 0)
     kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
-    all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
-    return kernels + step_overhead_seconds + all_reduces
+    return kernels + step_overhead_seconds
 
 
 # --- requests ---------------------------------------------------------------------------------
