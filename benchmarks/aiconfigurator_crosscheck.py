@@ -7,7 +7,7 @@ decode step (every sequence's context s = isl + osl//2 + 1) and ``run_static_per
 a prefill. botec runs in this process: ``botec.estimate`` of a serving contract with the same model,
 accelerator, parallelism and formats, then the step's own terms (:func:`botec.serving.step.engine_step_seconds`
 with every other cost set to zero isolates each term; its fixed cost is split with
-:func:`botec.serving.step_costs.fixed_seconds_per_step` at a zero all-reduce latency). The weight-GEMM term is
+:func:`botec.serving.step_costs.fixed_seconds_per_step`; the all-reduces are the step's own term). The weight-GEMM term is
 split over the layer's GEMMs (QKV, O, gate/up, down of :func:`botec.serving.operators.layer_gemm_shapes`) by
 the per-GEMM price of the path the step takes (the roofline of ``step_costs._roofline``, or the measured table
 where the step is table-priced; the step then fits its GEMM term to the table, and a row shows the fit's
@@ -220,7 +220,7 @@ def _call_with(function, quantities, **given):
 def botec_step_terms(quantities, decode_tokens, decode_context, prefill_tokens, prefill_context, sampled):
     """botec's step as the sum of its own terms: each isolated by calling engine_step_seconds with the others
     zero (its GEMM term is max(g·T, w + x·share), attention max(compute, KV read)); the fixed cost split by
-    fixed_seconds_per_step at a zero all-reduce latency (the rest of it is the all-reduces' latency)."""
+    fixed_seconds_per_step (kernels and the engine; the all-reduces are their own term)."""
     from botec.serving import step_costs
     from botec.serving.step import StepModel
 
@@ -232,15 +232,14 @@ def botec_step_terms(quantities, decode_tokens, decode_context, prefill_tokens, 
         kept = dataclasses.replace(model, **{n: v for n, v in zero.items() if n not in names})
         return float(kept.step(decode_tokens, decode_context, prefill_tokens, prefill_context, sampled))
 
-    fixed_without_allreduce = _call_with(step_costs.fixed_seconds_per_step, quantities, allreduce_latency_seconds=0.0)
     terms = {"GEMM term": only("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds"),
              "attention": only("attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
                                "kv_read_seconds_per_context_token"),
              "logits": only("logit_seconds_per_token"),
              "other": only("elementwise_seconds_per_token"),
              "communication": only("communication_seconds_per_token")
-             + model.fixed_seconds_per_step - fixed_without_allreduce,
-             "overhead": fixed_without_allreduce}
+             + only("allreduce_seconds_per_step", "allreduce_seconds_per_token"),
+             "overhead": only("fixed_seconds_per_step")}
     terms["total"] = float(model.step(decode_tokens, decode_context, prefill_tokens, prefill_context, sampled))
     return terms
 
@@ -383,8 +382,9 @@ def causes(case: Case, aic: dict, botec_rows: dict, split: GemmSplit) -> list[st
                      "attention with its projections, its MoE block the grouped GEMM, shared expert and the "
                      "all-to-all overlapped. Compare the blocks row")
         if float(botec_rows.get("communication", 0)) > 0:
-            found.append("communication (botec): includes 2 × layers × the engine's all-reduce latency, charged "
-                         "whenever tensor_parallel > 1, though data-parallel attention runs no TP all-reduce")
+            found.append("communication (botec): the all-to-all and the dense layers' gathers, and the latency of "
+                         "2 collectives per dense layer (the MoE layers' exchange: the all-to-all; no all-reduce "
+                         "around data-parallel attention)")
     if off("logits"):
         found.append("LM head: botec's logits term is the compute side only (2·V·h per sampled token at e_mm); "
                      "its weight read is inside w" + (
@@ -400,8 +400,9 @@ def causes(case: Case, aic: dict, botec_rows: dict, split: GemmSplit) -> list[st
         found.append("communication: " + (
             "AIConfigurator has the TP all-reduces inside its MoE pre/post-dispatch ops (measured all-reduce "
             "tables); " if case.moe else "AIConfigurator reads measured all-reduce tables by message size; ")
-            + "botec charges α + 2(t−1)/t · bytes / B_link per all-reduce (the engine's latency, the link's "
-            "bandwidth)")
+            + "botec prices them from the same tables through its closed form ‖α, β·S‖_q, fitted to the table "
+            "over the step's sizes (allreduce_table_index says the fit's worst error), or, without a table, α + "
+            "2(t−1)/t · bytes / B_link (the engine's latency, the link's bandwidth)")
     if off("other"):
         found.append("norms, act., embed: botec prices (10·h + activation elements) × bytes per token at e_mem; "
                      "AIConfigurator's empirical add-norm and activation kernels have a latency floor per kernel "

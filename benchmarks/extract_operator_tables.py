@@ -31,7 +31,17 @@ Usage (needs pandas and pyarrow, not botec dependencies):
     python benchmarks/extract_operator_tables.py /path/to/aiconfigurator-checkout   # a git checkout (HEAD)
     python benchmarks/extract_operator_tables.py --installed /path/to/site-packages/aiconfigurator_core
 The second reads the data folder of an installed aiconfigurator-core (pip install aiconfigurator==0.12.0)
-and writes only the serving step's operator tables.
+and writes only the serving step's operator tables, and the collective tables (read by
+:mod:`botec.formulas.collective_tables`):
+
+- ``allreduce-<engine>-<device>.yaml``: the engine's own (custom) all-reduce, BF16, as the engine runs it in a
+  decode step (vLLM and SGLang: their CUDA-graph backend, the kernel's device time; TensorRT-LLM: its
+  AllReduce op, which picks one-shot, two-shot or NCCL by size);
+- ``allreduce-nccl-<device>.yaml``, ``allgather-nccl-…``, ``reducescatter-nccl-…``, ``alltoall-nccl-…``: NCCL's
+  collectives, FP16 (``half``), at the NCCL version the AIConfigurator system file names (``misc.nccl_version``);
+
+each by message bytes (AIConfigurator's ``message_size`` is in elements: × 2 bytes for these 16-bit tables; the
+all-reduced tensor, NCCL's convention) and ranks (2, 4, 8 GPUs inside one node), latencies in microseconds.
 """
 
 from __future__ import annotations
@@ -200,8 +210,76 @@ def write_moe_grids(read, key: str, system: str, version: str, path: str, origin
         (OPERATORS / f"moe-{name.replace('_', '-')}-{key}.yaml").write_text(text, encoding="utf-8")
 
 
+# botec catalog key -> AIConfigurator's comm tables: engine -> (folder, version, backend column value or None);
+# "nccl" -> the system file's misc.nccl_version. The newest collection of each engine with a custom all-reduce table.
+COMM = {"a100-sxm-80gb": ("a100_sxm", {"tensorrt-llm": ("trtllm", "1.0.0", None),
+                                       "vllm": ("vllm", "0.14.0", "vllm_graph"),
+                                       "sglang": ("sglang", "0.5.10", "sglang_graph")}, "2.27.3"),
+        "h100-sxm": ("h100_sxm", {"tensorrt-llm": ("trtllm", "1.3.0rc20", None),
+                                  "vllm": ("vllm", "0.24.0", "vllm_graph"),
+                                  "sglang": ("sglang", "0.5.14", "sglang_graph")}, "2.27.3"),
+        "h200": ("h200_sxm", {"tensorrt-llm": ("trtllm", "1.3.0rc20", None),
+                              "vllm": ("vllm", "0.24.0", "vllm_graph"),
+                              "sglang": ("sglang", "0.5.14", "sglang_graph")}, "2.26.2"),
+        "b200": ("b200_sxm", {"tensorrt-llm": ("trtllm", "1.3.0rc20", None),
+                              "vllm": ("vllm", "0.24.0", "vllm_graph"),
+                              "sglang": ("sglang", "0.5.14", "sglang_graph")}, "2.27.3")}
+NCCL_OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+            "alltoall": "alltoall"}
+ELEMENT_BYTES = {"bfloat16": 2, "half": 2}
+
+
+def write_collective(frame, op: str, stem: str, key: str, path: str, origin: dict, dtype: str) -> None:
+    """One file: rows [ranks, [latency_us at each message size]] over the sizes every rank count has."""
+    table = frame.groupby(["num_gpus", "message_size"]).latency.median()   # repeated collections: their median
+    ranks = sorted(int(r) for r in frame.num_gpus.unique())
+    sizes = sorted(int(s) for s in frame.message_size.unique()
+                   if all((r, s) in table.index for r in ranks))
+    head = frame.iloc[0]
+    width = ELEMENT_BYTES[dtype]
+    lines = [f"  - [{r}, [{', '.join(f'{table[(r, s)] * 1e3:.2f}' for s in sizes)}]]\n" for r in ranks]
+    text = (f"# {op} latencies measured on {head.device} (AIConfigurator: {head.kernel_source}), one node\n"
+            "# Written by benchmarks/extract_operator_tables.py; do not edit by hand. See ../NOTICE.\n"
+            f"schema_version: 1\nkind: collective\nop: {op}\ndevice: {key}\nmeasured_on: {head.device}\n"
+            f"dtype: {'bf16' if dtype == 'bfloat16' else 'fp16'}\n"
+            "source:\n  repository: ai-dynamo/aiconfigurator\n"
+            + "".join(f"  {field}: {value}\n" for field, value in origin.items())
+            + f"  path: {path}\n  engine: {head.framework} {head.version}\n  kernel: {head.kernel_source}\n"
+            "  license: Apache-2.0\n"
+            "units: {message: bytes of the whole tensor (AIConfigurator's message_size elements × "
+            f"{width} B), ranks: GPUs of one node, latency: microseconds}}\n"
+            f"ranks: [{', '.join(map(str, ranks))}]\n"
+            f"message_bytes: [{', '.join(str(s * width) for s in sizes)}]\n"
+            "rows:  # [ranks, [latency_us at each message size]]\n" + "".join(lines))
+    OPERATORS.mkdir(exist_ok=True)
+    (OPERATORS / f"{stem}-{key}.yaml").write_text(text, encoding="utf-8")
+
+
+def write_collective_tables(package: Path, origin: dict) -> None:
+    """The engines' custom all-reduce tables and NCCL's collectives, per device (see the module docstring)."""
+    for key, (system, engines, nccl) in COMM.items():
+        for engine, (folder, version, backend) in engines.items():
+            path = f"systems/data/{system}/comm/{folder}/{version}/custom_allreduce_perf.parquet"
+            if not (package / path).exists():
+                continue
+            frame = pd.read_parquet(package / path)
+            if backend is not None:
+                frame = frame[frame.backend == backend]
+            frame = frame[frame.allreduce_dtype == "bfloat16"]
+            write_collective(frame, "all_reduce", f"allreduce-{engine}", key, path, origin, "bfloat16")
+        path = f"systems/data/{system}/comm/nccl/{nccl}/nccl_perf.parquet"
+        if not (package / path).exists():
+            continue
+        frame = pd.read_parquet(package / path)
+        for op, stem in NCCL_OPS.items():
+            rows = frame[(frame.op_name == op) & (frame.nccl_dtype == "half")]
+            if not rows.empty:
+                write_collective(rows, op, f"{stem}-nccl", key, path, origin, "half")
+
+
 def main_installed(package: Path) -> None:
-    """The serving step's GEMM grids from an installed aiconfigurator-core's data folder."""
+    """The serving step's GEMM grids and the collective tables from an installed aiconfigurator-core's data
+    folder."""
     from importlib.metadata import version as installed_version
 
     try:
@@ -215,6 +293,7 @@ def main_installed(package: Path) -> None:
         path = f"systems/data/{system}/moe/trtllm/{version}/moe_perf.parquet"
         if (package / path).exists():
             write_moe_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
+    write_collective_tables(package, origin)
 
 
 def main_operators(repo: Path) -> None:

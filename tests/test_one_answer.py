@@ -199,14 +199,21 @@ SEVENTY_B_H100 = {"supply.accelerator": "h100-sxm", "supply.cluster": {"node": "
 50 ms (examples/serve-llama2-70b-a100-tp4.yaml moved to a DGX H100)."""
 
 
+FLEET = {"poisson": 3, "bursty": 4}
+"""The replicas the estimate sizes. Under bursts it was 3 until the TP all-reduces were priced from the measured vLLM
+table (a 2,048-token chunk step 7 % dearer): on 3 replicas the bursty P99 TPOT nears the 50 ms target (estimate
+48.9 ms; simulated, 10 seeds, up to 51.1 ms: some runs miss it), so it sizes 4."""
+
+
 @pytest.mark.parametrize("arrivals", ["poisson", "bursty"])
 def test_seventy_b_on_h100_one_answer_over_ten_seeds(arrivals):
     """The estimate's P99 TTFT against the simulator's over 10 seeds of 10,000 requests each on the fleet the
-    estimate sized (3 replicas either way), and the verdicts agree (both meet both targets). Measured: Poisson,
-    estimate 0.162 s against 0.152 s ± 0.003 (95 %) simulated, +6 % (a replica behind round-robin takes every third
-    arrival: gaps of c_a² = 1/3; before, with the fleet's Poisson gaps on each replica, 0.323 s against the
-    least-outstanding balancer's 0.274 s, +18 %). Bursts of 8 (2 or 3 requests of each on every replica) move both,
-    about 5×: 0.868 s against 0.760 s ± 0.043, +14 % (was −24 % against least-outstanding's 1.14 s)."""
+    estimate sized (:data:`FLEET`), and the verdicts agree (both meet both targets). Measured when written (the TP
+    all-reduces from the measured table, the simulator balancing round-robin): Poisson, 3 replicas, estimate 0.173 s
+    against 0.168 s simulated, +2.9 % (a replica behind round-robin takes every third arrival: gaps of c_a² = 1/3;
+    with the fleet's Poisson gaps on each replica and the least-outstanding balancer it was +17.8 %, an xfail).
+    Bursts of 8 (2 of each on every one of the 4 replicas they size) move both, about 3×: 0.536 s against 0.487 s,
+    +10.1 % (on 3 replicas and least-outstanding balancing −23 %)."""
     from botec.api import estimate
     from botec.simulate.replications import interval
 
@@ -215,7 +222,7 @@ def test_seventy_b_on_h100_one_answer_over_ten_seeds(arrivals):
     result = estimate(EXAMPLES / "serve-llama2-70b-a100-tp4.yaml",
                       overrides=SEVENTY_B_H100 | {"workload.traffic.arrivals": arrivals})
     q = result.quantities
-    assert q["replicas"].value == 3
+    assert q["replicas"].value == FLEET[arrivals]
     runs = [simulate(result, requests=10_000, seed=seed) for seed in range(10)]
     simulated = interval([run.ttft.p99_seconds for run in runs])
     estimated = q["time_to_first_token_percentile_seconds"].value
@@ -227,4 +234,4 @@ def test_seventy_b_on_h100_one_answer_over_ten_seeds(arrivals):
     if arrivals == "poisson":
         assert estimated < 0.3 and simulated.mean_seconds < 0.3
     else:
-        assert estimated > 0.6 and simulated.mean_seconds > 0.6     # bursts move both, 4× and more
+        assert estimated > 1.5 * 0.3 and simulated.mean_seconds > 1.5 * 0.3   # bursts move both, on a fleet of 4

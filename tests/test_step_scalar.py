@@ -18,6 +18,7 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     costs["two_batch_overlap"] = rng.choice([0.0, 1.0])   # 1: two micro-batches, the all-to-all m of r overlapped
     costs["moe_exchange_seconds_per_token"] = costs["communication_seconds_per_token"] * rng.choice(
         [0.0, rng.random(), 1.0])
+    costs["allreduce_knee_exponent"] = rng.choice([0.0, 1.0, 0.25, rng.uniform(0.25, 4), 4.0])   # 0: the α–β sum
     return costs
 
 
@@ -42,7 +43,8 @@ def test_the_scalar_step_is_engine_step_seconds_to_the_bit(moe):
 
 
 def test_a_step_model_binds_its_costs_once():
-    model = StepModel(*(1e-6 * (k + 1) for k in range(len(STEP_INPUTS))))
+    costs = {name: 1e-6 * (k + 1) for k, name in enumerate(STEP_INPUTS)}
+    model = StepModel(**costs | {"allreduce_knee_exponent": 0.5})
     step = model.scalar_step()
     assert step(64, 64 * 1152, 512, 512 * 300, 65) == model.step(64, 64 * 1152, 512, 512 * 300, 65)
     assert step(320, 64 * 1152, 0, 0, 64, 5) == model.step(320, 64 * 1152, 0, 0, 64, 5)

@@ -5,11 +5,13 @@ replica at saturation and under load, replicas for a traffic target (a rate, or 
 from botec import economics
 from botec.formulas import device, links, transformer, weights
 from botec.graph import Graph
-from botec.serving import attention, capacity, closed, expert_gemms, experts, instances, latency, memory, speculation, step_costs
+from botec.serving import (allreduce, attention, capacity, closed, expert_gemms, experts, instances, latency, memory,
+                           speculation, step_costs)
 
-_PARTS = [transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas, expert_gemms.formulas, experts.formulas,
-          attention.formulas, step_costs.formulas, latency.formulas, speculation.formulas, capacity.formulas,
-          closed.formulas, instances.formulas, economics.facility, economics.serving]
+_PARTS = [transformer.formulas, device.formulas, weights.formulas, links.formulas, memory.formulas, expert_gemms.formulas,
+          experts.formulas, attention.formulas, step_costs.formulas, allreduce.formulas, latency.formulas,
+          speculation.formulas, capacity.formulas, closed.formulas, instances.formulas, economics.facility,
+          economics.serving]
 # the prefill instance's own layout: the formulas above that read the layout, a second time under its names
 SERVING = Graph("serving", *_PARTS, instances.mirrored(_PARTS))
 

@@ -174,14 +174,14 @@ def moe_exchange_seconds_per_token(pipeline_stage_layers, layers, moe_layers, hi
             / tensor_parallel * per_byte)
 
 
-@formulas.formula(unit="s", meaning="communication time per token a step carries (bandwidth side): tensor-parallel "
-                                    "all-reduces; data-parallel attention: the MoE all-to-all over the EP group, "
-                                    "dense layers gathered over the TP group's link",
-                  expression="TP: 2·L_s · 2(t − 1)/t · h·b / B. DP attention: moe_exchange_seconds_per_token + (L_s/L)"
-                             "·((L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)/t_a · h·b · t_a/t) / B",
+@formulas.formula(unit="s", meaning="communication time per token a step carries beside the tensor-parallel "
+                                    "all-reduces (allreduce_seconds_per_token): data-parallel attention's MoE "
+                                    "all-to-all over the EP group, dense layers gathered over the TP group's link",
+                  expression="TP: 0 (the all-reduces: allreduce_seconds_per_token). DP attention: "
+                             "moe_exchange_seconds_per_token + (L_s/L)·((L − L_moe) · 2(t − 1)/t · h·b + L · 2(t_a − 1)"
+                             "/t_a · h·b · t_a/t) / B",
                   prose=True, zero_when="tensor_parallel == 1", detail=True,
-                  source="all-reduce: Megatron-LM's two per layer (Shoeybi et al. 2019), ring bytes 2(t − 1)/t. "
-                         "DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter "
+                  source="DP attention: SGLang's DP-attention docs (dense layers: all-gather then reduce-scatter "
                          "over the ranks, one all-reduce's bytes; the attention output all-reduced within its group "
                          "of t_a); the MoE all-to-all: moe_exchange_seconds_per_token (DeepEP's kernels)",
                   symbols={"L_s": "pipeline_stage_layers", "L": "layers", "L_moe": "moe_layers",
@@ -191,9 +191,8 @@ def communication_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidd
                                     tp_link_bytes_per_s, data_parallel_attention, attention_tensor_parallel, layers,
                                     moe_layers, moe_exchange_seconds_per_token):
     ring = 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size * activation_bytes_per_element
-    all_reduces = 2 * pipeline_stage_layers * ring / tp_link_bytes_per_s
     t_a = attention_tensor_parallel
     gathered = (layers - moe_layers) * ring
     within = layers * 2 * (t_a - 1) / t_a * hidden_size * activation_bytes_per_element * t_a / tensor_parallel
     spread = moe_exchange_seconds_per_token + pipeline_stage_layers / layers * (gathered + within) / tp_link_bytes_per_s
-    return where(data_parallel_attention > 0, spread, all_reduces)
+    return where(data_parallel_attention > 0, spread, 0.0)

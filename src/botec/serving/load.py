@@ -110,6 +110,9 @@ class Replica:
     gemm_knee_exponent: object = 0.0  # p: the measured GEMM table's knee (0: the roofline's max; engine_step_seconds)
     moe_exchange_seconds_per_token: object = 0.0  # m: the MoE all-to-all's share of r (two-batch overlap hides it)
     two_batch_overlap: object = 0.0   # o: 1 when a step runs as two overlapped micro-batches (engine_step_seconds)
+    allreduce_seconds_per_step: object = 0.0   # A: the step's TP all-reduces' latency side (engine_step_seconds)
+    allreduce_seconds_per_token: object = 0.0  # R: their bandwidth side per token
+    allreduce_knee_exponent: object = 0.0      # q: their knee (0: no table, the α–β sum)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 

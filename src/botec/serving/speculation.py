@@ -71,17 +71,18 @@ def draft_kv_bytes_per_token_per_device(draft_kv_elements_per_token, kv_bytes_pe
                   expression="(draft_read_parameters × weight_bytes_per_parameter / tensor_parallel + "
                              "draft_kv_bytes_per_token_per_device × mean_kv_tokens_per_request) / "
                              "(memory_bandwidth_efficiency × memory_bandwidth_bytes_per_s) + (9 × draft_layers + 2) × "
-                             "kernel_overhead_seconds + (2 × draft_layers × allreduce_latency_seconds if "
+                             "kernel_overhead_seconds + (2 × draft_layers × tp_allreduce_latency_seconds if "
                              "tensor_parallel > 1 else 0); 0 without draft layers (ngram)",
                   source="the decode roofline at batch 1: the weight and cache reads, a fixed time per kernel (formula "
                          "audit 2, §4 N9)", prose=True, detail=True)
 def draft_step_seconds(draft_read_parameters, weight_bytes_per_parameter, tensor_parallel,
                        draft_kv_bytes_per_token_per_device, mean_kv_tokens_per_request, memory_bandwidth_efficiency,
-                       memory_bandwidth_bytes_per_s, draft_layers, kernel_overhead_seconds, allreduce_latency_seconds):
+                       memory_bandwidth_bytes_per_s, draft_layers, kernel_overhead_seconds,
+                       tp_allreduce_latency_seconds):
     reads = (draft_read_parameters * weight_bytes_per_parameter / tensor_parallel
              + draft_kv_bytes_per_token_per_device * mean_kv_tokens_per_request)
     fixed = ((KERNELS_PER_LAYER * draft_layers + 2) * kernel_overhead_seconds
-             + where(tensor_parallel > 1, 2 * draft_layers * allreduce_latency_seconds, 0.0))
+             + where(tensor_parallel > 1, 2 * draft_layers * tp_allreduce_latency_seconds, 0.0))
     return reads / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s) + where(draft_layers > 0, fixed, 0.0)
 
 

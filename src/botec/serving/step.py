@@ -9,7 +9,7 @@ sequences, p prefill tokens) takes
     t = ‖F_gemm / (e_mm · peak), W(T) / (e_mem · BW)‖_p                 the weight GEMMs (the knee below)
       + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache, read once
       + F_logits / (e_mm · peak)                                          the LM head, sampled tokens only
-      + n_ar · (α_ar + 2(t−1)/t · T·h·b / B_link)                        tensor-parallel all-reduces
+      + ‖n_ar·α_ar, n_ar·2(t−1)/t · T·h·b / B_ar‖_q                      tensor-parallel all-reduces (q = 1: the α–β sum)
       + T · e                                                             norms, residuals, activation, permutation
       + n_kernels · t0 + t_step                                           kernel and engine overheads
 
@@ -37,6 +37,14 @@ form is w·2^(1/p), and on the Hopper tables it follows the layer within −9 �
 the knee by 12-32 % (p = 1.4-3.8: smaller for FP8, whose math is cheaper beside the same loads). Without a table p is
 0 and the term is the roofline's max(g·T, w), as before.
 
+The all-reduces' knee. The n_ar all-reduces of a step each reduce a T·h·b-byte tensor; where a measured collective
+table covers the accelerator, the engine and the TP degree (``catalog/measurements/operators/allreduce-*``,
+:mod:`botec.formulas.collective_tables`), α_ar, B_ar (a bus bandwidth, nccl-tests' convention) and q are fitted to
+the table's points over the message sizes the step produces (T = 1 … the token budget): the measured curve of an
+engine's custom all-reduce rises faster than α + β·S between its latency floor and its bandwidth asymptote (one-shot,
+two-shot, then NCCL), so q is 0.4-0.8 at 4-8 ranks. Without a table q = 1 (``allreduce_knee_exponent`` 0), α_ar is
+the engine preset's and B_ar the TP group's link: the α–β sum, as before (:func:`allreduce_term`).
+
 Every function here is elementwise: the estimate calls it on floats or numpy arrays (sweeps), the
 simulator on the batch each step really holds. Sources: the roofline (Williams et al. 2009);
 the decode roofline max(B·a, w + B·k) of Databricks' MBU and the scaling book; the expected
@@ -51,7 +59,7 @@ from dataclasses import dataclass, fields
 
 from botec.graph.elementwise import maximum, minimum, where
 
-__all__ = ["engine_step_seconds", "gemm_term", "scalar_engine_step", "experts_touched_share",
+__all__ = ["engine_step_seconds", "gemm_term", "allreduce_term", "scalar_engine_step", "experts_touched_share",
            "speculative_tokens_per_step", "critical_step_tokens", "StepModel", "STEP_INPUTS"]
 
 BISECTIONS = 80   # halvings of [0, (w + x)/g] in critical_step_tokens: far below float precision
@@ -107,13 +115,30 @@ def gemm_term(compute, weights, exponent):
     return where(exponent > 0, smooth, high)
 
 
+def allreduce_term(bandwidth, latency, exponent):
+    """A step's tensor-parallel all-reduces from their two sides, elementwise: the bandwidth side R·T and the
+    latency side A joined by the power mean of the measured table's knee,
+
+        J = H · (1 + (L/H)^q)^(1/q),  H = max(R·T, A), L = min(R·T, A)     (= (A^q + (R·T)^q)^(1/q), no overflow)
+
+    with q = ``exponent`` where it is > 0 (a measured table's fit), else 1 (``exponent`` 0, no table): q = 1 is the
+    α–β sum A + R·T, q < 1 lies above it where the sides are near (a custom all-reduce between its latency floor and
+    its bandwidth asymptote). J = 0 where both sides are 0 (TP 1). :func:`scalar_engine_step` repeats it for plain
+    numbers in the same order of operations."""
+    high = maximum(bandwidth, latency)
+    low = minimum(bandwidth, latency)
+    q = where(exponent > 0, exponent, 1.0)
+    return high * (1 + (low / where(high > 0, high, 1.0)) ** q) ** (1 / q)
+
+
 def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
                         queries_per_context_read=1.0, *, gemm_seconds_per_token, weight_read_seconds,
                         expert_read_seconds, expert_pick_probability, attention_seconds_per_context_token,
                         prefill_attention_seconds_per_context_token, kv_read_seconds_per_context_token,
                         logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
                         elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0, moe_exchange_seconds_per_token=0.0,
-                        two_batch_overlap=0.0):
+                        two_batch_overlap=0.0, allreduce_seconds_per_step=0.0, allreduce_seconds_per_token=0.0,
+                        allreduce_knee_exponent=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
@@ -124,7 +149,7 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     ``queries_per_context_read`` q the queries each decoding sequence runs against its one read of the
     cache (k + 1 verifying k speculative drafts, else 1).
 
-        t = G(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r + e)·T + f
+        t = G(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + J(R·T, A) + (r + e)·T + f
 
         G(u, v) = H·(1 + (L/H)^π)^(1/π) = (u^π + v^π)^(1/π),  H = max(u, v), L = min(u, v), π = max(p, 1)   (p > 0)
         G(u, v) = max(u, v)                                                                                (p = 0)
@@ -134,7 +159,8 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     kv_read_seconds_per_context_token, l = logit_seconds_per_token, r = communication_seconds_per_token,
     f = fixed_seconds_per_step, e = elementwise_seconds_per_token (the memory-bound ops of each token), p =
     gemm_knee_exponent (the measured GEMM table's knee, fitted to its points: see the module docstring; 0, the
-    roofline's max, without a table).
+    roofline's max, without a table); J = :func:`allreduce_term` of R = allreduce_seconds_per_token and A =
+    allreduce_seconds_per_step with q = allreduce_knee_exponent (0, no table: their sum; the tensor-parallel all-reduces).
     Speculating, the compute side counts the k + 1 queries (a·q·C_d) and the memory side the cache once
     (c·C_d): a verification kernel tiles the queries of a sequence over one pass of its K/V blocks.
 
@@ -144,8 +170,10 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     in flight (DeepEP's receive hooks: the RDMA traffic takes no SMs). Each engine resource then carries two
     micro-batches' work in turn, so the busier one sets the step:
 
-        t = 2 · max(C(T/2), m·T/2) + f,   C(T/2) = G(g·T/2, w + x·(1 − (1 − k/E)^(T/2)))
+        t = 2 · max(C(T/2), m·T/2) + f,   C(T/2) = G(g·T/2, w + x·(1 − (1 − k/E)^(T/2))) + J(R·T/2, A)
                                                  + [max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + (r − m + e)·T] / 2
+
+    (each micro-batch runs its own all-reduces, J at its T/2 tokens).
 
     The linear terms halve and sum back; the GEMMs do not: each micro-batch reads the weights (and the experts its
     tokens touch) itself, which is what two-batch overlap costs where the weight read binds (LMSYS blog 2025-05-05:
@@ -158,14 +186,18 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
                         + prefill_attention_seconds_per_context_token * prefill_context_tokens,
                         kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
-    plain = (gemms + attention + logit_seconds_per_token * sampled_tokens
+    all_reduces = allreduce_term(allreduce_seconds_per_token * tokens, allreduce_seconds_per_step,
+                                 allreduce_knee_exponent)
+    plain = (gemms + attention + logit_seconds_per_token * sampled_tokens + all_reduces
              + (communication_seconds_per_token + elementwise_seconds_per_token) * tokens + fixed_seconds_per_step)
     if is_off(two_batch_overlap):
         return plain
+    half_all_reduces = allreduce_term(allreduce_seconds_per_token * (tokens / 2), allreduce_seconds_per_step,
+                                      allreduce_knee_exponent)
     return where(two_batch_overlap > 0, two_batch_step(
         tokens, attention + logit_seconds_per_token * sampled_tokens, gemm_seconds_per_token, weight_read_seconds,
         expert_read_seconds, expert_pick_probability, communication_seconds_per_token, elementwise_seconds_per_token,
-        fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token), plain)
+        fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token, half_all_reduces), plain)
 
 
 def is_off(flag) -> bool:
@@ -175,12 +207,12 @@ def is_off(flag) -> bool:
 
 def two_batch_step(tokens, linear, gemm_seconds_per_token, weight_read_seconds, expert_read_seconds,
                    expert_pick_probability, communication_seconds_per_token, elementwise_seconds_per_token,
-                   fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token):
+                   fixed_seconds_per_step, gemm_knee_exponent, moe_exchange_seconds_per_token, half_all_reduces=0.0):
     """A step of two micro-batches (see :func:`engine_step_seconds`): 2·max(C(T/2), m·T/2) + f, ``linear`` the
-    attention and LM-head terms of the whole step (halved here)."""
+    attention and LM-head terms of the whole step (halved here), ``half_all_reduces`` one micro-batch's J(R·T/2, A)."""
     half = tokens / 2
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(half, expert_pick_probability)
-    compute = (gemm_term(gemm_seconds_per_token * half, weights, gemm_knee_exponent) + linear / 2
+    compute = (gemm_term(gemm_seconds_per_token * half, weights, gemm_knee_exponent) + half_all_reduces + linear / 2
                + (communication_seconds_per_token - moe_exchange_seconds_per_token + elementwise_seconds_per_token)
                * half)
     return 2 * maximum(compute, moe_exchange_seconds_per_token * half) + fixed_seconds_per_step
@@ -190,7 +222,8 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
                        attention_seconds_per_context_token, prefill_attention_seconds_per_context_token,
                        kv_read_seconds_per_context_token, logit_seconds_per_token, communication_seconds_per_token,
                        fixed_seconds_per_step, elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0,
-                       moe_exchange_seconds_per_token=0.0, two_batch_overlap=0.0):
+                       moe_exchange_seconds_per_token=0.0, two_batch_overlap=0.0, allreduce_seconds_per_step=0.0,
+                       allreduce_seconds_per_token=0.0, allreduce_knee_exponent=0.0):
     """:func:`engine_step_seconds` with a replica's costs bound once, for plain numbers (int or float) only: the
     simulator's hot path (about two calls a request). The same formula, term by term and in the same order of
     operations (``maximum(a, b)`` is ``b if b > a else a``, as :func:`botec.graph.elementwise.maximum` computes it
@@ -205,6 +238,15 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
     p = gemm_knee_exponent
     knee = 1.0 if 1.0 > p else p           # maximum(p, 1.0)
     inverse = 1 / knee
+    ar_a, ar_r = allreduce_seconds_per_step, allreduce_seconds_per_token
+    ar_q = allreduce_knee_exponent if allreduce_knee_exponent > 0 else 1.0   # where(q > 0, q, 1.0)
+    ar_inverse = 1 / ar_q
+
+    def all_reduces(tokens):               # allreduce_term(R·T, A, q)
+        bandwidth = ar_r * tokens
+        high = ar_a if ar_a > bandwidth else bandwidth
+        low = ar_a if ar_a < bandwidth else bandwidth
+        return high * (1 + (low / (high if high > 0 else 1.0)) ** ar_q) ** ar_inverse
 
     def gemm_term(compute, weights):       # G(g·T, weights): the knee (p > 0) or the max (p = 0)
         high = weights if weights > compute else compute
@@ -228,7 +270,7 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
             linear = (memory if memory > compute else compute) + l * sampled_tokens
             half = tokens / 2
             touched = (1 - kept ** (0 if 0 > half else half)) if k > 0 else 0.0
-            busy = gemm_term(g * half, w + x * touched) + linear / 2 + (r - m + e) * half
+            busy = gemm_term(g * half, w + x * touched) + all_reduces(half) + linear / 2 + (r - m + e) * half
             exchange = m * half
             return 2 * (exchange if exchange > busy else busy) + f
 
@@ -244,7 +286,8 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
             gemms = gemm_term(g * tokens, weights)
             compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
             memory = c * (decode_context_tokens + prefill_tokens)
-            return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
+            return (gemms + (memory if memory > compute else compute) + l * sampled_tokens + all_reduces(tokens)
+                    + r_e * tokens + f)
     else:
         weights = w + x * 0.0    # no expert is picked (dense): experts_touched_share is 0
 
@@ -254,7 +297,8 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
             gemms = gemm_term(g * tokens, weights)
             compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
             memory = c * (decode_context_tokens + prefill_tokens)
-            return gemms + (memory if memory > compute else compute) + l * sampled_tokens + r_e * tokens + f
+            return (gemms + (memory if memory > compute else compute) + l * sampled_tokens + all_reduces(tokens)
+                    + r_e * tokens + f)
 
     return step
 
@@ -264,7 +308,8 @@ STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_sec
                "attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
                "kv_read_seconds_per_context_token", "logit_seconds_per_token", "communication_seconds_per_token",
                "fixed_seconds_per_step", "elementwise_seconds_per_token", "gemm_knee_exponent",
-               "moe_exchange_seconds_per_token", "two_batch_overlap")
+               "moe_exchange_seconds_per_token", "two_batch_overlap", "allreduce_seconds_per_step",
+               "allreduce_seconds_per_token", "allreduce_knee_exponent")
 
 
 @dataclass(frozen=True)
@@ -285,6 +330,9 @@ class StepModel:
     gemm_knee_exponent: float = 0.0
     moe_exchange_seconds_per_token: float = 0.0
     two_batch_overlap: float = 0.0
+    allreduce_seconds_per_step: float = 0.0
+    allreduce_seconds_per_token: float = 0.0
+    allreduce_knee_exponent: float = 0.0
 
     @classmethod
     def from_quantities(cls, quantities) -> "StepModel":

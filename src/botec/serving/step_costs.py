@@ -388,24 +388,22 @@ def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_l
             / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s))
 
 
-@formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
+@formulas.formula(unit="s", meaning="fixed time of every step: kernels and the engine's CPU share (the all-reduces' "
+                                    "latency is allreduce_seconds_per_step)",
                   expression="((9 − n_table) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
-                             "step_overhead_seconds + (2 × pipeline_stage_layers × allreduce_latency_seconds if "
-                             "tensor_parallel > 1 else 0)",
+                             "step_overhead_seconds",
                   symbols={"n_table": "the kernels per layer a measured table's latencies hold whole: a GEMM table 4 "
                                       "for a dense model (QKV, O, gate/up, down), 2 for an MoE model (QKV, O); a "
                                       "fused-MoE table 2 more per MoE layer (its grouped gate/up and down: 2 × "
                                       "moe_layers / layers)"},
                   prose=True)
-def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
-                           allreduce_latency_seconds, tensor_parallel, gemm_table_index, moe_layers, layers,
-                           expert_table_covers):
+def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds, gemm_table_index,
+                           moe_layers, layers, expert_table_covers):
     table_kernels = where(moe_layers > 0, GEMM_KERNELS_PER_LAYER // 2, GEMM_KERNELS_PER_LAYER)
     per_layer = (KERNELS_PER_LAYER - where(gemm_table_index >= 0, table_kernels, 0)
                  - where(expert_table_covers > 0, 2 * moe_layers / layers, 0))
     kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
-    all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
-    return kernels + step_overhead_seconds + all_reduces
+    return kernels + step_overhead_seconds
 
 
 # --- requests ---------------------------------------------------------------------------------
