@@ -150,7 +150,9 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                           "the roofline", "assumptions.matmul_efficiency")
         fixed["moe_table_index"] = Given(-1.0, "assumed", "the contract states its own GEMM or memory efficiency: "
                                          "the roofline", "assumptions.matmul_efficiency")
-    fixed |= _allreduce_table_given(device, strategy.engine, assumptions.allreduce_latency is not None)
+    from botec.serving.allreduce import allreduce_table_given   # lazily: its tables
+
+    fixed |= allreduce_table_given(device, strategy.engine, assumptions.allreduce_latency is not None)
     if assumptions.kernel_overhead is None:  # a serving engine captures the decode step in CUDA graphs
         fixed["kernel_overhead_seconds"] = _engine_given(strategy.engine, "kernel_overhead", "assumptions.kernel_overhead")
     if supply.replicas is not None:   # a pinned fleet: the graph's sizing formula is replaced, not consulted
@@ -311,54 +313,10 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
                         if prefill is None else "the prefill instances' own layout", PREFILL_FIELD)
     given |= _disaggregation(strategy, layout, prefill_layout, tiers, inputs.stated_fields)
     links, placement, missing, unplaced = place(layout, tiers, rows)
-    given["allreduce_table_index"] = _allreduce_fit_said(inputs, given | links)
+    from botec.serving.allreduce import allreduce_fit_said
+
+    given["allreduce_table_index"] = allreduce_fit_said(given | links)
     return Varied(given | links, layout, valid, unplaced, missing | prefill_missing, placement)
-
-
-def _allreduce_table_given(device, engine: str, latency_stated: bool) -> dict[str, Given]:
-    """The graph input ``allreduce_table_index``: the measured all-reduce table of ``engine``'s kernel on ``device``
-    (else NCCL's there), or −1 (the engine's α and the TP link); a stated all-reduce latency sets the table aside."""
-    from botec.formulas import collective_tables
-
-    key = getattr(device, "key", None)
-    if latency_stated:
-        return {"allreduce_table_index": Given(-1.0, "assumed", "the contract states its own all-reduce latency: α "
-                                               "+ 2(t−1)/t · S / B_link with it and the TP link",
-                                               "assumptions.allreduce_latency")}
-    table = collective_tables.allreduce_table(key, engine)
-    if table is None:
-        return {"allreduce_table_index": Given(-1.0, "assumed", f"no measured all-reduce table for "
-                                               f"{key or 'this accelerator'}: the engine's α + 2(t−1)/t · S / B_link "
-                                               "(the TP link)", "supply.accelerator")}
-    own = "" if table.name.startswith(f"allreduce-{engine}-") else f" (no table of {engine}'s own kernel: NCCL's)"
-    return {"allreduce_table_index": Given(collective_tables.table_index(table), "measured",
-                                           f"TP all-reduces priced from {table.describe()}{own}", "supply.accelerator")}
-
-
-def _allreduce_fit_said(inputs: Inputs, given: dict[str, Given]) -> Given:
-    """``allreduce_table_index`` with its reason completed for one layout of plain numbers: the fit's α, bus
-    bandwidth, q and worst error on the table, or why the layout falls back to the engine's α and the TP link."""
-    from botec.serving.allreduce import ALLREDUCE_FIT, _allreduce_knee
-
-    index = given["allreduce_table_index"]
-    values = [given[name].value if name in given else None for name in ALLREDUCE_FIT[1:]]
-    if index.value < 0 or any(v is None or getattr(v, "ndim", 0) for v in values):
-        return index
-    tp, per_node, hidden, width, budget = (float(v) for v in values)
-    if tp < 2:
-        return index
-    knee = _allreduce_knee(index.value, tp, per_node, hidden, width, budget)
-    if knee is None:
-        why = (f"TP {tp:g} spans nodes ({per_node:g} accelerators per node)" if tp > per_node
-               else f"TP {tp:g} is not among the table's ranks")
-        return Given(index.value, index.provenance, f"{index.source}; {why}: the engine's α + 2(t−1)/t · S / B_link "
-                     "(the TP link) instead", index.field)
-    bus = 2 * (tp - 1) / tp / knee.seconds_per_byte
-    return Given(index.value, index.provenance,
-                 f"{index.source}; at TP {tp:g}, S = T × {hidden:,.0f} × {width:g} B for T = 1 … {budget:,.0f}: "
-                 f"(α^q + (β·S)^q)^(1/q) with α = {knee.latency_seconds * 1e6:.2f} µs, bus bandwidth "
-                 f"{bus / 1e9:,.0f} GB/s, q = {knee.exponent:.2f}, within {knee.worst_error:.0%} of the table at "
-                 f"those {len(knee.tokens)} sizes", index.field)
 
 
 def _instance_given(inputs: Inputs, strategy, layout: Layout, field: str) -> dict[str, Given]:

@@ -7,7 +7,7 @@ by the engine preset's latency α and the TP link, their sum, as before. Data-pa
 around attention (unless its group spans t_a > 1 ranks): only the latency of the dense layers' gathers and scatters.
 """
 
-from botec.graph import Formulas, where
+from botec.graph import Formulas, Given, where
 
 formulas = Formulas(account="serving")
 
@@ -135,3 +135,47 @@ def allreduce_seconds_per_token(pipeline_stage_layers, tensor_parallel, hidden_s
                                 tp_allreduce_bus_bytes_per_s, data_parallel_attention):
     ring = 2 * (tensor_parallel - 1) / tensor_parallel * hidden_size * activation_bytes_per_element
     return where(data_parallel_attention > 0, 0.0, 2 * pipeline_stage_layers * ring / tp_allreduce_bus_bytes_per_s)
+
+
+def allreduce_table_given(device, engine: str, latency_stated: bool) -> dict:
+    """The graph input ``allreduce_table_index``: the measured all-reduce table of ``engine``'s kernel on ``device``
+    (else NCCL's there), or −1 (the engine's α and the TP link); a stated all-reduce latency sets the table aside."""
+    from botec.formulas import collective_tables
+
+    key = getattr(device, "key", None)
+    if latency_stated:
+        return {"allreduce_table_index": Given(-1.0, "assumed", "the contract states its own all-reduce latency: α "
+                                               "+ 2(t−1)/t · S / B_link with it and the TP link",
+                                               "assumptions.allreduce_latency")}
+    table = collective_tables.allreduce_table(key, engine)
+    if table is None:
+        return {"allreduce_table_index": Given(-1.0, "assumed", f"no measured all-reduce table for "
+                                               f"{key or 'this accelerator'}: the engine's α + 2(t−1)/t · S / B_link "
+                                               "(the TP link)", "supply.accelerator")}
+    own = "" if table.name.startswith(f"allreduce-{engine}-") else f" (no table of {engine}'s own kernel: NCCL's)"
+    return {"allreduce_table_index": Given(collective_tables.table_index(table), "measured",
+                                           f"TP all-reduces priced from {table.describe()}{own}", "supply.accelerator")}
+
+
+def allreduce_fit_said(given: dict) -> Given:
+    """``allreduce_table_index`` with its reason completed for one layout of plain numbers: the fit's α, bus
+    bandwidth, q and worst error on the table, or why the layout falls back to the engine's α and the TP link."""
+    index = given["allreduce_table_index"]
+    values = [given[name].value if name in given else None for name in ALLREDUCE_FIT[1:]]
+    if index.value < 0 or any(v is None or getattr(v, "ndim", 0) for v in values):
+        return index
+    tp, per_node, hidden, width, budget = (float(v) for v in values)
+    if tp < 2:
+        return index
+    knee = _allreduce_knee(index.value, tp, per_node, hidden, width, budget)
+    if knee is None:
+        why = (f"TP {tp:g} spans nodes ({per_node:g} accelerators per node)" if tp > per_node
+               else f"TP {tp:g} is not among the table's ranks")
+        return Given(index.value, index.provenance, f"{index.source}; {why}: the engine's α + 2(t−1)/t · S / B_link "
+                     "(the TP link) instead", index.field)
+    bus = 2 * (tp - 1) / tp / knee.seconds_per_byte
+    return Given(index.value, index.provenance,
+                 f"{index.source}; at TP {tp:g}, S = T × {hidden:,.0f} × {width:g} B for T = 1 … {budget:,.0f}: "
+                 f"(α^q + (β·S)^q)^(1/q) with α = {knee.latency_seconds * 1e6:.2f} µs, bus bandwidth "
+                 f"{bus / 1e9:,.0f} GB/s, q = {knee.exponent:.2f}, within {knee.worst_error:.0%} of the table at "
+                 f"those {len(knee.tokens)} sizes", index.field)
