@@ -77,28 +77,20 @@ def _bytes(value: float) -> str:
     return f"{value:g} B"
 
 
-def _folder():
-    from importlib import resources
-
-    return resources.files("botec.catalog").joinpath("measurements").joinpath("operators")
-
-
 @lru_cache(maxsize=None)
 def table_names() -> tuple[str, ...]:
     """The file stems of the collective tables in ``catalog/measurements/operators``, sorted (no file is parsed)."""
-    folder = _folder()
-    if not folder.is_dir():
-        return ()
-    return tuple(sorted(p.name[:-len(".yaml")] for p in folder.iterdir()
-                        if p.name.endswith(".yaml") and p.name.split("-", 1)[0] in OPS))
+    from botec.catalog.operator_files import operator_file_names
+
+    return operator_file_names(*OPS)
 
 
 @lru_cache(maxsize=None)
 def load_table(name: str) -> CollectiveTable:
     """The table of ``measurements/operators/<name>.yaml``, parsed and checked once."""
-    from botec.yamlfile import load_yaml_text
+    from botec.catalog.operator_files import read_operator_file
 
-    data = load_yaml_text(_folder().joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
+    data = read_operator_file(name)
     sizes = tuple(float(v) for v in data["message_bytes"])
     ranks = tuple(int(v) for v in data["ranks"])
     rows = {int(r): latencies for r, latencies in data["rows"]}

@@ -81,28 +81,20 @@ class MoeTable:
                 f"({self.source.get('path', '')}, {self.source.get('license', '')})")
 
 
-def _folder():
-    from importlib import resources
-
-    return resources.files("botec.catalog").joinpath("measurements").joinpath("operators")
-
-
 @lru_cache(maxsize=None)
 def moe_table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/moe-*.yaml``, sorted (no file is parsed)."""
-    folder = _folder()
-    if not folder.is_dir():
-        return ()
-    return tuple(sorted(p.name[:-len(".yaml")] for p in folder.iterdir()
-                        if p.name.startswith("moe-") and p.name.endswith(".yaml")))
+    from botec.catalog.operator_files import operator_file_names
+
+    return operator_file_names("moe")
 
 
 @lru_cache(maxsize=None)
 def load_moe_table(name: str) -> MoeTable:
     """The grid of ``measurements/operators/<name>.yaml``, parsed and checked once."""
-    from botec.yamlfile import load_yaml_text
+    from botec.catalog.operator_files import read_operator_file
 
-    data = load_yaml_text(_folder().joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
+    data = read_operator_file(name)
     tokens = tuple(float(v) for v in data["tokens"])
     shapes = {}
     for entry in data["shapes"]:

@@ -73,28 +73,20 @@ class GemmTable:
                 f"{len(self.m)} points)")
 
 
-def _folder():
-    from importlib import resources
-
-    return resources.files("botec.catalog").joinpath("measurements").joinpath("operators")
-
-
 @lru_cache(maxsize=None)
 def table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/gemm-*.yaml``, sorted (no file is parsed)."""
-    folder = _folder()
-    if not folder.is_dir():
-        return ()
-    return tuple(sorted(p.name[:-len(".yaml")] for p in folder.iterdir()
-                        if p.name.startswith("gemm-") and p.name.endswith(".yaml")))
+    from botec.catalog.operator_files import operator_file_names
+
+    return operator_file_names("gemm")
 
 
 @lru_cache(maxsize=None)
 def load_table(name: str) -> GemmTable:
     """The grid of ``measurements/operators/<name>.yaml``, parsed and checked once."""
-    from botec.yamlfile import load_yaml_text
+    from botec.catalog.operator_files import read_operator_file
 
-    data = load_yaml_text(_folder().joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
+    data = read_operator_file(name)
     m, n, k = (tuple(float(v) for v in data[axis]) for axis in ("m", "n", "k"))
     grid = [[None] * len(k) for _ in n]
     n_at, k_at = {v: i for i, v in enumerate(n)}, {v: i for i, v in enumerate(k)}
