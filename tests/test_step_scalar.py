@@ -15,6 +15,7 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     if not moe and rng.random() < 0.5:
         costs["expert_read_seconds"] = 0.0
     costs["gemm_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 4), 32.0])   # 0: the max form
+    costs["attention_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 8), 32.0])   # 0: the roofline
     return costs
 
 

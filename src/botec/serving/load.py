@@ -107,6 +107,10 @@ class Replica:
     request_overhead_seconds: object = 0.0  # o: the front-end's time per request (HTTP, tokenization), in the TTFT
     decode_tokens_in_budget: object = 1.0  # d: 1 when the budget b bounds the decode tokens too, 0: prefill only
     gemm_knee_exponent: object = 0.0  # p: the measured GEMM table's knee (0: the roofline's max; engine_step_seconds)
+    attention_table_floor_seconds: object = 0.0   # F_a: a measured decode-attention table's floor per step
+    attention_table_seconds_per_sequence: object = 0.0   # σ: its cost per decoding sequence
+    attention_table_seconds_per_context_token: object = 0.0   # κ: its cost per context token read
+    attention_knee_exponent: object = 0.0  # p_a: its knee (0: the roofline's attention; engine_step_seconds)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 

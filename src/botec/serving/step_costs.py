@@ -79,6 +79,7 @@ formulas.input("gemm_table_index", unit="1", account="compute", detail=True,
 
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
 GEMM_KERNELS_PER_LAYER = 4   # of those, the weight GEMMs: a table's latency holds their kernel time whole
+ATTENTION_KERNELS_PER_LAYER = 1   # and attention: a measured decode-attention table's latency holds its kernel time
 TABLE_SLOPE_TOKENS = 8192    # the m whose table latency gives the compute-bound side's seconds per token
 
 
@@ -349,14 +350,16 @@ def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_l
 
 
 @formulas.formula(unit="s", meaning="fixed time of every step: kernels, the engine's CPU share, all-reduce latencies",
-                  expression="((9 − 4 if a measured GEMM table prices the weight GEMMs, its latencies holding their "
-                             "kernel time, else 9) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
+                  expression="((9 − 4 if a measured GEMM table prices the weight GEMMs, − 1 if one prices "
+                             "attention) × pipeline_stage_layers + 2) × kernel_overhead_seconds + "
                              "step_overhead_seconds + (2 × pipeline_stage_layers × allreduce_latency_seconds if "
                              "tensor_parallel > 1 else 0)",
                   prose=True)
 def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds,
-                           allreduce_latency_seconds, tensor_parallel, gemm_table_index):
-    per_layer = KERNELS_PER_LAYER - where(gemm_table_index >= 0, GEMM_KERNELS_PER_LAYER, 0)
+                           allreduce_latency_seconds, tensor_parallel, gemm_table_index, attention_knee_exponent):
+    """A measured table's latencies hold their kernels' time (the 4 weight GEMMs; decode attention's kernel)."""
+    per_layer = (KERNELS_PER_LAYER - where(gemm_table_index >= 0, GEMM_KERNELS_PER_LAYER, 0)
+                 - where(attention_knee_exponent > 0, ATTENTION_KERNELS_PER_LAYER, 0))
     kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
     all_reduces = where(tensor_parallel > 1, 2 * pipeline_stage_layers * allreduce_latency_seconds, 0.0)
     return kernels + step_overhead_seconds + all_reduces
