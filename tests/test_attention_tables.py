@@ -19,6 +19,12 @@ H100_FP8 = "attention-decode-fp8-h100-sxm"
 # latency (ms) × 1,000, rounded to 0.01 µs as the extraction writes them (read with pandas, 2026-12).
 MEASURED_US = {(1, 2): 5.70, (256, 256): 55.82, (512, 256): 102.71, (1, 65536): 64.62, (2048, 128): 234.65}
 
+@pytest.fixture(autouse=True)
+def tables_in_force(monkeypatch):
+    """The tables price decode attention (not yet the default: attention_tables.IN_FORCE_BY_DEFAULT)."""
+    monkeypatch.setattr(at, "IN_FORCE_BY_DEFAULT", True)
+
+
 NIM_8B = {"workload": {"kind": "serving", "model": "llama-3.1-8b",
                        "traffic": {"concurrency": 100, "prompt_tokens": 200, "output_tokens": 200}},
           "supply": {"accelerator": "h100-sxm", "replicas": 1},
@@ -129,3 +135,10 @@ def test_a_sliding_window_inside_the_context_keeps_the_roofline():
     contract["workload"]["traffic"]["prompt_tokens"] = 8000
     q = botec.estimate(contract).quantities
     assert q["attention_table_index"].value == -1 and "sliding window" in q["attention_table_index"].source
+
+
+def test_not_in_force_by_default_and_it_says_why(monkeypatch):
+    monkeypatch.setattr(at, "IN_FORCE_BY_DEFAULT", False)
+    q = botec.estimate(NIM_8B).quantities
+    assert q["attention_table_index"].value == -1 and q["attention_knee_exponent"].value == 0
+    assert f"{H100_FP8} covers this contract but is not in force by default" in q["attention_table_index"].source

@@ -41,6 +41,14 @@ __all__ = ["DecodeAttentionTable", "DecodeFit", "table_names", "load_table", "de
            "table_by_index", "layout_fit", "layout_on_rank", "decode_attention_seconds", "closed_form_seconds",
            "decode_reach", "attention_table_given", "FORMAT_OF_KV"]
 
+IN_FORCE_BY_DEFAULT = False
+"""Whether a table that covers the contract prices its decode attention by default. Not yet: the simulator's
+decode-only runs (botec.simulate.replica, 3b) take the step as affine in the decode context between events (t_j =
+t₀ + j·Δ, exact for the roofline's C·max(a, c)); the table's knee ‖σ·b, κ·C‖_p is curved in C, so a run's time
+would be an approximation (≈1e-7 relative on tests/test_simulate.py's reference, which holds 1e-12). Set True (or
+pass ``in_force=True`` to :func:`attention_table_given`) once the run's closed form handles a curved step; the
+figures that then move are listed in the branch's report (issue 29, item 1)."""
+
 FORMAT_OF_KV = {"fp8": "fp8", "bf16": "bf16", "fp16": "bf16"}
 """A contract's strategy.kv_cache_precision -> the table's KV format (FP16 caches as BF16: the same bytes)."""
 
@@ -218,7 +226,8 @@ def _measured_box(table: DecodeAttentionTable, heads: int, kv_heads: int) -> str
             f"…{int(table.context[-1]):,} tokens, b·s ≤ {int(largest):,}; beyond, the closed form")
 
 
-def attention_table_given(device, kv_precision: str, arch, speculative, context_tokens: float) -> dict:
+def attention_table_given(device, kv_precision: str, arch, speculative, context_tokens: float,
+                          in_force: bool | None = None) -> dict:
     """The graph input ``attention_table_index``: the table that prices decode attention on ``device`` (a catalog
     accelerator) for the contract's KV format, or −1 (the roofline max(F_attn / (e_attn·peak₁₆), KV / (e_mem·BW))
     with the family's figures). MLA, a sliding window shorter than the request's ``context_tokens`` (prompt and
@@ -242,6 +251,10 @@ def attention_table_given(device, kv_precision: str, arch, speculative, context_
     elif speculative is not None:
         table, why = None, ("speculative decoding: the roofline max(F_attn / (e_attn·peak₁₆), KV / (e_mem·BW)) (the "
                             "table times one query per sequence, a verification runs k + 1)")
+    elif not (IN_FORCE_BY_DEFAULT if in_force is None else in_force):
+        table, why = None, (f"{table.name} covers this contract but is not in force by default (the simulator's "
+                            "decode runs take the step as affine in the context; botec.serving.attention_tables."
+                            "IN_FORCE_BY_DEFAULT): the roofline max(F_attn / (e_attn·peak₁₆), KV / (e_mem·BW))")
     if table is None:
         return {"attention_table_index": Given(-1.0, "assumed", why, "supply.accelerator")}
     layouts = ", ".join(f"{h}/{g}" for h, g in table.fits)
