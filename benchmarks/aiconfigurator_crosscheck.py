@@ -234,13 +234,15 @@ def botec_step_terms(quantities, decode_tokens, decode_context, prefill_tokens, 
 
     terms = {"GEMM term": only("gemm_seconds_per_token", "weight_read_seconds", "expert_read_seconds"),
              "attention": only("attention_seconds_per_context_token", "prefill_attention_seconds_per_context_token",
-                               "kv_read_seconds_per_context_token"),
+                               "kv_read_seconds_per_context_token", "attention_table_floor_seconds",
+                               "attention_table_seconds_per_sequence", "attention_table_seconds_per_context_token"),
              "logits": only("logit_seconds_per_token"),
              "other": only("elementwise_seconds_per_token"),
              "communication": only("communication_seconds_per_token")
              + only("allreduce_seconds_per_step", "allreduce_seconds_per_token"),
              "overhead": only("fixed_seconds_per_step")}
     terms["total"] = float(model.step(decode_tokens, decode_context, prefill_tokens, prefill_context, sampled))
+    terms["attention_knee"] = model.attention_knee_exponent   # not a row: says which attention form the step took
     return terms
 
 
@@ -394,8 +396,10 @@ def causes(case: Case, aic: dict, botec_rows: dict, split: GemmSplit) -> list[st
         found.append("attention: " + (
             "botec prices causal FLOPs (P/2 tokens attended each) at the family's e_attn of the 16-bit peak; "
             "AIConfigurator its measured context-FMHA table (FP8 FMHA)" if case.phase == "prefill" else
-            "botec prices max(FLOPs / (e_attn·peak16), KV bytes / (e_mem·BW)); AIConfigurator its measured "
-            "generation-attention (XQA) table by batch and context, which holds a per-kernel floor"))
+            ("botec prices its closed form F + ‖σ·b, κ·b·s‖_p fitted to the same generation-attention table "
+             "(AIConfigurator interpolates the table's points)" if float(botec_rows.get("attention_knee", 0)) > 0
+             else "botec prices max(FLOPs / (e_attn·peak16), KV bytes / (e_mem·BW)); AIConfigurator its measured "
+             "generation-attention (XQA) table by batch and context, which holds a per-kernel floor")))
     if off("communication") and not case.mla:
         found.append("communication: " + (
             "AIConfigurator has the TP all-reduces inside its MoE pre/post-dispatch ops (measured all-reduce "

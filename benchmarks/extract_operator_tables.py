@@ -27,7 +27,15 @@ layer's MoE across the group: AIConfigurator's own query scales a rank's tokens 
 routing distributions: balanced (what EPLB's redundant experts aim at) and the skewed one AIConfigurator's model
 family uses (models/moe.py: power_law 1.2; models/deepseek.py: 1.01).
 
-Usage (needs pandas and pyarrow, not botec dependencies):
+- decode (generation) attention, ``measurements/operators/attention-decode-<kv format>-<accelerator>.yaml`` (read by
+  :mod:`botec.serving.attention_tables`): TensorRT-LLM's generation-attention kernel (XQA) per layer, one query per
+  sequence, by batch b (1 … 2,048 sequences) and KV length s = isl + step (2 … 131,072 tokens: AIConfigurator's
+  collector runs isl = 1 and ``step`` generated tokens), for the per-rank layouts of DECODE_LAYOUTS (query heads,
+  KV heads; head dim 128, no sliding window), each with the closed form the serving step uses fitted to its own
+  points: L(b, s) = F + ‖σ·b, κ·b·s‖_p with F the table's point at b = 1, s = 2, and σ, κ, p (1 ≤ p ≤ 32)
+  minimising Σ (log L_closed − log L_table)² over the layout's measured points (scipy's Nelder-Mead in log σ, log κ, log p).
+
+Usage (needs pandas and pyarrow, and scipy for the attention fits, not botec dependencies):
     python benchmarks/extract_operator_tables.py /path/to/aiconfigurator-checkout   # a git checkout (HEAD)
     python benchmarks/extract_operator_tables.py --installed /path/to/site-packages/aiconfigurator_core
 The second reads the data folder of an installed aiconfigurator-core (pip install aiconfigurator==0.12.0)
@@ -277,9 +285,92 @@ def write_collective_tables(package: Path, origin: dict) -> None:
                 write_collective(rows, op, f"{stem}-nccl", key, path, origin, "half")
 
 
+DECODE_LAYOUTS = ((64, 8), (32, 8), (32, 4), (16, 4), (16, 2), (8, 2), (8, 1), (4, 1))
+"""(query heads, KV heads) on one TP rank: Llama 3.1 70B (64/8) and 8B, Mistral 7B and Mixtral 8x7B (32/8) at TP 1,
+2, 4 and 8 (heads and KV heads each divided by TP; a KV head is not split below one)."""
+EXPONENT_RANGE = (1.0, 32.0)   # p's bounds, as the GEMM knee's (botec.serving.operators.KNEE_EXPONENT_RANGE)
+ATTENTION_FORMATS = {"bf16": "bfloat16", "fp8": "fp8"}   # botec's KV format -> AIConfigurator's kv_cache_dtype
+
+
+def fit_decode_layout(batch, context, latency_us):
+    """(F, σ, κ, p) of L(b, s) = F + ‖σ·b, κ·b·s‖_p (microseconds) over one layout's measured points: F the point at
+    the smallest b and s, σ, κ, p (≥ 1) the least squares of the log residuals (Nelder-Mead in log space)."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    b, s, latency = (np.asarray(v, dtype=float) for v in (batch, context, latency_us))
+    floor = float(latency[(b == b.min()) & (s == s.min())][0])
+    contexts = b * s
+
+    def closed(x):
+        sigma, kappa, p = np.exp(x)
+        p = min(max(p, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+        a, c = sigma * b, kappa * contexts
+        high, low = np.maximum(a, c), np.minimum(a, c)
+        return floor + high * (1 + (low / high) ** p) ** (1 / p)
+
+    start = np.log([(latency.max() - floor) / b.max() / 4, (latency.max() - floor) / contexts.max(), 2.0])
+    best = minimize(lambda x: float(np.sum(np.log(closed(x) / latency) ** 2)), start, method="Nelder-Mead",
+                    options={"maxiter": 20000, "xatol": 1e-10, "fatol": 1e-14})
+    sigma, kappa, p = np.exp(best.x)
+    residual = closed(best.x) / latency - 1
+    p = min(max(p, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+    return floor, float(sigma), float(kappa), float(p), float(residual.min()), float(residual.max())
+
+
+def write_decode_attention_grids(read, key: str, system: str, version: str, path: str, origin: dict) -> None:
+    """One file per KV format measured for ``system``: per layout of DECODE_LAYOUTS, its grid (rows [b, [latency_us at
+    each s of the file's axis, null where not measured]]) and its fitted closed form."""
+    frame = read(path)
+    frame = frame[(frame.head_dim == 128) & (frame.window_size == 0) & (frame.beam_width == 1)]
+    frame = frame.assign(s=frame.isl + frame.step)
+    for name, theirs in ATTENTION_FORMATS.items():
+        rows = frame[frame.kv_cache_dtype == theirs]
+        if rows.empty:
+            continue
+        layouts = []
+        for heads, kv_heads in DECODE_LAYOUTS:
+            cell = rows[(rows.num_heads == heads) & (rows.num_key_value_heads == kv_heads)]
+            if not cell.empty:
+                layouts.append((heads, kv_heads, cell.groupby(["batch_size", "s"]).latency.median()))
+        if not layouts:
+            continue
+        batches = sorted({int(b) for *_, table in layouts for b, _ in table.index})
+        contexts = sorted({int(s) for *_, table in layouts for _, s in table.index})
+        head = rows.iloc[0]
+        text = (f"# Decode (generation) attention latencies per layer measured on {head.device} (AIConfigurator), "
+                f"{name} KV cache, a grid of its table\n"
+                "# Written by benchmarks/extract_operator_tables.py; do not edit by hand. See ../NOTICE.\n"
+                f"schema_version: 1\nkind: decode_attention_grid\ndevice: {key}\nmeasured_on: {head.device}\n"
+                f"kv_dtype: {name}\nhead_dim: 128\n"
+                "source:\n  repository: ai-dynamo/aiconfigurator\n"
+                + "".join(f"  {field}: {value}\n" for field, value in origin.items())
+                + f"  path: {path}\n  engine: {head.framework} {head.version}\n  kernel: {head.kernel_source}\n"
+                "  license: Apache-2.0\n"
+                "units: {batch: sequences of one query each, context: KV tokens per sequence (isl + step), latency: "
+                "microseconds per layer on one rank}\n"
+                f"batch: [{', '.join(map(str, batches))}]\ncontext: [{', '.join(map(str, contexts))}]\n"
+                "# fit (botec's, not AIConfigurator's): L(b, s) = floor + ((per_sequence·b)^p + (per_context_token·b·s)^p)"
+                "^(1/p), 1 ≤ p ≤ 32, least squares in log over the layout's points; misfit: the extreme relative residuals\n"
+                "layouts:\n")
+        for heads, kv_heads, table in layouts:
+            b, s = zip(*table.index)
+            floor, sigma, kappa, p, low, high = fit_decode_layout(b, s, table.values * 1e3)
+            text += (f"  - heads: {heads}\n    kv_heads: {kv_heads}\n"
+                     f"    fit: {{floor_us: {floor:.6g}, per_sequence_us: {sigma:.6g}, per_context_token_us: "
+                     f"{kappa:.6g}, exponent: {p:.6g}, misfit: [{low:+.3f}, {high:+.3f}]}}\n"
+                     "    rows: |  # a row per batch: the batch, then latency_us at each context (- not measured)\n")
+            for batch in batches:
+                values = [table.get((batch, s)) for s in contexts]
+                text += (f"      {batch:<5d}" + " ".join("-" if v is None else f"{v * 1e3:.2f}" for v in values)
+                         + "\n")
+        OPERATORS.mkdir(exist_ok=True)
+        (OPERATORS / f"attention-decode-{name}-{key}.yaml").write_text(text, encoding="utf-8")
+
+
 def main_installed(package: Path) -> None:
-    """The serving step's GEMM grids and the collective tables from an installed aiconfigurator-core's data
-    folder."""
+    """The serving step's GEMM, fused-MoE and decode-attention grids and the collective tables from an installed
+    aiconfigurator-core's data folder."""
     from importlib.metadata import version as installed_version
 
     try:
@@ -293,6 +384,9 @@ def main_installed(package: Path) -> None:
         path = f"systems/data/{system}/moe/trtllm/{version}/moe_perf.parquet"
         if (package / path).exists():
             write_moe_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
+        path = f"systems/data/{system}/attention/trtllm/{version}/generation_attention_perf.parquet"
+        if (package / path).exists():
+            write_decode_attention_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
     write_collective_tables(package, origin)
 
 

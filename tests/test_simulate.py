@@ -44,6 +44,21 @@ def estimated(path, overrides: tuple = ()):
     return estimate_file(path, list(overrides + extra))
 
 
+@lru_cache(maxsize=None)
+def estimated_attention(path, tables: bool):
+    """The estimate with decode attention on the roofline (``tables`` False) or from the measured decode-attention
+    table (True: its knee ‖σ·d, κ·C‖_p is curved in the context), whatever attention_tables.IN_FORCE_BY_DEFAULT."""
+    from botec.estimation import estimate_file
+    from botec.serving import attention_tables
+
+    default = attention_tables.IN_FORCE_BY_DEFAULT
+    attention_tables.IN_FORCE_BY_DEFAULT = tables
+    try:
+        return estimate_file(path, list(FAST if path == H100 else ()))
+    finally:
+        attention_tables.IN_FORCE_BY_DEFAULT = default
+
+
 def simulated(path, overrides: tuple = (), **options):
     from botec.simulate import simulate
 
@@ -283,12 +298,16 @@ def reference_schedule(engine, arrival, prompt, output, cached):
                                                          "max_batched_tokens": 600, "kv_capacity_blocks": 500,
                                                          "prefix_cache_hit_rate": 0.3}),
 ])
-def test_the_replica_matches_a_step_by_step_reference(name, changes):
+@pytest.mark.parametrize("tables", [False, True], ids=["roofline attention", "measured attention table"])
+def test_the_replica_matches_a_step_by_step_reference(name, changes, tables):
+    """The roofline's step is affine in the decode context (a run in closed form); the measured table's is curved
+    (a run summed step by step): both to float precision."""
     from botec.simulate.fleet import run_fleet
     from botec.simulate.engine import Engine
     from botec.simulate.ledger import Ledger
 
-    engine = dataclasses.replace(Engine.from_estimate(estimated(H100)), **changes)
+    engine = dataclasses.replace(Engine.from_estimate(estimated_attention(H100, tables)), **changes)
+    assert (engine.step_model.attention_knee_exponent > 0) == tables
     rng = np.random.default_rng(1)
     arrival = np.cumsum(rng.exponential(0.02, 300))
     prompt, output = rng.integers(1, 400, 300), rng.integers(1, 120, 300)
@@ -308,7 +327,7 @@ def test_the_replica_matches_a_step_by_step_reference(name, changes):
 
 
 def test_closed_forms_of_a_run_of_steps():
-    from botec.simulate.engine import attended_tokens, steps_to_reach
+    from botec.simulate.engine import attended_tokens, decode_run, steps_to_reach
 
     for seconds, first, slope in ((1.0, 0.01, 0.0), (1.0, 0.01, 1e-5), (0.0301, 0.01, 0.0), (5.0, 0.003, 2e-7)):
         elapsed, j = 0.0, 0
@@ -316,6 +335,15 @@ def test_closed_forms_of_a_run_of_steps():
             elapsed += first + j * slope
             j += 1
         assert steps_to_reach(seconds, first, slope) == j
+    # a curved step, τ(d, C) = C² seconds, contexts 1, 2, 3, 4 …: steps of 1, 4, 9, 16 s, summed 1, 5, 14, 30
+    def squared(decoding, context, prefill, prefill_context, sampled):
+        return float(context * context)
+
+    assert decode_run(squared, 1, 1, 1, 1.0, 10, 10.0) == (3, 14.0)     # the first j lasting at least 10 s
+    assert decode_run(squared, 1, 1, 1, 1.0, 10, 14.0) == (3, 14.0)     # at least: 14 s ends at the third
+    assert decode_run(squared, 1, 1, 1, 1.0, 2, 10.0) == (2, 5.0)       # at most two steps
+    assert decode_run(squared, 3, 2, 2, 4.0, 3) == (3, 56.0)            # contexts 2, 4, 6: 4 + 16 + 36
+    assert decode_run(squared, 1, 1, 1, 1.0, 0) == (0, 0.0)
     for position, tokens, window in ((0, 10, 100), (95, 10, 100), (150, 7, 100), (0, 1, 1)):
         assert attended_tokens(position, tokens, window) == sum(min(q + 1, window)
                                                                 for q in range(position, position + tokens))

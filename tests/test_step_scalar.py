@@ -19,6 +19,7 @@ def _costs(rng: random.Random, moe: bool) -> dict:
     costs["moe_exchange_seconds_per_token"] = costs["communication_seconds_per_token"] * rng.choice(
         [0.0, rng.random(), 1.0])
     costs["allreduce_knee_exponent"] = rng.choice([0.0, 1.0, 0.25, rng.uniform(0.25, 4), 4.0])   # 0: the α–β sum
+    costs["attention_knee_exponent"] = rng.choice([0.0, 0.5, 1.0, rng.uniform(1, 8), 32.0])   # 0: the roofline
     return costs
 
 

@@ -167,13 +167,15 @@ def back_solve(inputs: Inputs, input_field: str, target: str) -> tuple[float, fl
 
 
 def sets_table_aside(inputs: Inputs, input_field: str) -> bool:
-    """Whether solving ``input_field`` prices the weight GEMMs on the roofline instead of the measured table in
-    force: a serving efficiency (botec.inputs.serving.ROOFLINE_EFFICIENCIES) does not move a tabled GEMM, and a
+    """Whether solving ``input_field`` prices the weight GEMMs and decode attention on the roofline instead of the
+    measured tables in force: a serving efficiency (botec.inputs.serving.ROOFLINE_EFFICIENCIES,
+    ATTENTION_EFFICIENCIES) does not move a tabled GEMM or attention, and a
     contract that states one runs the roofline, so the value solved is the one that, stated, gives the figure."""
-    from botec.inputs.serving import ROOFLINE_EFFICIENCIES
+    from botec.inputs.serving import ATTENTION_EFFICIENCIES, ROOFLINE_EFFICIENCIES
 
-    table = inputs.given.get("gemm_table_index")
-    return input_field in ROOFLINE_EFFICIENCIES and table is not None and float(table.value) >= 0
+    in_force = [inputs.given.get(name) for name in ("gemm_table_index", "attention_table_index")]
+    return (input_field in ROOFLINE_EFFICIENCIES + ATTENTION_EFFICIENCIES[len(ROOFLINE_EFFICIENCIES):]
+            and any(table is not None and float(table.value) >= 0 for table in in_force))
 
 
 def solve_for(inputs: Inputs, quantity: str, value: float, input_field: str,

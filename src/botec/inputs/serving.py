@@ -37,9 +37,12 @@ ARRIVAL_VARIATION = {"poisson": 1.0, "bursty": 1.0, "uniform": 0.0}
 ROOFLINE_EFFICIENCIES = ("assumptions.matmul_efficiency", "assumptions.memory_bandwidth_efficiency")
 """A contract that states either prices its weight GEMMs on the roofline with it: the measured GEMM table steps
 aside (``gemm_table_index = -1``), so a back-solve of either (botec.explore.solve) solves the roofline's."""
-TABLE_ASIDE = {"gemm_table_index": -1.0, "moe_table_index": -1.0}
-"""The graph value that sets the measured GEMM tables aside: the roofline with the family's e_mm and e_mem (what a
-solve or a calibration of :data:`ROOFLINE_EFFICIENCIES` holds)."""
+ATTENTION_EFFICIENCIES = ROOFLINE_EFFICIENCIES + ("assumptions.attention_efficiency",)
+"""A contract that states any of these prices decode attention on the roofline (``attention_table_index = -1``): its
+own attention or memory figure, or its own GEMM figure (a roofline contract, as a solve of any of them holds)."""
+TABLE_ASIDE = {"gemm_table_index": -1.0, "moe_table_index": -1.0, "attention_table_index": -1.0}
+"""The graph values that set the measured GEMM, fused-MoE and decode-attention tables aside: the roofline with the
+family's e_mm and e_mem (what a solve or a calibration of :data:`ROOFLINE_EFFICIENCIES` holds)."""
 
 
 def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
@@ -150,6 +153,15 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                           "the roofline", "assumptions.matmul_efficiency")
         fixed["moe_table_index"] = Given(-1.0, "assumed", "the contract states its own GEMM or memory efficiency: "
                                          "the roofline", "assumptions.matmul_efficiency")
+    if device is not None and all(getattr(assumptions, field.removeprefix("assumptions.")) is None
+                                  for field in ATTENTION_EFFICIENCIES):
+        from botec.serving.attention_tables import attention_table_given   # lazily: one file, only when needed
+
+        fixed |= attention_table_given(device, strategy.kv_cache_precision, arch, assumptions.speculative_decoding,
+                                       context)
+    else:
+        fixed["attention_table_index"] = Given(-1.0, "assumed", "the contract states its own attention, memory or "
+                                               "GEMM efficiency: the roofline", "assumptions.attention_efficiency")
     from botec.serving.allreduce import allreduce_table_given   # lazily: its tables
 
     fixed |= allreduce_table_given(device, strategy.engine, assumptions.allreduce_latency is not None)

@@ -52,3 +52,81 @@ def prefill_attention_seconds_per_context_token(pipeline_stage_layers, prefill_a
 def kv_read_seconds_per_context_token(kv_bytes_per_token_per_device, memory_bandwidth_efficiency,
                                       memory_bandwidth_bytes_per_s):
     return kv_bytes_per_token_per_device / (memory_bandwidth_efficiency * memory_bandwidth_bytes_per_s)
+
+
+# --- decode attention from a measured table (botec.serving.attention_tables) ----------------------------------
+
+formulas.input("attention_table_index", unit="1", account="compute", detail=True,
+               meaning="the measured decode-attention table that prices decode attention (botec.serving."
+                       "attention_tables.table_names position; −1: none, the roofline max(F_attn / (e_attn·peak₁₆), "
+                       "KV / (e_mem·BW)))")
+
+FIT_FIELDS = {"floor": "floor", "sequence": "per_sequence", "context": "per_context_token", "exponent": "exponent"}
+
+
+def _fit_value(field, attention_table_index, attention_heads, kv_heads, attention_tensor_parallel):
+    """One field of the rank's layout fit (seconds, or the exponent), 0 without a table or layout; elementwise over
+    numpy arrays (a sweep's), plain numbers otherwise (no numpy)."""
+    from botec.serving import attention_tables
+
+    values = (attention_table_index, attention_heads, kv_heads, attention_tensor_parallel)
+    if not any(getattr(v, "ndim", 0) for v in values):
+        if float(attention_table_index) < 0:
+            return 0.0
+        fit = attention_tables.layout_fit(*values)
+        return 0.0 if fit is None else getattr(fit, FIT_FIELDS[field])
+    import numpy as np
+
+    return np.vectorize(lambda *v: _fit_value(field, *v), otypes=[float])(*values)
+
+
+@formulas.formula(unit="s", meaning="measured table: decode attention's floor per step, the layers' kernel at one "
+                                    "sequence (0 without a table)",
+                  expression="pipeline_stage_layers × F, F the table's point at b = 1, s = 2 for the rank's layout "
+                             "(attention_heads / t_a query heads, max(kv_heads / t_a, 1) KV heads)",
+                  zero_when="attention_knee_exponent == 0", detail=True, prose=True,
+                  symbols={"F": "the layout's floor", "t_a": "attention_tensor_parallel"},
+                  source="AIConfigurator's measured generation-attention tables (Apache-2.0; catalog/measurements/"
+                         "operators, botec.serving.attention_tables)")
+def attention_table_floor_seconds(attention_table_index, attention_heads, kv_heads, attention_tensor_parallel,
+                                  pipeline_stage_layers):
+    return pipeline_stage_layers * _fit_value("floor", attention_table_index, attention_heads, kv_heads,
+                                              attention_tensor_parallel)
+
+
+@formulas.formula(unit="s", meaning="measured table: decode attention per sequence in a step (the flat region s ≤ "
+                                    "64: each sequence reads at least one KV block; 0 without a table)",
+                  expression="pipeline_stage_layers × σ, σ fitted to the rank's layout's points",
+                  zero_when="attention_knee_exponent == 0", detail=True, prose=True,
+                  symbols={"σ": "the layout's cost per sequence"},
+                  source="a least-squares fit in log space to AIConfigurator's measured generation-attention table "
+                         "(benchmarks/extract_operator_tables.py), never to end-to-end rows")
+def attention_table_seconds_per_sequence(attention_table_index, attention_heads, kv_heads, attention_tensor_parallel,
+                                         pipeline_stage_layers):
+    return pipeline_stage_layers * _fit_value("sequence", attention_table_index, attention_heads, kv_heads,
+                                              attention_tensor_parallel)
+
+
+@formulas.formula(unit="s", meaning="measured table: decode attention per context token a step reads (the "
+                                    "bandwidth-bound region; 0 without a table)",
+                  expression="pipeline_stage_layers × κ, κ fitted to the rank's layout's points",
+                  zero_when="attention_knee_exponent == 0", detail=True, prose=True,
+                  symbols={"κ": "the layout's cost per context token"},
+                  source="a least-squares fit in log space to AIConfigurator's measured generation-attention table "
+                         "(benchmarks/extract_operator_tables.py), never to end-to-end rows")
+def attention_table_seconds_per_context_token(attention_table_index, attention_heads, kv_heads,
+                                              attention_tensor_parallel, pipeline_stage_layers):
+    return pipeline_stage_layers * _fit_value("context", attention_table_index, attention_heads, kv_heads,
+                                              attention_tensor_parallel)
+
+
+@formulas.formula(unit="1", meaning="measured table: the exponent p of decode attention's knee between its cost per "
+                                    "sequence and per context token (0 without a table or layout: the roofline)",
+                  expression="p of L(b, s) = F + ((σ·b)^p + (κ·b·s)^p)^(1/p), 1 ≤ p ≤ 32, fitted to the rank's "
+                             "layout's points", detail=True, prose=True,
+                  symbols={"p": "attention_knee_exponent", "b": "sequences", "s": "KV tokens per sequence"},
+                  source="a least-squares fit in log space to AIConfigurator's measured generation-attention table "
+                         "(benchmarks/extract_operator_tables.py; each file states the fit's extreme residuals per "
+                         "layout), never to end-to-end rows")
+def attention_knee_exponent(attention_table_index, attention_heads, kv_heads, attention_tensor_parallel):
+    return _fit_value("exponent", attention_table_index, attention_heads, kv_heads, attention_tensor_parallel)

@@ -1,25 +1,24 @@
 """A replica at saturation and under a load: the analytic model of in-flight batching.
 
-Pure, elementwise functions over a replica's per-unit step costs (:mod:`botec.serving.step`) and
-its requests, shared by the estimate's formulas (:mod:`botec.serving.latency`). Symbols: p pipeline
+Pure, elementwise functions over a replica's per-unit step costs (:mod:`botec.serving.step`) and its requests,
+shared by the estimate's formulas (:mod:`botec.serving.latency`); the discrete-event simulator (:mod:`botec.simulate`)
+runs the same steps request by request, and its tests hold the two together. Symbols: p pipeline
 stages, B decoding requests, E tokens a request gains per step, P prompt tokens computed (prefix
 cache hits excluded), O output tokens, λ arrivals per second on the replica, τ the time for every
 running request to take one step (p stage steps), b the token budget of a step.
 
 - Prompts per stage step: n = λ·t̄ (t̄ the mean stage step). A step that carries prompt tokens carries a
   chunk of c = min(room, P·max(1, n)) of them, room = b − B/p·k₁ the budget left beside the decode tokens;
-  a share ρ = min(1, n·P/c) of the steps carries one (n < 1 and P ≤ room: ρ = n, a whole prompt in one
-  step; long prompts: full chunks, ρ = n·P/room). The mean stage step is the mixture
-  t̄ = (1 − ρ)·t₀ + ρ·t₁, t₀ = t(B/p, 0) and t₁ = t(B/p, c): a step with a whole prompt in it is
-  compute-bound while the others are bound by the weight read, so the mean of the steps is not the step
-  of the mean (the roofline is convex).
-- Steady state at λ: B = λ·((O − 1)/E)·τ (Little's law: the prompt's last step samples the first output
-  token, so a request decodes the other O − 1), τ = p·t̄; solved by fixed-point iteration from an
-  empty replica, secant-accelerated (it converges below saturation; at and above it B is capped). A decoding
-  request steps with itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding
-  requests.
-- Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); the prompts replacing the
-  finished requests, n = (B_sat/p)·E/O per stage step; capacity λ_sat = B_sat·E/(O·τ_sat).
+  a share ρ = min(1, n·P/c) of the steps carries one (n < 1 and P ≤ room: ρ = n, a whole prompt in one step;
+  long prompts: full chunks, ρ = n·P/room). The mean stage step is the mixture t̄ = (1 − ρ)·t₀ + ρ·t₁,
+  t₀ = t(B/p, 0) and t₁ = t(B/p, c): a step with a whole prompt in it is compute-bound while the others are bound
+  by the weight read, so the mean of the steps is not the step of the mean (the roofline is convex).
+- Steady state at λ: B = λ·((O − 1)/E)·τ (Little's law: the prompt's last step samples the first output token,
+  so a request decodes the other O − 1), τ = p·t̄; solved by fixed-point iteration from an empty replica,
+  secant-accelerated (it converges below saturation; at and above it B is capped). A decoding request steps with
+  itself and the B others it finds: the steps a request sees hold min(B + 1, B_sat) decoding requests.
+- Saturation: B_sat = min(max concurrent, max batch, ⌊b / (k₁ + E·P/O)⌋); the prompts replacing the finished
+  requests, n = (B_sat/p)·E/O per stage step; capacity λ_sat = B_sat·E/(O·τ_sat).
 - Prefill queue: an M/G/1 queue with vacations (Kleinrock vol. 1; the decomposition of Fuhrmann and
   Cooper 1985). Prompts are its customers: one needs ⌈P / room⌉ chunk steps t₁ (S, through the p
   stages), so they keep the engine busy a share ρ_q = λ·⌈P/room⌉·t₁ of the time; between them the engine
@@ -37,9 +36,6 @@ running request to take one step (p stage steps), b the token budget of a step.
   v = m·c_a²/(λ_f·T) the squared variation of a round-robin replica's share of the fleet's arrivals over
   T = (O − 1)·TPOT_q (:func:`tpot_quantile`).
 
-The discrete-event simulator (:mod:`botec.simulate`) runs the same steps request by request; its tests
-hold the two together.
-
 Disaggregated (n prefill instances per decode instance, each with the replica's layout; DistServe, Zhong et
 al. 2024; Splitwise, Patel et al. 2024): the decode instance's steps carry decode tokens only (ρ = 0 for
 TPOT, B_sat without the prompts' share of the budget); each prefill instance fills its steps with prompts,
@@ -47,9 +43,9 @@ b tokens per step t_b, so it serves λ/n prompts at utilization ρ_p = (λ/n)·P
 mean service is P·t_b/b; a prompt takes S = ⌈P/b⌉·p·t(min(P, b)) and its KV then crosses to the decode
 instance (X seconds). TTFT = W + S + X. Capacity = min(n·b/(P·t_b), the decode instance's B_sat·E/(O·τ)).
 
-Front-end: every TTFT above also holds o, the request's time outside the engine's steps (the HTTP round trip,
-the prompt's tokenization, the first token's detokenization: the engine preset's ``request_overhead``), added
-once as a constant (``Load.prefill_seconds`` includes it; the front-end is taken as never the bottleneck).
+Front-end: every TTFT above also holds o, the request's time outside the engine's steps (the HTTP round trip, the
+prompt's tokenization, the first token's detokenization: the engine preset's ``request_overhead``), added once as a
+constant (``Load.prefill_seconds`` includes it; the front-end is taken as never the bottleneck).
 """
 
 from __future__ import annotations
@@ -113,6 +109,10 @@ class Replica:
     allreduce_seconds_per_step: object = 0.0   # A: the step's TP all-reduces' latency side (engine_step_seconds)
     allreduce_seconds_per_token: object = 0.0  # R: their bandwidth side per token
     allreduce_knee_exponent: object = 0.0      # q: their knee (0: no table, the α–β sum)
+    attention_table_floor_seconds: object = 0.0   # F_a: a measured decode-attention table's floor per step
+    attention_table_seconds_per_sequence: object = 0.0   # σ: its cost per decoding sequence
+    attention_table_seconds_per_context_token: object = 0.0   # κ: its cost per context token read
+    attention_knee_exponent: object = 0.0  # p_a: its knee (0: the roofline's attention; engine_step_seconds)
     prefill_instance: "Replica | None" = None  # disaggregated: a prefill instance's own step costs when its layout
                                                # differs from the decode instance's (None: the same layout)
 

@@ -7,7 +7,7 @@ Sarathi-Serve). On one accelerator of a replica a step of ``T = d + p`` tokens (
 sequences, p prefill tokens) takes
 
     t = ‖F_gemm / (e_mm · peak), W(T) / (e_mem · BW)‖_p                 the weight GEMMs (the knee below)
-      + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache, read once
+      + max(F_attn / (e_attn · peak₁₆), KV / (e_mem · BW))                attention over the cache, read once (or the table's, below)
       + F_logits / (e_mm · peak)                                          the LM head, sampled tokens only
       + ‖n_ar·α_ar, n_ar·2(t−1)/t · T·h·b / B_ar‖_q                      tensor-parallel all-reduces (q = 1: the α–β sum)
       + T · e                                                             norms, residuals, activation, permutation
@@ -44,6 +44,13 @@ the table's points over the message sizes the step produces (T = 1 … the token
 engine's custom all-reduce rises faster than α + β·S between its latency floor and its bandwidth asymptote (one-shot,
 two-shot, then NCCL), so q is 0.4-0.8 at 4-8 ranks. Without a table q = 1 (``allreduce_knee_exponent`` 0), α_ar is
 the engine preset's and B_ar the TP group's link: the α–β sum, as before (:func:`allreduce_term`).
+
+Decode attention from a measured table. Where one prices it (``catalog/measurements/operators/attention-decode-*``,
+AIConfigurator's generation-attention kernel timed per layer by batch b and KV length s; :mod:`botec.serving.
+attention_tables`), the decode part of the attention term is the rank's layout's closed form, fitted to the table's
+own points, F + ‖σ·b, κ·C_d‖_p_a (F the kernel's floor per step, σ per sequence, κ per context token, p_a the knee
+between them; b = d/q the decoding sequences), and the prefill part stays the roofline's max(a_p·C_p, c·p). Without
+a table p_a is 0 and the term is the roofline's, as before.
 
 Every function here is elementwise: the estimate calls it on floats or numpy arrays (sweeps), the
 simulator on the batch each step really holds. Sources: the roofline (Williams et al. 2009);
@@ -138,7 +145,9 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
                         logit_seconds_per_token, communication_seconds_per_token, fixed_seconds_per_step,
                         elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0, moe_exchange_seconds_per_token=0.0,
                         two_batch_overlap=0.0, allreduce_seconds_per_step=0.0, allreduce_seconds_per_token=0.0,
-                        allreduce_knee_exponent=0.0):
+                        allreduce_knee_exponent=0.0, attention_table_floor_seconds=0.0,
+                        attention_table_seconds_per_sequence=0.0, attention_table_seconds_per_context_token=0.0,
+                        attention_knee_exponent=0.0):
     """Seconds of one engine step on one accelerator of a replica (see the module docstring), from the
     replica's per-unit costs:
 
@@ -149,7 +158,10 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     ``queries_per_context_read`` q the queries each decoding sequence runs against its one read of the
     cache (k + 1 verifying k speculative drafts, else 1).
 
-        t = G(g·T, w + x·(1 − (1 − k/E)^T)) + max(a·q·C_d + a_p·C_p, c·(C_d + p)) + l·s + J(R·T, A) + (r + e)·T + f
+        t = G(g·T, w + x·(1 − (1 − k/E)^T)) + A_t + l·s + J(R·T, A) + (r + e)·T + f
+
+        A_t = max(a·q·C_d + a_p·C_p, c·(C_d + p))                                      (π_a = 0: the roofline)
+        A_t = [d > 0]·F_a + G_a(σ·d/q, κ·C_d) + max(a_p·C_p, c·p)                       (π_a > 0: a measured table)
 
         G(u, v) = H·(1 + (L/H)^π)^(1/π) = (u^π + v^π)^(1/π),  H = max(u, v), L = min(u, v), π = max(p, 1)   (p > 0)
         G(u, v) = max(u, v)                                                                                (p = 0)
@@ -161,6 +173,10 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     gemm_knee_exponent (the measured GEMM table's knee, fitted to its points: see the module docstring; 0, the
     roofline's max, without a table); J = :func:`allreduce_term` of R = allreduce_seconds_per_token and A =
     allreduce_seconds_per_step with q = allreduce_knee_exponent (0, no table: their sum; the tensor-parallel all-reduces).
+    With a measured decode-attention table: F_a = attention_table_floor_seconds (the layers' kernel floor, in a step
+    that decodes), σ = attention_table_seconds_per_sequence, κ = attention_table_seconds_per_context_token, π_a =
+    attention_knee_exponent and G_a the knee G at π_a (the fit of the table's points,
+    :mod:`botec.serving.attention_tables`).
     Speculating, the compute side counts the k + 1 queries (a·q·C_d) and the memory side the cache once
     (c·C_d): a verification kernel tiles the queries of a sequence over one pass of its K/V blocks.
 
@@ -183,9 +199,15 @@ def engine_step_seconds(decode_tokens, decode_context_tokens, prefill_tokens, pr
     tokens = decode_tokens + prefill_tokens
     weights = weight_read_seconds + expert_read_seconds * experts_touched_share(tokens, expert_pick_probability)
     gemms = gemm_term(gemm_seconds_per_token * tokens, weights, gemm_knee_exponent)
-    attention = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
-                        + prefill_attention_seconds_per_context_token * prefill_context_tokens,
-                        kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
+    roofline = maximum(attention_seconds_per_context_token * queries_per_context_read * decode_context_tokens
+                       + prefill_attention_seconds_per_context_token * prefill_context_tokens,
+                       kv_read_seconds_per_context_token * (decode_context_tokens + prefill_tokens))
+    tabled = (where(decode_tokens > 0, attention_table_floor_seconds, 0.0)
+              + gemm_term(attention_table_seconds_per_sequence * (decode_tokens / queries_per_context_read),
+                          attention_table_seconds_per_context_token * decode_context_tokens, attention_knee_exponent)
+              + maximum(prefill_attention_seconds_per_context_token * prefill_context_tokens,
+                        kv_read_seconds_per_context_token * prefill_tokens))
+    attention = where(attention_knee_exponent > 0, tabled, roofline)
     all_reduces = allreduce_term(allreduce_seconds_per_token * tokens, allreduce_seconds_per_step,
                                  allreduce_knee_exponent)
     plain = (gemms + attention + logit_seconds_per_token * sampled_tokens + all_reduces
@@ -223,7 +245,9 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
                        kv_read_seconds_per_context_token, logit_seconds_per_token, communication_seconds_per_token,
                        fixed_seconds_per_step, elementwise_seconds_per_token=0.0, gemm_knee_exponent=0.0,
                        moe_exchange_seconds_per_token=0.0, two_batch_overlap=0.0, allreduce_seconds_per_step=0.0,
-                       allreduce_seconds_per_token=0.0, allreduce_knee_exponent=0.0):
+                       allreduce_seconds_per_token=0.0, allreduce_knee_exponent=0.0, attention_table_floor_seconds=0.0,
+                       attention_table_seconds_per_sequence=0.0, attention_table_seconds_per_context_token=0.0,
+                       attention_knee_exponent=0.0):
     """:func:`engine_step_seconds` with a replica's costs bound once, for plain numbers (int or float) only: the
     simulator's hot path (about two calls a request). The same formula, term by term and in the same order of
     operations (``maximum(a, b)`` is ``b if b > a else a``, as :func:`botec.graph.elementwise.maximum` computes it
@@ -257,6 +281,29 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
         def gemm_term(compute, weights):   # noqa: F811 (the max form)
             return weights if weights > compute else compute
 
+    floor_a, sigma, kappa = (attention_table_floor_seconds, attention_table_seconds_per_sequence,
+                             attention_table_seconds_per_context_token)
+    knee_a = 1.0 if 1.0 > attention_knee_exponent else attention_knee_exponent   # maximum(p_a, 1.0)
+    inverse_a = 1 / knee_a
+
+    if attention_knee_exponent > 0:      # a measured decode-attention table: F_a + G_a(σ·d/q, κ·C_d) + the prefill's
+        def attention(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
+                      queries_per_context_read):
+            per_sequence = sigma * (decode_tokens / queries_per_context_read)
+            per_context = kappa * decode_context_tokens
+            high = per_context if per_context > per_sequence else per_sequence
+            low = per_context if per_context < per_sequence else per_sequence
+            knee = high * (1 + (low / (high if high > 0 else 1.0)) ** knee_a) ** inverse_a
+            compute = a_p * prefill_context_tokens
+            memory = c * prefill_tokens
+            return ((floor_a if decode_tokens > 0 else 0.0) + knee) + (memory if memory > compute else compute)
+    else:                                # the roofline
+        def attention(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
+                      queries_per_context_read):
+            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
+            memory = c * (decode_context_tokens + prefill_tokens)
+            return memory if memory > compute else compute
+
     if two_batch_overlap > 0:   # two micro-batches (engine_step_seconds's second form), term by term as two_batch_step
         m = moe_exchange_seconds_per_token
         r, e = communication_seconds_per_token, elementwise_seconds_per_token
@@ -265,9 +312,8 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
         def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
                  queries_per_context_read=1.0):
             tokens = decode_tokens + prefill_tokens
-            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
-            memory = c * (decode_context_tokens + prefill_tokens)
-            linear = (memory if memory > compute else compute) + l * sampled_tokens
+            linear = attention(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
+                               queries_per_context_read) + l * sampled_tokens
             half = tokens / 2
             touched = (1 - kept ** (0 if 0 > half else half)) if k > 0 else 0.0
             busy = gemm_term(g * half, w + x * touched) + all_reduces(half) + linear / 2 + (r - m + e) * half
@@ -284,11 +330,10 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
             tokens = decode_tokens + prefill_tokens
             weights = w + x * (1 - kept ** (0 if 0 > tokens else tokens))
             gemms = gemm_term(g * tokens, weights)
-            compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
-            memory = c * (decode_context_tokens + prefill_tokens)
-            return (gemms + (memory if memory > compute else compute) + l * sampled_tokens + all_reduces(tokens)
+            return (gemms + attention(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
+                                      queries_per_context_read) + l * sampled_tokens + all_reduces(tokens)
                     + r_e * tokens + f)
-    else:
+    elif attention_knee_exponent <= 0:   # dense on the roofline: the attention inline (the simulator's hot path)
         weights = w + x * 0.0    # no expert is picked (dense): experts_touched_share is 0
 
         def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
@@ -298,6 +343,16 @@ def scalar_engine_step(gemm_seconds_per_token, weight_read_seconds, expert_read_
             compute = a * queries_per_context_read * decode_context_tokens + a_p * prefill_context_tokens
             memory = c * (decode_context_tokens + prefill_tokens)
             return (gemms + (memory if memory > compute else compute) + l * sampled_tokens + all_reduces(tokens)
+                    + r_e * tokens + f)
+    else:
+        weights = w + x * 0.0
+
+        def step(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens, sampled_tokens,
+                 queries_per_context_read=1.0):
+            tokens = decode_tokens + prefill_tokens
+            gemms = gemm_term(g * tokens, weights)
+            return (gemms + attention(decode_tokens, decode_context_tokens, prefill_tokens, prefill_context_tokens,
+                                      queries_per_context_read) + l * sampled_tokens + all_reduces(tokens)
                     + r_e * tokens + f)
 
     return step
@@ -309,7 +364,9 @@ STEP_INPUTS = ("gemm_seconds_per_token", "weight_read_seconds", "expert_read_sec
                "kv_read_seconds_per_context_token", "logit_seconds_per_token", "communication_seconds_per_token",
                "fixed_seconds_per_step", "elementwise_seconds_per_token", "gemm_knee_exponent",
                "moe_exchange_seconds_per_token", "two_batch_overlap", "allreduce_seconds_per_step",
-               "allreduce_seconds_per_token", "allreduce_knee_exponent")
+               "allreduce_seconds_per_token", "allreduce_knee_exponent", "attention_table_floor_seconds",
+               "attention_table_seconds_per_sequence", "attention_table_seconds_per_context_token",
+               "attention_knee_exponent")
 
 
 @dataclass(frozen=True)
@@ -333,6 +390,10 @@ class StepModel:
     allreduce_seconds_per_step: float = 0.0
     allreduce_seconds_per_token: float = 0.0
     allreduce_knee_exponent: float = 0.0
+    attention_table_floor_seconds: float = 0.0
+    attention_table_seconds_per_sequence: float = 0.0
+    attention_table_seconds_per_context_token: float = 0.0
+    attention_knee_exponent: float = 0.0
 
     @classmethod
     def from_quantities(cls, quantities) -> "StepModel":

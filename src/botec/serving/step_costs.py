@@ -78,6 +78,7 @@ formulas.input("gemm_table_index", unit="1", account="compute", detail=True,
 
 KERNELS_PER_LAYER = 9  # QKV, attention, output, two norms, two residual adds, MLP up (with the activation), down
 GEMM_KERNELS_PER_LAYER = 4   # of those, the weight GEMMs: a table's latency holds their kernel time whole
+ATTENTION_KERNELS_PER_LAYER = 1   # and attention: a measured decode-attention table's latency holds its kernel time
 TABLE_SLOPE_TOKENS = 8192    # the m whose table latency gives the compute-bound side's seconds per token
 
 
@@ -395,13 +396,14 @@ def elementwise_seconds_per_token(activation_bytes_per_element, pipeline_stage_l
                   symbols={"n_table": "the kernels per layer a measured table's latencies hold whole: a GEMM table 4 "
                                       "for a dense model (QKV, O, gate/up, down), 2 for an MoE model (QKV, O); a "
                                       "fused-MoE table 2 more per MoE layer (its grouped gate/up and down: 2 × "
-                                      "moe_layers / layers)"},
+                                      "moe_layers / layers); a decode-attention table 1 more (its kernel)"},
                   prose=True)
 def fixed_seconds_per_step(pipeline_stage_layers, kernel_overhead_seconds, step_overhead_seconds, gemm_table_index,
-                           moe_layers, layers, expert_table_covers):
+                           moe_layers, layers, expert_table_covers, attention_knee_exponent):
     table_kernels = where(moe_layers > 0, GEMM_KERNELS_PER_LAYER // 2, GEMM_KERNELS_PER_LAYER)
     per_layer = (KERNELS_PER_LAYER - where(gemm_table_index >= 0, table_kernels, 0)
-                 - where(expert_table_covers > 0, 2 * moe_layers / layers, 0))
+                 - where(expert_table_covers > 0, 2 * moe_layers / layers, 0)
+                 - where(attention_knee_exponent > 0, ATTENTION_KERNELS_PER_LAYER, 0))
     kernels = (per_layer * pipeline_stage_layers + 2) * kernel_overhead_seconds
     return kernels + step_overhead_seconds
 

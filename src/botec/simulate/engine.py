@@ -48,7 +48,8 @@ takes one step: τ = p · t_stage(B/p decoding, their contexts / p, the prefill 
 micro-batch with its own budget b. A token's latency is p stage steps. With p = 1 a round is a step.
 
 The step arithmetic the scheduler uses: :func:`steps_to_reach` (how many decode steps of linearly growing time
-cover a span) and :func:`attended_tokens` (what a prompt chunk attends).
+cover a span), :func:`decode_run` (the same, and a run's time, for a step curved in the context: summed step by
+step) and :func:`attended_tokens` (what a prompt chunk attends).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ import numpy as np
 from botec.errors import UserError
 from botec.serving.step import StepModel
 
-__all__ = ["BLOCK_TOKENS", "Engine", "steps_to_reach", "attended_tokens"]
+__all__ = ["BLOCK_TOKENS", "Engine", "steps_to_reach", "decode_run", "attended_tokens"]
 
 BLOCK_TOKENS = 16
 """Tokens per KV-cache block (vLLM's default block size)."""
@@ -170,6 +171,25 @@ def steps_to_reach(seconds: float, first: float, slope: float) -> int:
     while j * first + slope * j * (j - 1) / 2 < seconds:
         j += 1
     return j
+
+
+def decode_run(round_seconds, decoding: int, context: int, growers: int, first: float, steps: int,
+               seconds: float = math.inf) -> tuple[int, float]:
+    """(j, Σ_{i<j} τ(d, C + i·g)): a decode-only run's steps summed one at a time, the exact time of a run whose
+    step is not affine in the context (a measured attention table's knee ‖σ·d, κ·C‖_p, curved in C). d =
+    ``decoding``, C = ``context`` (the first step's decode context), g = ``growers`` (the contexts still growing, one
+    token a step each), τ = ``round_seconds`` and ``first`` = τ(d, C), already computed. j = ``steps``, or sooner
+    the first j whose steps last at least ``seconds`` (as :func:`steps_to_reach`, for a curved step: an arrival at
+    ``seconds`` joins after that step). The sum is the step-by-step one, so the clock it moves agrees with a step
+    by step scheduler's to a few float64 roundings (each step's own rounding, no model error)."""
+    if steps < 1:
+        return 0, 0.0
+    elapsed, j = first, 1
+    while j < steps and elapsed < seconds:
+        context += growers
+        elapsed += round_seconds(decoding, context, 0, 0, decoding)
+        j += 1
+    return j, elapsed
 
 
 def attended_tokens(position: int, tokens: int, window: int) -> int:

@@ -4,14 +4,15 @@ preemption, speculative decoding, disaggregated arrivals, pipeline rounds), run 
 in its locals (:meth:`Replica._run`, kept whole for speed).
 
 **Speed.** Between events (an admission, a chunk, a request finishing, a context reaching the window, a
-preemption) a decode-only batch is constant but for its contexts, each growing by one token a step.
-With no prefill tokens every term of the step time is affine in the decode context (the attention term is
-max(a·C, c·C) = C·max(a, c)), so the step time is exactly linear in the step index: t_j = t₀ + j·Δ, with
-t₀ and Δ from two calls of the step function. A run of n such steps takes n·t₀ + Δ·n(n − 1)/2 seconds,
-and the step in progress at a given time solves a quadratic: no error, no per-step loop. The KV blocks
-the run adds are counted by each request's phase modulo 16 (a request needs a new block every 16
-steps), so they too cost O(16), not O(batch). Speculating, a step's gains are random: those runs go step by
-step, each request drawn (numpy) — slower, and exact.
+preemption) a decode-only batch is constant but for its contexts, each growing by one token a step. With no prefill
+tokens every term of the roofline's step time is affine in the decode context (the attention term is max(a·C, c·C) =
+C·max(a, c)), so the step time is exactly linear in the step index: t_j = t₀ + j·Δ, with t₀ and Δ from two calls
+of the step function. A run of n such steps takes n·t₀ + Δ·n(n − 1)/2 seconds, and the step in progress at a given
+time solves a quadratic: no error, no per-step loop. A measured decode-attention table's knee ‖σ·d, κ·C‖_p is
+curved in C: such a run's steps are summed one at a time (:func:`botec.simulate.engine.decode_run`, plain floats,
+about 0.7 µs a step), a step-by-step scheduler's sum to a few roundings. The KV blocks the run adds are counted by
+each request's phase modulo 16 (a request needs a new block every 16 steps), so they too cost O(16), not O(batch).
+Speculating, a step's gains are random: those runs go step by step, each request drawn (numpy) — slower, and exact.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections import deque
 
 import numpy as np
 
-from botec.simulate.engine import BLOCK_TOKENS, Engine, attended_tokens, steps_to_reach
+from botec.simulate.engine import BLOCK_TOKENS, Engine, attended_tokens, decode_run, steps_to_reach
 from botec.simulate.ledger import _DECODING, _DONE, _PREFILLED, _PREFILLING, _WAITING, Ledger, ReplicaStats
 
 __all__ = ["Replica"]
@@ -78,6 +79,7 @@ class Replica:
         max_batch, budget, stages = engine.max_batch_size, engine.max_batched_tokens, engine.pipeline_parallel
         drafts, acceptance = engine.draft_tokens, engine.draft_acceptance_rate
         verified, speculating, chunked = drafts + 1, drafts > 0, engine.chunked_prefill
+        curved = engine.step_model.attention_knee_exponent > 0   # the step not affine in the context: sum its steps
         in_budget = engine.decode_tokens_in_budget   # the decode tokens take their share of the budget (not SGLang's)
         arrival, prompt, output, cached = ledger.arrival, ledger.prompt, ledger.output, ledger.cached
         first_token_s, finish_s, preemptions = ledger.first_token_s, ledger.finish_s, ledger.preemptions
@@ -307,9 +309,10 @@ class Replica:
                 stepping, completing = decoding, ()
                 first = round_seconds(decoding, context, 0, 0, decoding)
                 if speculating:
-                    runs, slope = 1, 0.0
+                    runs, seconds = 1, first
                 else:
-                    slope = round_seconds(decoding, context + growers, 0, 0, decoding) - first if growers else 0.0
+                    slope = (round_seconds(decoding, context + growers, 0, 0, decoding) - first
+                             if growers and not curved else 0.0)
                     while finish_at[finishing[0][1]] != finishing[0][0]:
                         heappop(finishing)
                     runs = finishing[0][0] - counter
@@ -317,16 +320,20 @@ class Replica:
                         heappop(windows)
                     if windows and windows[0][0] - counter < runs:
                         runs = windows[0][0] - counter
-                    if until < inf and not queue and len(running) < max_batch:
-                        reach = steps_to_reach(until - t, first, slope)   # an arrival may join after this step
+                    reaching = until - t if until < inf and not queue and len(running) < max_batch else inf
+                    if curved and growers:   # a curved step: the run summed step by step, to the step reaching `until`
+                        runs, seconds = decode_run(round_seconds, decoding, context, growers, first, runs, reaching)
+                    elif reaching < inf:     # an arrival (at `until`) may join after the step that reaches it
+                        reach = steps_to_reach(reaching, first, slope)
                         runs = reach if reach < runs else runs
                     if growers and used + growers * ((runs + 15) >> 4) > capacity:
                         taken, grown = 0, 0                   # the cache may fill: stop before the step it would
                         while taken < runs and used + grown + phases[(counter + taken) & 15] <= capacity:
                             grown += phases[(counter + taken) & 15]
                             taken += 1
-                        runs = taken
-                        need = grown
+                        if curved and taken < runs:           # the run summed, and cut shorter
+                            seconds = decode_run(round_seconds, decoding, context, growers, first, taken)[1]
+                        runs, need = taken, grown
                     elif growers:
                         need = (runs >> 4) * growers      # whole turns of the 16 phases, then the rest's
                         start, rest = counter & 15, runs & 15
@@ -334,7 +341,8 @@ class Replica:
                             need += sum(phases[start:start + rest])
                         else:
                             need += sum(phases[start:]) + sum(phases[:start + rest - 16])
-                seconds = runs * first + slope * runs * (runs - 1) / 2
+                    if not curved or not growers:
+                        seconds = runs * first + slope * runs * (runs - 1) / 2
             else:
                 until = yield                          # nothing can run: wait for arrivals
                 continue
