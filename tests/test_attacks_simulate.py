@@ -179,7 +179,7 @@ def test_steps_to_reach_ends_whatever_the_span():
 def test_a_run_too_short_for_steady_state_says_so():
     """H100 example at 20 requests/s, a request staying 4.33 s (the analytic end-to-end latency): 200 requests (190
     measured) arrive over 9.5 s, under 10 × 4.33 s; the decode batch never fills (57 on average against Little's law's
-    86) and TPOT reads 16 % fast. 2,000 requests (95 s) are in steady state: no warning, the batch within 3 %."""
+    86) and TPOT reads 16 % fast. 2,000 requests (95 s) are in steady state: no warning, the batch within 4 %."""
     from botec.estimation import estimate_file
     from botec.simulate import STEADY_FILLS, WARMUP_SHARE, simulate
 
@@ -196,7 +196,8 @@ def test_a_run_too_short_for_steady_state_says_so():
 
     steady = simulate(result, requests=2000, rate=20.0, replicas=1)
     assert steady.warnings == ()
-    assert steady.mean_decode_batch == pytest.approx(steady.analytic.decode_batch_size, rel=0.03)
+    # within 3.4 % (109.7 against 106.2 with the measured decode-attention table; 2.9 % on the roofline)
+    assert steady.mean_decode_batch == pytest.approx(steady.analytic.decode_batch_size, rel=0.04)
 
 
 def test_more_replicas_than_requests_is_a_short_run_of_a_large_fleet():

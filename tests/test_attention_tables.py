@@ -21,7 +21,7 @@ MEASURED_US = {(1, 2): 5.70, (256, 256): 55.82, (512, 256): 102.71, (1, 65536): 
 
 @pytest.fixture(autouse=True)
 def tables_in_force(monkeypatch):
-    """The tables price decode attention (not yet the default: attention_tables.IN_FORCE_BY_DEFAULT)."""
+    """The tables price decode attention (the default: attention_tables.IN_FORCE_BY_DEFAULT)."""
     monkeypatch.setattr(at, "IN_FORCE_BY_DEFAULT", True)
 
 
@@ -137,8 +137,10 @@ def test_a_sliding_window_inside_the_context_keeps_the_roofline():
     assert q["attention_table_index"].value == -1 and "sliding window" in q["attention_table_index"].source
 
 
-def test_not_in_force_by_default_and_it_says_why(monkeypatch):
+def test_in_force_by_default_and_set_aside_says_why(monkeypatch):
+    q = botec.estimate(NIM_8B).quantities
+    assert q["attention_table_index"].value >= 0 and q["attention_knee_exponent"].value > 0
     monkeypatch.setattr(at, "IN_FORCE_BY_DEFAULT", False)
     q = botec.estimate(NIM_8B).quantities
     assert q["attention_table_index"].value == -1 and q["attention_knee_exponent"].value == 0
-    assert f"{H100_FP8} covers this contract but is not in force by default" in q["attention_table_index"].source
+    assert f"{H100_FP8} covers this contract but is set aside here" in q["attention_table_index"].source

@@ -88,8 +88,9 @@ def test_half_the_prefill_capacity_agrees_with_the_analytic_model():
     from botec.simulate import simulate
 
     result = estimated(1)
-    capacity = quantity(result, "prefill_pool_requests_per_s")            # one prefill instance's
-    assert capacity < quantity(result, "decode_requests_per_s_per_replica")
+    # the replica's capacity: its one prefill instance's or its decode instance's, whichever is less (46.2 and 45.2
+    # requests/s with the measured decode-attention table; on the roofline the prefill instance was the less)
+    capacity = min(quantity(result, "prefill_pool_requests_per_s"), quantity(result, "decode_requests_per_s_per_replica"))
     sim = simulate(result, requests=4_000, rate=0.5 * capacity, replicas=1, seed=0)
     analytic = sim.analytic
     assert not analytic.over_capacity and sim.unfinished_requests == 0

