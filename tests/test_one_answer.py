@@ -209,11 +209,11 @@ table (a 2,048-token chunk step 7 % dearer): on 3 replicas the bursty P99 TPOT n
 def test_seventy_b_on_h100_one_answer_over_ten_seeds(arrivals):
     """The estimate's P99 TTFT against the simulator's over 10 seeds of 10,000 requests each on the fleet the
     estimate sized (:data:`FLEET`), and the verdicts agree (both meet both targets). Measured when written (the TP
-    all-reduces from the measured table, the simulator balancing round-robin): Poisson, 3 replicas, estimate 0.173 s
-    against 0.168 s simulated, +2.9 % (a replica behind round-robin takes every third arrival: gaps of c_a² = 1/3;
-    with the fleet's Poisson gaps on each replica and the least-outstanding balancer it was +17.8 %, an xfail).
-    Bursts of 8 (2 of each on every one of the 4 replicas they size) move both, about 3×: 0.536 s against 0.487 s,
-    +10.1 % (on 3 replicas and least-outstanding balancing −23 %)."""
+    all-reduces and decode attention from the measured tables, the simulator balancing round-robin): Poisson, 3
+    replicas, estimate 0.180 s against 0.178 s simulated, +1.5 % (a replica behind round-robin takes every third
+    arrival: gaps of c_a² = 1/3; with the fleet's Poisson gaps on each replica and the least-outstanding balancer it
+    was +17.8 %, an xfail). Bursts of 8 (2 of each on every one of the 4 replicas they size) move both, about 3×:
+    0.555 s against 0.491 s, +13.1 % (on 3 replicas and least-outstanding balancing −23 %)."""
     from botec.api import estimate
     from botec.simulate.replications import interval
 
