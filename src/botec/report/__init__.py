@@ -101,7 +101,8 @@ def methods(result: Estimate) -> list[str]:
         load = ("load: users in a closed loop, X·(R(X) + Z) = N solved for the rate; at that rate by Little's law"
                 if contract.workload.traffic.closed else "load by Little's law")
         lines = [f"serving: {strategy.engine} engine steps of in-flight batching (decode tokens + a prefill chunk) "
-                 f"on the rooflines; {load}, the prompt queue as M/G/1; targets at "
+                 f"on the rooflines and the measured operator tables; {load}, each replica's prompt queue as "
+                 f"G/G/1 behind a round-robin balancer; targets at "
                  f"P{contract.workload.latency.percentile}"]
         flops = f"FLOPs 2·N(active, matmul) per token + attention scores counted {contract.assumptions.attention_flops}"
         lines.append(f"model: {model.kind} {result.architecture.name}; {flops}")
