@@ -175,6 +175,8 @@ def print_table(console, table) -> None:
             measured = Measurement.get(console, options, cell)
             return measured.minimum, measured.maximum
         plain = text.plain
+        if plain.isascii():   # one column a character, no number to glue: the words' and the lines' lengths
+            return max(map(len, plain.split()), default=0), max(map(len, plain.split("\n")), default=0)
         glued = _SCIENTIFIC.sub(_KEPT, plain)
         return (max((cell_len(word.replace(_KEPT, " ")) for word in glued.split()), default=0),
                 max((cell_len(line) for line in plain.split("\n")), default=0))
@@ -202,10 +204,14 @@ def print_table(console, table) -> None:
         _print_rows(console, table)
         return
     widths = list(longest)
+    total = sum(widths)
     for floor in (bodies, shortest):   # wrap the headers first, then the cells: the widest column gives first
-        while sum(widths) > room and any(width > least for width, least in zip(widths, floor)):
-            index = max((i for i in range(len(widths)) if widths[i] > floor[i]), key=lambda i: widths[i])
-            widths[index] -= 1
+        while total > room:
+            above = [i for i, (width, least) in enumerate(zip(widths, floor)) if width > least]
+            if not above:
+                break
+            widths[max(above, key=widths.__getitem__)] -= 1   # the first of the widest
+            total -= 1
     collapsed = widths != longest
     for index, (column, width) in enumerate(zip(columns, widths)):
         content = width - table._get_padding_width(index)
