@@ -13,7 +13,7 @@ with its other load, the CPU a process uses much less.
 seed fixed, the .pyc files compiled first): a deterministic figure to compare two trees side by side where CPU
 seconds on a loaded machine swing by ±30 %. The reference workload: 1,479 M at ee7e497, 1,542 M after issue 28
 (every line wrapped at 100 columns: +54 M, most of it rich wrapping the tables; the model bounds +16 M; rendering
-each table cell once −7 M, measuring a plain-ASCII cell by its lengths −10 M, the narrowing loop −3 M: 1,531 M).
+each table cell once −7 M, measuring a plain-ASCII cell by its lengths −10 M, the narrowing loop −3 M, a one-style cell rewrapped as its lines −10 M: 1,521 M).
 
 Prints the median, min and max of each over the runs; exits 0 either way (a benchmark, not a test).
 """

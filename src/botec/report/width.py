@@ -138,6 +138,10 @@ def _rewrapped(text, width: int):
     plain = text.plain
     if all(len(line) <= width for line in plain.split("\n")):
         return text
+    if not text.spans:   # one style for the whole cell: its lines as they are
+        out = Text("\n".join(line.strip() for line in _cell_lines(plain, width)), style=text.style)
+        out.justify, out.no_wrap = text.justify, text.no_wrap
+        return out
     pieces, start = [], 0
     for line in _cell_lines(plain, width):
         words = line.strip()
