@@ -84,28 +84,20 @@ class DecodeAttentionTable:
                 f"{self.measured_on} ({self.source.get('path', '')}, {self.source.get('license', '')})")
 
 
-def _folder():
-    from importlib import resources
-
-    return resources.files("botec.catalog").joinpath("measurements").joinpath("operators")
-
-
 @lru_cache(maxsize=None)
 def table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/attention-decode-*.yaml``, sorted (no file is parsed)."""
-    folder = _folder()
-    if not folder.is_dir():
-        return ()
-    return tuple(sorted(p.name[:-len(".yaml")] for p in folder.iterdir()
-                        if p.name.startswith("attention-decode-") and p.name.endswith(".yaml")))
+    from botec.catalog.operator_files import operator_file_names
+
+    return tuple(name for name in operator_file_names("attention") if name.startswith("attention-decode-"))
 
 
 @lru_cache(maxsize=None)
 def load_table(name: str) -> DecodeAttentionTable:
     """The file ``measurements/operators/<name>.yaml``: its fits parsed and checked (its rows kept as text)."""
-    from botec.yamlfile import load_yaml_text
+    from botec.catalog.operator_files import read_operator_file
 
-    data = load_yaml_text(_folder().joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
+    data = read_operator_file(name)
     fits, rows = {}, {}
     for layout in data["layouts"]:
         key = (int(layout["heads"]), int(layout["kv_heads"]))
