@@ -381,3 +381,15 @@ def test_a_range_writes_its_unit_once_and_leaves_room_for_the_names():
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["quantity", "value"])
     assert lines[header].index("value") >= 30  # the names get their column, not 7 characters
+
+
+def test_python_dash_m_botec_is_the_botec_command():
+    """``python -m botec estimate`` prints what ``botec estimate`` prints (the lesson's 1B parameters on 4
+    accelerators, its headline first), and a bad flag exits 2 with one line, as the command does."""
+    run = subprocess.run([sys.executable, "-m", "botec", "estimate", str(LESSON), "-f", "json"], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert _value(run.stdout, "parameters") == 1e9
+    bad = subprocess.run([sys.executable, "-m", "botec", "estimate", "--no-such-flag"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--no-such-flag" in bad.stderr
