@@ -303,7 +303,7 @@ class Replica:
                 completing = [i for i, take in chunks if take == prefill_left[i]]
                 seconds = round_seconds(stepping, context if stepping else 0, prefill_tokens, prefill_context,
                                         stepping + len(completing))
-                runs, first, slope = 1, seconds, 0.0
+                runs = 1
             elif decoding:
                 # --- 3b. decode-only steps until the next event (speculating: one step)
                 stepping, completing = decoding, ()
