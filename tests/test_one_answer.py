@@ -77,7 +77,8 @@ def test_the_ttft_tail_is_the_sums_not_the_sum_of_the_terms_tails():
     0.1·ln(50) + 0.99·0.05 = 0.44070 s. Checked by sampling: 4·10⁶ draws land within 1 % of the formula."""
     import numpy as np
 
-    from botec.serving.load import Load, ttft_quantile
+    from botec.serving.load import Load
+    from botec.serving.percentiles import ttft_quantile
 
     load = Load(rate=1.0, batch=1.0, round_seconds=0.05, busy_share=0.0, tpot_mean=0.0, tpot_low=0.0, tpot_high=0.0,
                 prefill_seconds=0.0, wait_mean=0.05, queue_busy_share=0.5, stepping_share=1.0,

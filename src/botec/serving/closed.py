@@ -36,7 +36,7 @@ from typing import Callable
 
 from botec.graph import Formulas, ceil, maximum, minimum, where
 from botec.graph.elementwise import all_true
-from botec.serving import load as model
+from botec.serving import load as model, percentiles
 from botec.serving.instances import replica_of
 from botec.serving.latency import READS
 
@@ -188,4 +188,4 @@ def time_to_first_token_seconds(**values):
                   choice=("load", "closed"))
 def time_to_first_token_percentile_seconds(**values):
     state = model.at_load(_replica(values), values["requests_per_s_on_a_replica"])
-    return model.ttft_quantile(state, values["latency_percentile"]) + values["closed_loop_wait_seconds"]
+    return percentiles.ttft_quantile(state, values["latency_percentile"]) + values["closed_loop_wait_seconds"]

@@ -18,7 +18,7 @@ in turn. Sources: Orca (Yu et al. 2022) iteration-level scheduling; Sarathi-Serv
 """
 
 from botec.graph import Formulas, maximum, minimum, where
-from botec.serving import instances, load as model
+from botec.serving import instances, load as model, percentiles
 from botec.serving.sizing import largest_rate_within
 from botec.serving.step import critical_step_tokens
 
@@ -142,7 +142,7 @@ def ttft_limited_requests_per_s(**values):
     replica, q = _replica(values), values["latency_percentile"]
     excess = values["lone_prompt_excess_seconds"]   # data-parallel attention: the prompt on its own group
     return _largest_rate_within(values, replica, values["time_to_first_token_target_seconds"],
-                                lambda load: model.ttft_quantile(load, q) + excess)
+                                lambda load: percentiles.ttft_quantile(load, q) + excess)
 
 
 def _largest_rate_within(values: dict, replica: model.Replica, target, latency):
@@ -176,7 +176,7 @@ def ttft_limited_requests_per_s(utilization_cap, offline_requests_per_s_per_repl
 def tpot_limited_requests_per_s(**values):
     replica, z = _replica(values), _z(values["latency_percentile"])
     return _largest_rate_within(values, replica, values["time_per_output_token_target_seconds"],
-                                lambda load: model.tpot_quantile(replica, load, z))
+                                lambda load: percentiles.tpot_quantile(replica, load, z))
 
 
 @formulas.formula(unit="requests/s", meaning="the load per replica the TPOT allows (no target: the utilization cap)",
@@ -223,7 +223,7 @@ def time_per_output_token_seconds(**values):
                            "z_q": "the standard normal quantile of latency_percentile"})
 def time_per_output_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
-    return model.tpot_quantile(_replica(values), load, _z(values["latency_percentile"]))
+    return percentiles.tpot_quantile(_replica(values), load, _z(values["latency_percentile"]))
 
 
 @formulas.formula(unit="s", meaning="mean time to first token at the fleet's load (TTFT): the prompt's wait and "
@@ -248,7 +248,7 @@ def time_to_first_token_seconds(**values):   # + the prompt's attention on its o
                              "step in progress together (M their moment factor; their quantiles added when it falls "
                              "inside the step) + the rest of a burst + S",
                   reads=READS + ("requests_per_s_on_a_replica", "latency_percentile", "lone_prompt_excess_seconds"),
-                  source="botec.serving.load.ttft_quantile",
+                  source="botec.serving.percentiles.ttft_quantile",
                   symbols={"W̄": "the mean wait for the prefill chunk (as in time_to_first_token_seconds)",
                            "ρ": "the prompt queue's utilization", "q": "latency_percentile",
                            "M": "(1 − s) + s·θ·(e^(L/θ) − 1)/L for a step of L found in progress with chance s",
@@ -256,7 +256,7 @@ def time_to_first_token_seconds(**values):   # + the prompt's attention on its o
                                 "request_overhead_seconds)"})
 def time_to_first_token_percentile_seconds(**values):
     load = _at(values, values["requests_per_s_on_a_replica"])
-    return model.ttft_quantile(load, values["latency_percentile"]) + values["lone_prompt_excess_seconds"]
+    return percentiles.ttft_quantile(load, values["latency_percentile"]) + values["lone_prompt_excess_seconds"]
 
 
 @formulas.formula(unit="fraction", meaning="share of a replica's time spent on prompts at the fleet's load",

@@ -28,13 +28,13 @@ running request to take one step (p stage steps), b the token budget of a step.
   by the balancer (:func:`burst_on_a_replica`) and packed into shared steps; evenly spaced arrivals; the gaps a
   round-robin balancer leaves a replica, c_a²/max(1, R/m): :func:`arrival_variation_on_a_replica`); plus
   the decode step in progress, t₀/2 on average. TTFT = W + that + S; its q-quantile is that of the sum of an
-  exponential tail (P(W > 0) = π = ρ_q) and the uniform step in progress (:func:`ttft_quantile`). (A burst's
-  fixed service has a lighter tail than the exponential: the quantile errs long for whole bursts on one
-  replica.)
+  exponential tail (P(W > 0) = π = ρ_q) and the uniform step in progress
+  (:func:`botec.serving.percentiles.ttft_quantile`). (A burst's fixed service has a lighter tail than the
+  exponential: the quantile errs long for whole bursts on one replica.)
 - TPOT: a request's steps carry a chunk with probability ρ: per token μ = p·((1 − ρ)·t₀ + ρ·t₁)/E; its
   q-quantile is μ at the rate the replica receives over the request's decode window, Λ_q = λ·(1 + z_q·√v),
   v = m·c_a²/(λ_f·T) the squared variation of a round-robin replica's share of the fleet's arrivals over
-  T = (O − 1)·TPOT_q (:func:`tpot_quantile`).
+  T = (O − 1)·TPOT_q (:func:`botec.serving.percentiles.tpot_quantile`).
 
 Disaggregated (n prefill instances per decode instance, each with the replica's layout; DistServe, Zhong et
 al. 2024; Splitwise, Patel et al. 2024): the decode instance's steps carry decode tokens only (ρ = 0 for
@@ -53,15 +53,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-from botec.graph.elementwise import all_true, ceil, exp, floor, is_scalar, log, maximum, minimum, where
+from botec.graph.elementwise import all_true, ceil, exp, floor, is_scalar, maximum, minimum, where
 from botec.serving.step import STEP_INPUTS, engine_step_seconds, scalar_engine_step
 
 __all__ = ["Replica", "REPLICA_FIELDS", "Load", "at_load", "burst_on_a_replica", "arrival_variation_on_a_replica",
-           "queue_wait", "ttft_mean", "ttft_quantile", "tpot_quantile", "saturation", "steady_state", "plain"]
+           "queue_wait", "ttft_mean", "saturation", "steady_state", "plain"]
 
 ITERATIONS = 60     # at most this many evaluations of the mean stage step per fixed point
 CONVERGED = 1e-13   # relative change of the step below which the fixed point has converged (to float precision)
-TPOT_WINDOW_ITERATIONS = 3   # the decode window's fixed point T = (O − 1)·TPOT_q (it moves < 1 % after 3)
 
 
 def plain(value):
@@ -370,63 +369,6 @@ def ttft_mean(load: Load):
     """Mean time to first token: the queue's wait, the rest of its burst, half the step in progress when there is
     one, the prefill."""
     return load.wait_mean + load.burst_wait + load.stepping_share * load.step_in_progress / 2 + load.prefill_seconds
-
-
-def tpot_quantile(replica: Replica, load: Load, z):
-    """The q-quantile of a request's mean time per output token: the replica's mean TPOT at the rate it receives over
-    that request's decode window (z = z_q, the standard normal quantile).
-
-    A request's TPOT is the mean of the steps over its decode window, T = (O − 1)·TPOT seconds, and those steps are
-    set by the requests that reach its replica meanwhile: each adds a prompt chunk and joins the decode batch (in the
-    simulator the two move together, a request's TPOT and the arrivals at its replica in its window correlating at
-    0.96–0.99). The window is long against a step (hundreds of steps), so over it the replica runs near the steady
-    state of its rate in the window, Λ = N(T)/T (quasi-static): TPOT_q = TPOT(Λ_q), TPOT(λ) the mean of
-    :func:`at_load` (Little's law's batch B = λ·(O − 1)/E·τ and the share of steps carrying a chunk, both growing
-    with λ: a burst moves TPOT through the decode batch and the chunks it brings).
-
-    N(T): the fleet's arrivals come in epochs at λ_f/m (gaps of squared coefficient of variation c_a²: Poisson 1,
-    evenly spaced 0), m requests each; over a window T their count has variance ≈ (λ_f/m)·T·c_a²·m² = λ_f·T·m·c_a²
-    (the renewal-reward central limit theorem; Cox 1962, Renewal Theory, §9.2). A round-robin balancer hands a replica every
-    R-th of the fleet's requests (R = λ_f/λ), so its count over a request's window is the fleet's over R: N = N_fleet/R,
-    mean λ·T and squared coefficient of variation v = m·c_a²/(λ_f·T) (a least-outstanding balancer, holding the
-    replicas' outstanding requests level, gives the same). The window opens after the request's own burst has arrived, and
-    Poisson epochs have independent increments, so the count a request's window finds is distributed as any
-    window's (no size bias); in the normal approximation Λ_q = λ·(1 + z_q·√v). T is the window of the request at
-    the quantile, (O − 1)·TPOT_q, found by fixed-point iteration from the mean. λ_f = burst_epochs_per_s × m (0: the bursts reach this replica whole, R = 1).
-    A pooled M/G/c queue does not describe it: the simulator's balancer assigns each request to one replica on
-    arrival, where it queues and decodes."""
-    fleet_rate = where(replica.burst_epochs_per_s > 0, replica.burst_epochs_per_s * replica.burst_size, load.rate)
-    spread = replica.burst_size * replica.arrival_variation
-    quantile = load.tpot_mean
-    stage_seconds = load.round_seconds / replica.pipeline_parallel   # where each fixed point starts: the last one
-    for _ in range(TPOT_WINDOW_ITERATIONS):
-        window = maximum(replica.output_tokens - 1, 1.0) * quantile
-        variation = spread / maximum(fleet_rate * window, 1e-300)
-        rate = load.rate * (1 + maximum(z, 0.0) * variation ** 0.5)
-        stage_seconds, _, _, _, _, mean = _decode_at(replica, rate, stage_seconds)   # at_load's TPOT at Λ_q
-        quantile = maximum(mean, load.tpot_mean)
-    return quantile
-
-
-def ttft_quantile(load: Load, q):
-    """The q-quantile of the time to first token: the wait W (a share π of the prompts wait, exponentially, θ = W̄/π
-    on average), the step in progress U (found with probability s, uniformly far through its length L), the rest
-    of its burst (x·S, as fixed) and the prefill S. Beyond L the sum's tail is exact for that model:
-    P(W + U > t) = π·e^(−t/θ)·M, M = E[e^(U/θ)] = (1 − s) + s·θ·(e^(L/θ) − 1)/L (U's moment generating function at
-    1/θ), so t_q = θ·ln(π·M/(1 − q)) + x·S + S.
-    When that falls short of L (a wait shorter than a step) the terms' quantiles are added instead (an upper bound):
-    θ·ln(π/(1 − q)) when π > 1 − q, plus (q − (1 − s))/s of the step when q > 1 − s."""
-    busy = maximum(load.queue_busy_share if load.waiting_share is None else load.waiting_share, 1e-12)
-    mean_wait = maximum(load.wait_mean / busy, 1e-12)   # θ
-    tail = where(busy > 1 - q, mean_wait * log(busy / maximum(1 - q, 1e-12)), 0.0)
-    stepping = maximum(load.stepping_share, 1e-12)
-    step = maximum(load.step_in_progress, 1e-12)
-    residual = maximum(q - (1 - stepping), 0.0) / stepping * load.step_in_progress
-    ratio = minimum(step / mean_wait, 600.0)   # L/θ, capped where e^(L/θ) would overflow (the sum is then U's)
-    moment = (1 - stepping) + stepping * (exp(ratio) - 1) / ratio
-    joint = mean_wait * log(maximum(busy * moment / maximum(1 - q, 1e-12), 1.0))
-    summed = where(joint >= load.step_in_progress, minimum(joint, tail + residual), tail + residual)
-    return summed + load.burst_wait + load.prefill_seconds
 
 
 def saturation(replica: Replica):

@@ -321,7 +321,7 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instan
     instances' own :class:`botec.serving.load.Replica`."""
     import dataclasses
 
-    from botec.serving import load
+    from botec.serving import load, percentiles
     from botec.serving.instances import replica_of_quantities
 
     q = result.quantities
@@ -335,8 +335,8 @@ def _analytic(result, rate_per_replica: float, replicas: int = 1, prefill_instan
     state = load.at_load(replica, min(rate_per_replica, capacity))
     z = NormalDist().inv_cdf(level)
     ttft = float(load.ttft_mean(state))
-    return Analytic(rate_per_replica, ttft, float(state.tpot_mean), float(load.ttft_quantile(state, level)),
-                    float(load.tpot_quantile(replica, state, z)), float(state.batch), capacity,
+    return Analytic(rate_per_replica, ttft, float(state.tpot_mean), float(percentiles.ttft_quantile(state, level)),
+                    float(percentiles.tpot_quantile(replica, state, z)), float(state.batch), capacity,
                     ttft + (float(q["output_tokens"].value) - 1) * float(state.tpot_mean))
 
 

@@ -201,7 +201,7 @@ def closed_analytic(result, users_per_replica: float, think_seconds: float):
     :class:`botec.simulate.Analytic` (the wait of the users a saturated replica cannot run is in the TTFT)."""
     from statistics import NormalDist
 
-    from botec.serving import closed, load
+    from botec.serving import closed, load, percentiles
     from botec.serving.instances import replica_of_quantities
     from botec.simulate import Analytic
 
@@ -212,6 +212,6 @@ def closed_analytic(result, users_per_replica: float, think_seconds: float):
     rate, wait = closed.at_concurrency(replica, float(users_per_replica), float(think_seconds), capacity)
     state = load.at_load(replica, rate)
     ttft = float(load.ttft_mean(state)) + float(wait)
-    return Analytic(float(rate), ttft, float(state.tpot_mean), float(load.ttft_quantile(state, level)) + float(wait),
-                    float(load.tpot_quantile(replica, state, NormalDist().inv_cdf(level))), float(state.batch),
+    return Analytic(float(rate), ttft, float(state.tpot_mean), float(percentiles.ttft_quantile(state, level)) + float(wait),
+                    float(percentiles.tpot_quantile(replica, state, NormalDist().inv_cdf(level))), float(state.batch),
                     capacity, ttft + (float(q["output_tokens"].value) - 1) * float(state.tpot_mean))
