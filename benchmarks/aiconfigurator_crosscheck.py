@@ -295,6 +295,23 @@ def botec_gemm_split(quantities, device: str, tokens: float, moe: bool) -> GemmS
     return split
 
 
+def _lone_prompt_attention(quantities) -> tuple[float, float]:
+    """(b, the stage's prefill attention for one prompt of P alone, seconds) from the measured context-attention
+    section in force: botec prices a pair at b prompts a step (b from the budget), the table at b = 1 here."""
+    from botec.serving import prefill_attention
+    from botec.serving.attention_tables import layout_on_rank
+
+    section = prefill_attention.section_by_index(quantities["prefill_attention_table_index"].value)
+    prompt, budget = (float(quantities[name].value) for name in ("prompt_tokens", "max_batched_tokens"))
+    if section is None:
+        return 0.0, 0.0
+    key = layout_on_rank(*(quantities[name].value for name in ("attention_heads", "kv_heads",
+                                                                "attention_tensor_parallel")))
+    alone = prefill_attention.layer_seconds(section, key, 1.0, prompt)[0]
+    return (prefill_attention.prompts_per_step(prompt, budget),
+            alone * float(quantities["pipeline_stage_layers"].value))
+
+
 def botec_case(case: Case, batch: int):
     """(botec's rows at this batch, its GEMM split, CPU seconds of the estimate, CPU seconds of the terms)."""
     import botec
@@ -315,6 +332,7 @@ def botec_case(case: Case, batch: int):
         tokens = float(quantities["prefill_tokens_per_request"].value)
         per_token = float(quantities["prefill_attention_tokens"].value)
         rows = botec_step_terms(quantities, 0.0, 0.0, tokens, tokens * per_token, 1.0)
+        rows["prefill_batch"], rows["lone_prompt_attention"] = _lone_prompt_attention(quantities)
     split = GemmSplit()
     if not case.mla:
         split = botec_gemm_split(quantities, case.contract["supply"]["accelerator"], tokens, case.moe)
@@ -394,8 +412,10 @@ def causes(case: Case, aic: dict, botec_rows: dict, split: GemmSplit) -> list[st
                          "prefill" else ""))
     if off("attention") and not case.mla:
         found.append("attention: " + (
-            "botec prices causal FLOPs (P/2 tokens attended each) at the family's e_attn of the 16-bit peak; "
-            "AIConfigurator its measured context-FMHA table (FP8 FMHA)" if case.phase == "prefill" else
+            "botec prices the measured context-FMHA table's cost per attended pair at the prompts a step's budget "
+            f"holds (botec.serving.prefill_attention: b = {botec_rows.get('prefill_batch', 0):g} here; the same "
+            f"table at b = 1 gives {botec_rows.get('lone_prompt_attention', 0) * 1e3:.2f} ms), AIConfigurator one "
+            "prompt alone" if case.phase == "prefill" else
             ("botec prices its closed form F + ‖σ·b, κ·b·s‖_p fitted to the same generation-attention table "
              "(AIConfigurator interpolates the table's points)" if float(botec_rows.get("attention_knee", 0)) > 0
              else "botec prices max(FLOPs / (e_attn·peak16), KV bytes / (e_mem·BW)); AIConfigurator its measured "

@@ -379,6 +379,105 @@ def write_decode_attention_grids(read, key: str, system: str, version: str, path
         (OPERATORS / f"attention-decode-{name}-{key}.yaml").write_text(text, encoding="utf-8")
 
 
+# botec engine -> (AIConfigurator backend folder, its collection version per system)
+CONTEXT_ENGINES = {"tensorrt-llm": ("trtllm", {system: version for system, version in DEVICES.values()}),
+                   "vllm": ("vllm", {"a100_sxm": "0.14.0", "h100_sxm": "0.24.0", "h200_sxm": "0.24.0",
+                                     "b200_sxm": "0.24.0"}),
+                   "sglang": ("sglang", {"a100_sxm": "0.5.10", "h100_sxm": "0.5.14", "h200_sxm": "0.5.14",
+                                         "b200_sxm": "0.5.14"})}
+CONTEXT_FORMATS = {"bfloat16": "bf16", "fp8": "fp8"}   # AIConfigurator's attn / KV dtype -> botec's format name
+
+
+def fit_context_layout(batch, prompt, latency_us):
+    """(F, σ, κ, p, lowest, highest residual) of L(b, s) = F + ‖σ·b·s, κ·b·s²/2‖_p (microseconds) over one layout's
+    measured points: b causal prompts of s tokens, so b·s query tokens and b·s²/2 attended pairs; F the point at
+    the smallest b and s; σ, κ, p (1 ≤ p ≤ 32) the least squares of the log residuals (Nelder-Mead in log space).
+    A free fit: most points are compute-bound, and the long prompts' points sit within about ±15 % of it."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    b, s, latency = (np.asarray(v, dtype=float) for v in (batch, prompt, latency_us))
+    floor = float(latency[(b == b.min()) & (s == s.min())][0])
+    tokens, pairs = b * s, b * s * s / 2
+
+    def closed(x):
+        sigma, kappa, p = np.exp(x)
+        p = min(max(p, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+        a, c = sigma * tokens, kappa * pairs
+        high, low = np.maximum(a, c), np.minimum(a, c)
+        return floor + high * (1 + (low / high) ** p) ** (1 / p)
+
+    start = np.log([(latency.max() - floor) / tokens.max(), (latency.max() - floor) / pairs.max(), 2.0])
+    best = minimize(lambda x: float(np.sum(np.log(closed(x) / latency) ** 2)), start, method="Nelder-Mead",
+                    options={"maxiter": 20000, "xatol": 1e-10, "fatol": 1e-14})
+    sigma, kappa, p = np.exp(best.x)
+    residual = closed(best.x) / latency - 1
+    p = min(max(p, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+    return floor, float(sigma), float(kappa), float(p), float(residual.min()), float(residual.max())
+
+
+def write_context_attention_grids(package: Path, key: str, system: str, origin: dict) -> None:
+    """``attention-context-<engine>-<device>.yaml``: per engine whose table the device has, per (attention, KV) format
+    it measured, per layout of DECODE_LAYOUTS, the grid of causal-prefill attention latencies (b prompts × s tokens,
+    isl ≥ 16; the median over repeated points) and its fitted closed form."""
+    for engine, (folder, versions) in CONTEXT_ENGINES.items():
+        path = f"systems/data/{system}/attention/{folder}/{versions.get(system)}/context_attention_perf.parquet"
+        if not (package / path).exists():
+            continue
+        frame = pd.read_parquet(package / path)
+        if "window_size" not in frame:   # vLLM 0.14's A100 table measures full attention only
+            frame = frame.assign(window_size=0)
+        frame = frame[(frame.head_dim == 128) & (frame.window_size == 0) & (frame.isl >= 16)]
+        sections, batches, prompts = [], set(), set()
+        for (attention, kv), rows in frame.groupby(["attn_dtype", "kv_cache_dtype"]):
+            # one kernel per section: where a table holds several (SGLang and vLLM on B200), the one it measured
+            # most, the backend the engine runs by default there (trtllm_mha, flashinfer's TensorRT-LLM prefill)
+            rows = rows[rows.kernel_source == rows.kernel_source.value_counts().idxmax()]
+            layouts = []
+            for heads, kv_heads in DECODE_LAYOUTS:
+                cell = rows[(rows.num_heads == heads) & (rows.num_key_value_heads == kv_heads)]
+                if not cell.empty:
+                    layouts.append((heads, kv_heads, cell.groupby(["batch_size", "isl"]).latency.median()))
+            if layouts:
+                sections.append((rows.iloc[0], CONTEXT_FORMATS[attention], CONTEXT_FORMATS[kv], layouts))
+                batches |= {int(b) for *_, table in layouts for b, _ in table.index}
+                prompts |= {int(s) for *_, table in layouts for _, s in table.index}
+        if not sections:
+            continue
+        batches, prompts, head = sorted(batches), sorted(prompts), sections[0][0]
+        text = (f"# Context (prefill) attention latencies per layer measured on {head.device} (AIConfigurator) for "
+                f"{engine}, causal, a grid of its table per format\n"
+                "# Written by benchmarks/extract_operator_tables.py; do not edit by hand. See ../NOTICE.\n"
+                f"schema_version: 1\nkind: context_attention_grid\nengine: {engine}\ndevice: {key}\n"
+                f"measured_on: {head.device}\nhead_dim: 128\n"
+                "source:\n  repository: ai-dynamo/aiconfigurator\n"
+                + "".join(f"  {field}: {value}\n" for field, value in origin.items())
+                + f"  path: {path}\n  engine: {head.framework} {head.version}\n  license: Apache-2.0\n"
+                "units: {batch: prompts, prompt: tokens per prompt (isl, attended causally), latency: microseconds "
+                "per layer on one rank}\n"
+                f"batch: [{', '.join(map(str, batches))}]\nprompt: [{', '.join(map(str, prompts))}]\n"
+                "# fit (botec's, not AIConfigurator's): L(b, s) = floor + ((per_token·b·s)^p + (per_pair·b·s²/2)^p)"
+                "^(1/p), 1 ≤ p ≤ 32, least squares in log over the layout's points; misfit: the extreme relative "
+                "residuals\nsections:\n")
+        for first, attention, kv, layouts in sections:
+            text += (f"  - attention_dtype: {attention}\n    kv_dtype: {kv}\n    kernel: {first.kernel_source}\n"
+                     "    layouts:\n")
+            for heads, kv_heads, table in layouts:
+                b, s = zip(*table.index)
+                floor, sigma, kappa, p, low, high = fit_context_layout(b, s, table.values * 1e3)
+                text += (f"      - heads: {heads}\n        kv_heads: {kv_heads}\n"
+                         f"        fit: {{floor_us: {floor:.6g}, per_token_us: {sigma:.6g}, per_pair_us: "
+                         f"{kappa:.6g}, exponent: {p:.6g}, misfit: [{low:+.3f}, {high:+.3f}]}}\n"
+                         "        rows: |  # a row per batch: the batch, then latency_us at each prompt (- not "
+                         "measured)\n")
+                for batch in batches:
+                    values = [table.get((batch, s)) for s in prompts]
+                    text += (f"          {batch:<4d}"
+                             + " ".join("-" if v is None else f"{v * 1e3:.2f}" for v in values) + "\n")
+        OPERATORS.mkdir(exist_ok=True)
+        (OPERATORS / f"attention-context-{engine}-{key}.yaml").write_text(text, encoding="utf-8")
+
+
 def main_installed(package: Path) -> None:
     """The serving step's GEMM, fused-MoE and decode-attention grids and the collective tables from an installed
     aiconfigurator-core's data folder."""
@@ -398,6 +497,7 @@ def main_installed(package: Path) -> None:
         path = f"systems/data/{system}/attention/trtllm/{version}/generation_attention_perf.parquet"
         if (package / path).exists():
             write_decode_attention_grids(lambda p: pd.read_parquet(package / p), key, system, version, path, origin)
+        write_context_attention_grids(package, key, system, origin)
     write_collective_tables(package, origin)
 
 

@@ -157,11 +157,17 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                                   for field in ATTENTION_EFFICIENCIES):
         from botec.serving.attention_tables import attention_table_given   # lazily: one file, only when needed
 
+        from botec.serving.prefill_attention import prefill_table_given
+
         fixed |= attention_table_given(device, strategy.kv_cache_precision, arch, assumptions.speculative_decoding,
                                        context)
+        fixed |= prefill_table_given(device, strategy.engine, strategy.weight_precision, strategy.kv_cache_precision,
+                                     arch, context, prompt, float(fixed["max_batched_tokens"].value))
     else:
         fixed["attention_table_index"] = Given(-1.0, "assumed", "the contract states its own attention, memory or "
                                                "GEMM efficiency: the roofline", "assumptions.attention_efficiency")
+        fixed["prefill_attention_table_index"] = Given(-1.0, "assumed", fixed["attention_table_index"].source,
+                                                       "assumptions.attention_efficiency")
     from botec.serving.allreduce import allreduce_table_given   # lazily: its tables
 
     fixed |= allreduce_table_given(device, strategy.engine, assumptions.allreduce_latency is not None)

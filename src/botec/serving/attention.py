@@ -34,16 +34,49 @@ def attention_seconds_per_context_token(pipeline_stage_layers, attention_width_p
             / (attention_efficiency * attention_peak_flops_per_s))
 
 
+formulas.input("prefill_attention_table_index", unit="1", account="compute", detail=True,
+               meaning="the measured context-attention section that prices prefill attention (botec.serving."
+                       "prefill_attention: 16 × the file's position + the section's; −1: none, the roofline)")
+
+
+def _pair_seconds(prefill_attention_table_index, attention_heads, kv_heads, attention_tensor_parallel,
+                  prompt_tokens, max_batched_tokens):
+    """Seconds per attended pair per layer from the measured section (0 without one); elementwise over numpy arrays
+    (a sweep's), plain numbers otherwise (no numpy)."""
+    from botec.serving import prefill_attention
+
+    values = (prefill_attention_table_index, attention_heads, kv_heads, attention_tensor_parallel, prompt_tokens,
+              max_batched_tokens)
+    if not any(getattr(v, "ndim", 0) for v in values):
+        return 0.0 if float(prefill_attention_table_index) < 0 else prefill_attention.pair_seconds(*values)
+    import numpy as np
+
+    return np.vectorize(lambda *v: _pair_seconds(*v), otypes=[float])(*values)
+
+
 @formulas.formula(unit="s", meaning="attention compute per token a prefill query attends (compute-bound side)",
-                  expression="2 × pipeline_stage_layers × prefill_attention_width_per_context_token / tensor_parallel"
+                  expression="with a measured context-attention table pipeline_stage_layers × L(b, P) / (b·P²/2), b = "
+                             "min(max(⌊max_batched_tokens / P⌋, 1), 256), P = prompt_tokens, else 2 × "
+                             "pipeline_stage_layers × prefill_attention_width_per_context_token / tensor_parallel"
                              " / (attention_efficiency × attention_peak_flops_per_s)",
-                  source="MLA: vLLM and SGLang prefill in the decompressed MHA form, a·(d_qk + d_v) (DeepSeek-V3: "
-                         "a·320), and decode absorbed, a·(2·r_kv + d_rope) (a·1,088) (formula audit 2, §4 N6); other "
-                         "attention: the decode width", detail=True)
+                  symbols={"L": "the table's latency of one layer's causal attention over b prompts of P tokens on "
+                                "the rank's layout"},
+                  source="measured: AIConfigurator's context-attention tables per engine and format (Apache-2.0; "
+                         "botec.serving.prefill_attention); the roofline: MLA: vLLM and SGLang prefill in the "
+                         "decompressed MHA form, a·(d_qk + d_v) (DeepSeek-V3: a·320), and decode absorbed, "
+                         "a·(2·r_kv + d_rope) (a·1,088) (formula audit 2, §4 N6); other attention: the decode width",
+                  detail=True, prose=True)
 def prefill_attention_seconds_per_context_token(pipeline_stage_layers, prefill_attention_width_per_context_token,
-                                                tensor_parallel, attention_efficiency, attention_peak_flops_per_s):
-    return (2 * pipeline_stage_layers * prefill_attention_width_per_context_token / tensor_parallel
-            / (attention_efficiency * attention_peak_flops_per_s))
+                                                tensor_parallel, attention_efficiency, attention_peak_flops_per_s,
+                                                prefill_attention_table_index, attention_heads, kv_heads,
+                                                attention_tensor_parallel, prompt_tokens, max_batched_tokens):
+    from botec.graph.elementwise import where
+
+    measured = _pair_seconds(prefill_attention_table_index, attention_heads, kv_heads, attention_tensor_parallel,
+                             prompt_tokens, max_batched_tokens)
+    roofline = (2 * pipeline_stage_layers * prefill_attention_width_per_context_token / tensor_parallel
+                / (attention_efficiency * attention_peak_flops_per_s))
+    return where(measured > 0, pipeline_stage_layers * measured, roofline)
 
 
 @formulas.formula(unit="s", meaning="time to read one cached token's K and V (memory-bound side)",

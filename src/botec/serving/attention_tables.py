@@ -43,7 +43,8 @@ import math
 
 __all__ = ["DecodeAttentionTable", "DecodeFit", "table_names", "load_table", "decode_table", "table_index",
            "table_by_index", "layout_fit", "layout_on_rank", "decode_attention_seconds", "closed_form_seconds",
-           "decode_reach", "attention_table_given", "FORMAT_OF_KV"]
+           "decode_reach", "attention_table_given", "FORMAT_OF_KV", "log_bilinear", "grid_reach", "parse_rows",
+           "read_layouts"]
 
 IN_FORCE_BY_DEFAULT = True
 """Whether a table that covers the contract prices its decode attention by default: yes (issue 29, item 1). The
@@ -96,23 +97,32 @@ def table_names() -> tuple[str, ...]:
     return tuple(name for name in operator_file_names("attention") if name.startswith("attention-decode-"))
 
 
+def read_layouts(layouts: list, fields: tuple, fit_type, name: str) -> tuple[dict, dict]:
+    """({(heads, kv_heads): fit}, {(heads, kv_heads): rows text}) of a file's layouts: each fit's ``fields`` (three
+    microsecond figures) as seconds, its exponent and misfit, built as ``fit_type``; refused unless positive with
+    1 ≤ exponent ≤ 32."""
+    fits, rows = {}, {}
+    for layout in layouts:
+        key = (int(layout["heads"]), int(layout["kv_heads"]))
+        fit = layout["fit"]
+        values = [float(fit[k]) for k in (*fields, "exponent")]
+        if not (all(v > 0 for v in values) and 1 <= values[3] <= 32):
+            raise ValueError(f"measurements/operators/{name}.yaml: layout {key[0]}/{key[1]}'s fit is not positive "
+                             "with 1 ≤ exponent ≤ 32")
+        fits[key] = fit_type(values[0] * 1e-6, values[1] * 1e-6, values[2] * 1e-6, values[3],
+                             tuple(float(v) for v in fit["misfit"]))
+        rows[key] = str(layout["rows"])
+    return fits, rows
+
+
 @lru_cache(maxsize=None)
 def load_table(name: str) -> DecodeAttentionTable:
     """The file ``measurements/operators/<name>.yaml``: its fits parsed and checked (its rows kept as text)."""
     from botec.catalog.operator_files import read_operator_file
 
     data = read_operator_file(name)
-    fits, rows = {}, {}
-    for layout in data["layouts"]:
-        key = (int(layout["heads"]), int(layout["kv_heads"]))
-        fit = layout["fit"]
-        values = [float(fit[k]) for k in ("floor_us", "per_sequence_us", "per_context_token_us", "exponent")]
-        if not (all(v > 0 for v in values) and 1 <= values[3] <= 32):
-            raise ValueError(f"measurements/operators/{name}.yaml: layout {key[0]}/{key[1]}'s fit is not positive "
-                             "with 1 ≤ exponent ≤ 32")
-        fits[key] = DecodeFit(values[0] * 1e-6, values[1] * 1e-6, values[2] * 1e-6, values[3],
-                              tuple(float(v) for v in fit["misfit"]))
-        rows[key] = str(layout["rows"])
+    fits, rows = read_layouts(data["layouts"], ("floor_us", "per_sequence_us", "per_context_token_us"), DecodeFit,
+                              name)
     return DecodeAttentionTable(name, str(data["device"]), str(data["kv_dtype"]), int(data["head_dim"]),
                                 str(data["measured_on"]), dict(data["source"]),
                                 tuple(float(v) for v in data["batch"]), tuple(float(v) for v in data["context"]),
@@ -123,16 +133,8 @@ def load_table(name: str) -> DecodeAttentionTable:
 def _grid(name: str, heads: int, kv_heads: int) -> tuple:
     """The layout's latencies in seconds, [batch][context] (None where not measured)."""
     table = load_table(name)
-    grid = []
-    for line in table.rows_text[(heads, kv_heads)].strip().splitlines():
-        batch, *values = line.split()
-        if float(batch) != table.batch[len(grid)] or len(values) != len(table.context):
-            raise ValueError(f"measurements/operators/{name}.yaml: layout {heads}/{kv_heads}'s row {batch} is not "
-                             f"the axis's next batch with {len(table.context)} latencies")
-        grid.append(tuple(None if v == "-" else float(v) * 1e-6 for v in values))
-    if len(grid) != len(table.batch):
-        raise ValueError(f"measurements/operators/{name}.yaml: layout {heads}/{kv_heads} lacks a batch row")
-    return tuple(grid)
+    return parse_rows(table.rows_text[(heads, kv_heads)], table.batch, len(table.context),
+                      f"measurements/operators/{name}.yaml: layout {heads}/{kv_heads}")
 
 
 def decode_table(device: str | None, kv_format: str) -> DecodeAttentionTable | None:
@@ -183,35 +185,58 @@ def _cell(axis: tuple, value: float) -> tuple[int, float]:
     return low, (math.log(value) - log_low) / (math.log(axis[low + 1]) - log_low)
 
 
+def log_bilinear(grid: tuple, rows: tuple, columns: tuple, row: float, column: float) -> float | None:
+    """A grid's value at (``row``, ``column``): log-bilinear between the four measured corners of its cell (a grid
+    point's own value); None outside the axes or where a corner it weighs is not measured (None in ``grid``)."""
+    if not (rows[0] <= row <= rows[-1] and columns[0] <= column <= columns[-1]):
+        return None
+    ir, wr = _cell(rows, row)
+    ic, wc = _cell(columns, column)
+    corners = [(dr, dc, fr * fc) for dr, fr in ((0, 1 - wr), (1, wr)) for dc, fc in ((0, 1 - wc), (1, wc))
+               if fr * fc > 0]
+    if any(grid[ir + dr][ic + dc] is None for dr, dc, _ in corners):
+        return None
+    return math.exp(sum(w * math.log(grid[ir + dr][ic + dc]) for dr, dc, w in corners))
+
+
+def grid_reach(grid: tuple, rows: tuple, columns: tuple, row: float, column: float) -> str:
+    """measured | interpolated | extrapolated: whether (``row``, ``column``) is a measured point of ``grid``, inside a
+    cell whose four corners are measured, or beyond them (:func:`log_bilinear` gives None there)."""
+    if row in rows and column in columns:
+        return "measured" if grid[rows.index(row)][columns.index(column)] is not None else "extrapolated"
+    if not (rows[0] <= row <= rows[-1] and columns[0] <= column <= columns[-1]):
+        return "extrapolated"
+    ir, _ = _cell(rows, row)
+    ic, _ = _cell(columns, column)
+    inside = all(grid[ir + dr][ic + dc] is not None for dr in (0, 1) for dc in (0, 1))
+    return "interpolated" if inside else "extrapolated"
+
+
+def parse_rows(text: str, rows: tuple, columns: int, where: str) -> tuple:
+    """A file's rows block (a line per row: the row's axis value, then ``columns`` values in microseconds, ``-`` not
+    measured) as seconds, [row][column]; ``where`` names the block in the error a malformed one raises."""
+    grid = []
+    for line in text.strip().splitlines():
+        head, *values = line.split()
+        if len(grid) >= len(rows) or float(head) != rows[len(grid)] or len(values) != columns:
+            raise ValueError(f"{where}: row {head} is not the axis's next value with {columns} latencies")
+        grid.append(tuple(None if v == "-" else float(v) * 1e-6 for v in values))
+    if len(grid) != len(rows):
+        raise ValueError(f"{where}: lacks a row")
+    return tuple(grid)
+
+
 def decode_attention_seconds(table: DecodeAttentionTable, heads: int, kv_heads: int, batch: float,
                              context: float) -> float:
     """Seconds of one layer's decode attention from the grid (see the module docstring): log-bilinear between the
     four measured corners of (b, s)'s cell, a grid point's own value; beyond the measured points the closed form."""
-    grid = _grid(table.name, heads, kv_heads)
-    b_axis, s_axis = table.batch, table.context
-    if not (b_axis[0] <= batch <= b_axis[-1] and s_axis[0] <= context <= s_axis[-1]):
-        return closed_form_seconds(table.fits[(heads, kv_heads)], batch, context)
-    ib, wb = _cell(b_axis, batch)
-    i_s, ws = _cell(s_axis, context)
-    corners = [(db, ds, fb * fs) for db, fb in ((0, 1 - wb), (1, wb)) for ds, fs in ((0, 1 - ws), (1, ws))
-               if fb * fs > 0]
-    if any(grid[ib + db][i_s + ds] is None for db, ds, _ in corners):
-        return closed_form_seconds(table.fits[(heads, kv_heads)], batch, context)
-    return math.exp(sum(w * math.log(grid[ib + db][i_s + ds]) for db, ds, w in corners))
+    value = log_bilinear(_grid(table.name, heads, kv_heads), table.batch, table.context, batch, context)
+    return closed_form_seconds(table.fits[(heads, kv_heads)], batch, context) if value is None else value
 
 
 def decode_reach(table: DecodeAttentionTable, heads: int, kv_heads: int, batch: float, context: float) -> str:
     """measured | interpolated | extrapolated: how :func:`decode_attention_seconds` prices (b, s)."""
-    grid = _grid(table.name, heads, kv_heads)
-    if batch in table.batch and context in table.context:
-        value = grid[table.batch.index(batch)][table.context.index(context)]
-        return "measured" if value is not None else "extrapolated"
-    if not (table.batch[0] <= batch <= table.batch[-1] and table.context[0] <= context <= table.context[-1]):
-        return "extrapolated"
-    ib, _ = _cell(table.batch, batch)
-    i_s, _ = _cell(table.context, context)
-    inside = all(grid[ib + db][i_s + ds] is not None for db in (0, 1) for ds in (0, 1))
-    return "interpolated" if inside else "extrapolated"
+    return grid_reach(_grid(table.name, heads, kv_heads), table.batch, table.context, batch, context)
 
 
 def _measured_box(table: DecodeAttentionTable, heads: int, kv_heads: int) -> str:
