@@ -209,7 +209,7 @@ class TrainingStack:
     key: str
     description: str
     attention_kernel: str          # flash | eager
-    training_attention: str        # flash2 | cudnn: the fused kernel's figure in efficiency.yaml
+    training_attention: str        # flash2 | cudnn | pallas: the fused kernel's figure in efficiency.yaml
     elementwise: str               # fused | eager
     loss: str                      # fused | unfused | chunked
     optimizer: str                 # an optimizers.yaml preset
@@ -220,6 +220,7 @@ class TrainingStack:
 @dataclass(frozen=True)
 class StackCatalog:
     default: str
+    default_by_vendor: dict[str, str]   # an accelerator vendor -> the stack its contracts run on unless they name one
     stacks: dict[str, TrainingStack]
     elementwise: dict[str, dict]   # fused | eager -> traffic_factor, kernels_per_layer, source
     loss: dict[str, dict]          # fused | unfused | chunked -> kept_bytes_per_logit, traffic_bytes_per_logit, source
@@ -240,8 +241,8 @@ def training_stacks() -> StackCatalog:
             data_parallel_overlap=(float(overlap["value"]), float(overlap["low"]), float(overlap["high"]),
                                    str(overlap["source"])),
             source=str(entry["source"]))
-    return StackCatalog(default=data["default"], stacks=stacks, elementwise=dict(data["elementwise"]),
-                        loss=dict(data["loss"]))
+    return StackCatalog(default=data["default"], default_by_vendor=dict(data.get("default_by_vendor") or {}),
+                        stacks=stacks, elementwise=dict(data["elementwise"]), loss=dict(data["loss"]))
 
 
 def did_you_mean(word: str, choices) -> str:

@@ -145,10 +145,11 @@ class TrainingStrategy(Section):
     """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
 
     framework: Optional[Literal["megatron-2022", "megatron-core", "torchtitan", "torchtune", "deepspeed",
-                                "hf-trainer"]] = Field(
+                                "hf-trainer", "xla"]] = Field(
         None, description="the training stack (catalog/stacks.yaml), whose defaults apply where the contract is "
                           "silent: attention kernel, fused or eager elementwise ops, the loss, the optimizer's "
-                          "storage, data-parallel overlap (default: torchtitan, PyTorch FSDP2 in eager mode)")
+                          "storage, data-parallel overlap (default: xla on Google TPUs, else torchtitan, PyTorch "
+                          "FSDP2 in eager mode)")
     elementwise: Optional[Literal["fused", "eager"]] = Field(
         None, description="norms, RoPE, activation and residual ops: fused kernels (Megatron/Transformer Engine, "
                           "torch.compile) or eager PyTorch, one kernel per op (default: the framework's)")

@@ -32,7 +32,7 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
         f"run: {f('run_seconds')} on {f('accelerators')} ({f('accelerator_hours')}), {f('steps')} of "
         f"{f('step_seconds')}", ("run_seconds", "accelerators", "accelerator_hours", "steps", "step_seconds"))]
     if inputs.choices.get("compute") == "op_level":
-        found.append(_stack(inputs))
+        found.append(_stack(inputs, q))
     if components:
         bubble = (f" + pipeline bubble {f('pipeline_bubble_seconds')} ({n('pipeline_bubble_to_compute_ratio')} × the "
                   "compute)" if q["pipeline_bubble_seconds"].value else "")
@@ -135,20 +135,29 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
     return found
 
 
-def _stack(inputs) -> Finding:
+def _stack(inputs, q: dict[str, Quantity]) -> Finding:
     """Which training stack the op-level step assumes, and whose efficiency figures: the measured defaults or a
-    named calibration."""
+    named calibration. Where the contract names no stack, what the assumed one's choices weigh in this estimate:
+    its elementwise ops' share of a layer's time, 3·t_e / t_layer (forward, and the backward's two passes over the
+    same bytes), and the bytes per logit its loss keeps, so the user sees what naming another would move."""
+    from botec.catalog import training_stacks
     from botec.inputs.stack import stack_of
 
     stack = stack_of(inputs.contract)
-    named = "strategy.framework" if stack.named_by_contract else "the default: state strategy.framework"
     attention = f"{stack.training_attention} attention" if stack.attention_kernel == "flash" else "eager attention"
     calibration = inputs.contract.assumptions.efficiency_set
     figures = (f"calibration {calibration}: figures fitted to end-to-end runs" if calibration
                else "operator measurements (catalog/efficiency.yaml)")
-    return Finding("compute", "info", f"stack: {stack.name} ({named}): {attention}, {stack.elementwise} elementwise "
-                                      f"ops, {stack.loss} loss; kernel figures from {figures}",
-                   ("attention_efficiency", "matmul_efficiency", "elementwise_traffic_factor"))
+    text = (f"stack: {stack.name} ({stack.how}): {attention}, {stack.elementwise} elementwise ops, {stack.loss} "
+            f"loss; kernel figures from {figures}")
+    if not stack.named_by_contract and q.get("layer_seconds") and q["layer_seconds"].value > 0:
+        share = 3 * q["elementwise_seconds"].value / q["layer_seconds"].value
+        kept = training_stacks().loss[stack.loss]["kept_bytes_per_logit"]
+        others = ", ".join(name for name in training_stacks().stacks if name != stack.name)
+        text += (f"; here its {stack.elementwise} elementwise ops take {share * 100:.0f} % of a layer's time"
+                 + (" (fused kernels move a quarter of their bytes)" if stack.elementwise == "eager" else "")
+                 + f" and its loss keeps {kept:g} B per logit; another stack ({others}) changes both")
+    return Finding("compute", "info", text, ("attention_efficiency", "matmul_efficiency", "elementwise_traffic_factor"))
 
 
 def _checkpoints(q: dict[str, Quantity], f) -> list[Finding]:

@@ -1,5 +1,5 @@
-"""The training stack in force: the contract's ``strategy.framework`` (or the catalog's default) and what it
-decides where the contract is silent.
+"""The training stack in force: the contract's ``strategy.framework`` (or the catalog's default for the accelerator's
+vendor: XLA on Google TPUs, torchtitan elsewhere) and what it decides where the contract is silent.
 
 A stack (``catalog/stacks.yaml``) fixes the attention kernel (flash or eager, and which fused kernel), fused or
 eager elementwise ops, the loss kernel, the optimizer's storage and how much data-parallel communication hides
@@ -22,6 +22,7 @@ class Stack:
 
     name: str
     named_by_contract: bool
+    assumed_for: str              # why this default ("" when the contract names it): the accelerator's vendor
     attention_kernel: str
     training_attention: str
     elementwise: str
@@ -30,9 +31,15 @@ class Stack:
     description: str
 
     @property
+    def how(self) -> str:
+        """Who chose it: ``strategy.framework``, or the default assumed (for which accelerators)."""
+        if self.named_by_contract:
+            return "strategy.framework"
+        return f"assumed, {self.assumed_for}: state strategy.framework"
+
+    @property
     def label(self) -> str:
-        how = "strategy.framework" if self.named_by_contract else "the default: state strategy.framework"
-        return f"{self.name} ({how}): {self.description}"
+        return f"{self.name} ({self.how}): {self.description}"
 
 
 def stack_of(contract) -> Stack:
@@ -41,11 +48,17 @@ def stack_of(contract) -> Stack:
 
     catalog = training_stacks()
     strategy, assumptions = contract.strategy, contract.assumptions
-    name = strategy.framework or catalog.default
+    vendor = _vendor(contract.supply.accelerator)
+    if strategy.framework is not None:
+        name, assumed_for = strategy.framework, ""
+    elif vendor in catalog.default_by_vendor:
+        name, assumed_for = catalog.default_by_vendor[vendor], f"the default on {vendor} accelerators"
+    else:
+        name, assumed_for = catalog.default, "the default" + (f" on {vendor} accelerators" if vendor else "")
     preset = catalog.stacks[name]
     stated_strategy, stated_assumptions = strategy.model_fields_set, assumptions.model_fields_set
     return Stack(
-        name=name, named_by_contract=strategy.framework is not None,
+        name=name, named_by_contract=strategy.framework is not None, assumed_for=assumed_for,
         attention_kernel=(assumptions.attention_kernel if "attention_kernel" in stated_assumptions
                           else preset.attention_kernel),
         training_attention=preset.training_attention,
@@ -53,6 +66,16 @@ def stack_of(contract) -> Stack:
         loss=strategy.loss or preset.loss,
         optimizer=strategy.optimizer if "optimizer" in stated_strategy else preset.optimizer,
         description=preset.description)
+
+
+def _vendor(accelerator) -> str:
+    """The catalog accelerator's vendor (hardware.yaml), "" for an accelerator described inline."""
+    if not isinstance(accelerator, str):
+        return ""
+    from botec.catalog import accelerators
+
+    device = accelerators().get(accelerator)
+    return "" if device is None else device.vendor
 
 
 def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
