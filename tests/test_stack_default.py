@@ -71,3 +71,34 @@ def test_the_xla_stack_can_be_named_and_an_unknown_one_is_a_one_line_error():
     with pytest.raises(ContractError) as caught:
         botec.estimate(contract)
     assert "strategy.framework" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_sc21_rises_with_model_size_without_naming_a_stack():
+    """Issue 30's done-when: Megatron-LM's SC21 weak-scaling case (Narayanan et al. 2021, Table 1: 137 → 163
+    TFLOP/s per A100 from 1.7B to 1T) holds its rising trend with its `framework: megatron-2022` line removed (the
+    default stack, torchtitan's eager element-wise ops, costs the small models most: 1.7B 147 → 123 TFLOP/s)."""
+    from pathlib import Path
+
+    import yaml
+
+    from botec.validate import _rising
+
+    case = yaml.safe_load((Path(botec.__file__).parent / "validate/cases/train-megatron-sc21-weak-scaling.yaml")
+                          .read_text(encoding="utf-8"))
+    def figure(row, named: bool) -> float:
+        contract = copy.deepcopy(case["contract"])
+        if not named:
+            del contract["strategy"]["framework"]
+        for path, value in (row.get("set") or {}).items():
+            node = contract
+            *parents, leaf = path.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = value
+        return botec.estimate(contract).quantities[case["metric"]].value
+
+    figures = [figure(row, named=False) for row in case["rows"]]
+    assert _rising(figures)
+    first, last = case["rows"][0], case["rows"][-1]
+    # the eager element-wise ops are memory-bound, the GEMMs grow with h²: the default costs 1.7B more than 1T
+    assert figures[0] / figure(first, named=True) < figures[-1] / figure(last, named=True) < 1
