@@ -189,7 +189,8 @@ class TrainingStrategy(Section):
         "count", "Sequences per optimizer step across all replicas (= micro-batch × accumulation × DP); sets the "
                  "accumulation", minimum=1, integer=True)] = None
     recompute: Literal["none", "selective", "full"] = Field(
-        "none", description="activation recomputation: none, selective (attention core) or full layers")
+        "none", description="activation recomputation: none, selective (the framework's: Megatron the attention "
+                            "core, torchtitan op-level SAC, every second matmul saved) or full layers")
     recompute_layer_fraction: Optional[quantity(
         "ratio", "Share of the layers that recompute: full checkpoints (Megatron --recompute-num-layers / L); the "
                  "rest keep all their activations", exclusive_minimum=0, maximum=1)] = None

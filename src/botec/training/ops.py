@@ -334,9 +334,9 @@ def sac_recompute_gemm_seconds(microbatch_tokens, hidden_size, kv_heads, qk_head
 
 @formulas.formula(unit="s", meaning="forward work one layer repeats for recomputation, per micro-batch",
                   expression="full_recompute_share × layer_forward_seconds if recompute = full (per layer, averaged "
-                             "over the layers); if selective: sac_recompute_gemm_seconds + elementwise_seconds under "
-                             "op-level SAC (selective_recompute_policy 1), else attention_core_seconds with eager "
-                             "attention and 0 with a fused kernel",
+                             "over the layers); if selective: attention_core_seconds with eager attention and 0 "
+                             "with a fused kernel, plus sac_recompute_gemm_seconds + elementwise_seconds under "
+                             "op-level SAC (selective_recompute_policy 1)",
                   source="Korthikanti et al. 2022: full recompute repeats the layer's forward, Megatron's selective "
                          "the attention core; Megatron --recompute-num-layers: only that share of the layers. A fused "
                          "(flash) kernel keeps nothing of the scores and recomputes them in its own backward "
@@ -348,8 +348,8 @@ def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_sec
                             fused_attention, selective_recompute_policy, sac_recompute_gemm_seconds,
                             elementwise_seconds):
     attention_core = where(fused_attention, 0.0, attention_core_seconds)
-    selective = where(selective_recompute_policy >= 1, sac_recompute_gemm_seconds + elementwise_seconds,
-                      attention_core)
+    selective = attention_core + where(selective_recompute_policy >= 1,
+                                       sac_recompute_gemm_seconds + elementwise_seconds, 0.0)
     return where(recompute >= Recompute.FULL, full_recompute_share * layer_forward_seconds,
                  where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 

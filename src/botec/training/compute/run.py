@@ -76,15 +76,16 @@ def sac_recomputed_matmul_parameters_per_layer(kv_heads, qk_head_dim, hidden_siz
                   meaning="forward work done again by activation recomputation, per token",
                   expression="full_recompute_share × (2 × (matmul_parameters − lm_head_matmul_parameters + "
                              "adapter_matmul_parameters) + attention_flops_per_token / 3) if recompute = full; if "
-                             "selective: 2 × layers × sac_recomputed_matmul_parameters_per_layer under op-level SAC "
-                             "(selective_recompute_policy 1), else attention_flops_per_token / 3 with eager "
-                             "attention and 0 with a fused kernel",
+                             "selective: attention_flops_per_token / 3 with eager attention and 0 with a fused "
+                             "kernel, plus 2 × layers × sac_recomputed_matmul_parameters_per_layer under op-level "
+                             "SAC (selective_recompute_policy 1)",
                   source="Korthikanti et al. 2022 §5: full recompute repeats the forward of the transformer layers "
                          "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)), LoRA adapters included, on the "
                          "share of the layers that recompute (Megatron --recompute-num-layers); Megatron's selective "
                          "only the attention core, and nothing under a fused (flash) kernel, which keeps no scores to "
                          "drop; torchtitan's selective (op-level SAC) every second matmul of a block and the "
-                         "memory-bound ops, not the saved attention kernel",
+                         "memory-bound ops, not the saved fused attention kernel (eager attention's batched "
+                         "matmuls and softmax are not in its `_save_list`: recomputed)",
                   detail=True, prose=True)
 def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token,
                               adapter_matmul_parameters, full_recompute_share, fused_attention,
@@ -93,7 +94,7 @@ def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_param
     layers_forward = 2 * (matmul_parameters - lm_head_matmul_parameters + adapter_matmul_parameters)
     attention_core = where(fused_attention, 0.0, forward_attention)
     op_sac = 2 * layers * sac_recomputed_matmul_parameters_per_layer
-    selective = where(selective_recompute_policy >= 1, op_sac, attention_core)
+    selective = attention_core + where(selective_recompute_policy >= 1, op_sac, 0.0)
     return where(recompute >= Recompute.FULL, full_recompute_share * (layers_forward + forward_attention),
                  where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 

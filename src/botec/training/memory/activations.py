@@ -194,15 +194,17 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
 
 @formulas.formula(unit="B", meaning="the one layer recomputation rematerializes at a time, during its backward",
                   expression="layer_linear_activation_bytes + attention_score_activation_bytes under full recompute; "
-                             "what op-level SAC did not save, layer_linear_activation_bytes − "
-                             "sac_activation_bytes_per_layer (at least 0), under torchtitan's selective; else 0",
+                             "what op-level SAC did not save, max(layer_linear_activation_bytes − "
+                             "sac_activation_bytes_per_layer, 0) + attention_score_activation_bytes, under "
+                             "torchtitan's selective; else 0",
                   source="Korthikanti et al. 2022 §5: recomputing a layer rebuilds all its activations; op-level SAC "
-                         "rebuilds the tensors it did not save",
-                  zero_when="recompute < 1", detail=True)
+                         "rebuilds the tensors it did not save (eager attention's scores among them)",
+                  zero_when="recompute < 1", detail=True, prose=True)
 def rematerialized_layer_bytes(recompute, layer_linear_activation_bytes, attention_score_activation_bytes,
                                selective_recompute_policy, sac_activation_bytes_per_layer):
     op_sac = where(selective_recompute_policy >= 1,
-                   maximum(layer_linear_activation_bytes - sac_activation_bytes_per_layer, 0.0), 0.0)
+                   maximum(layer_linear_activation_bytes - sac_activation_bytes_per_layer, 0.0)
+                   + attention_score_activation_bytes, 0.0)
     return where(recompute >= Recompute.FULL, layer_linear_activation_bytes + attention_score_activation_bytes,
                  op_sac)
 
