@@ -150,13 +150,19 @@ def test_attention_flops_conventions_and_recompute():
     assert none.value("model_flops_per_token") == 6 * matmul
     assert full.value("model_flops_per_token") == pytest.approx(6 * matmul + attention)
     assert causal.value("model_flops_per_token") == pytest.approx(6 * matmul + attention / 2)
-    selective = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"},
+    megatron = {"recompute": "selective", "framework": "megatron-core"}   # Megatron's selective: the attention core
+    selective = run(contract("llama-2-7b", count=8, sequence=4096, strategy=megatron,
                              assumptions={"attention_kernel": "eager"}))
     full_recompute = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "full"}))
     assert selective.value("hardware_flops_per_token") == pytest.approx(6 * matmul + attention * 4 / 3)
     # under flash attention (the default) selective keeps no scores to drop: nothing is recomputed (audit N11)
-    flash = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"}))
+    flash = run(contract("llama-2-7b", count=8, sequence=4096, strategy=megatron))
     assert flash.value("hardware_flops_per_token") == pytest.approx(6 * matmul + attention)
+    # torchtitan's selective (op-level SAC, the default stack) recomputes K, O and up of every layer: 3 × h² per
+    # layer for Llama 2 7B (multi-head attention, f = 11,008): 2 × 32 × (4,096² + 4,096² + 4,096 × 11,008)
+    titan = run(contract("llama-2-7b", count=8, sequence=4096, strategy={"recompute": "selective"}))
+    assert titan.value("hardware_flops_per_token") == pytest.approx(
+        6 * matmul + attention + 2 * 32 * (2 * 4096 ** 2 + 4096 * 11008))
     # Korthikanti §5: full recomputation repeats the layers' forward, not the output layer's V·h matmul
     head = 32000 * 4096
     assert full_recompute.value("hardware_flops_per_token") == pytest.approx(8 * matmul - 2 * head + attention * 4 / 3)

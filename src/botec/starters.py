@@ -64,6 +64,14 @@ def _price_line(device) -> str:
             f"${price.high:g}/h, source: \"catalog: published on-demand prices, {price.date}\"}}")
 
 
+def _node_size(device) -> Optional[int]:
+    """Accelerators per node of the device's first node preset, or None without one."""
+    from botec.catalog import node_presets
+
+    nodes = [n for n in node_presets().values() if n.accelerator == device.key]
+    return nodes[0].accelerators_per_node if nodes else None
+
+
 def _node_line(device, count: int) -> str:
     from botec.catalog import node_presets
 
@@ -109,12 +117,12 @@ strategy:
   {sharding}
   micro_batch_size: 1           # sequences per accelerator per forward/backward (the memory peak grows with it)
   global_batch_size: {global_batch}        # sequences per optimizer step across all replicas (= micro-batch × accumulation × DP)
-  # recompute: none keeps every activation; selective recomputes the attention core in the backward;
-  #   full keeps only each layer's input and recomputes the rest (about a third more compute)
+  # recompute: none keeps every activation; selective is the framework's (torchtitan: save every second matmul's
+  #   and the attention outputs, recompute the rest; Megatron: the attention core only); full keeps each layer's input
   recompute: {recompute:<9}         # activation recomputation: the first of selective, full that fits
   precision: bf16               # compute precision: bf16, fp16 or fp8 (selects the accelerator's peak)
   optimizer: adam-mixed         # BF16 weights and gradients, FP32 master and two moments: 16 B/parameter (botec catalog lists presets)
-  checkpoint: {{interval: 1 h, retained: 3}}   # a save every hour, three kept
+  checkpoint: {checkpoint}
 
 assumptions:
   # step_time_model: components builds each step from compute + optimizer + pipeline bubble + exposed
@@ -172,9 +180,9 @@ assumptions:
 """
 
 
-def _fits(text: str, directory: Path) -> Optional[str]:
-    """None when the contract estimates and fits (its headroom kept: the estimate's verdict), else the one-line
-    reason."""
+def _estimate(text: str, directory: Path):
+    """(the estimate of the contract text, None) when it estimates and fits (its headroom kept: the estimate's
+    verdict), else (None, the one-line reason)."""
     from botec.estimation import check_fit, estimate_file
 
     handle, name = tempfile.mkstemp(suffix=".yaml", prefix=".botec-init-", dir=directory)
@@ -184,24 +192,72 @@ def _fits(text: str, directory: Path) -> Optional[str]:
         result = estimate_file(Path(name), [])
         check_fit(result)
     except UserError as error:
-        return str(error)
+        return None, str(error)
     finally:
         os.unlink(name)
-    return None
+    return result, None
 
 
-def _layouts(count: int, serving: bool, tensor_parallel: Optional[int]):
-    """The layouts tried in order, the cheapest in memory traffic first: (tensor_parallel, recompute)."""
+_SYNC_CHECKPOINT = "{interval: 1 h, retained: 3}   # a save every hour, three kept; training waits while it is written"
+_ASYNC_CHECKPOINT = ("{interval: 1 h, retained: 3, mode: async}   # a save every hour, three kept; training waits "
+                     "only while it is copied to host memory (PyTorch DCP async_save: torchtitan checkpoint.async_mode)")
+
+
+def _checkpoint_flagged(result) -> bool:
+    """Whether the estimate flags the synchronous saves: their pause over the threshold's share of the wall time
+    (findings/training.py ``_checkpoints``), or the goodput below its threshold."""
+    q = result.quantities
+    pause = ("checkpoint_pause_share" in q
+             and q["checkpoint_pause_share"].value > q["checkpoint_pause_share_threshold"].value)
+    return pause or ("goodput" in q and q["goodput"].value < q["goodput_threshold"].value)
+
+
+def _layouts(count: int, serving: bool, tensor_parallel: Optional[int], node: Optional[int] = None):
+    """The layouts tried in order, the cheapest in memory traffic first: (tensor_parallel, recompute, shard group).
+
+    Training: TP 1, 2, 4, 8, each with selective then full recomputation. Within one node the weights, gradients
+    and optimizer state are sharded over every data-parallel rank (FSDP full shard). Past one node, hybrid sharding
+    (FSDP within a group, replicas across: torchtitan's dp_shard × dp_replicate, FSDP's HYBRID_SHARD): the shard
+    group is one node's data-parallel ranks, then two, four, ... nodes' until one fits (None: one node's, the
+    ``fsdp: hybrid_shard`` default), and last every data-parallel rank ("all"), so the gathers and reduce-scatters
+    stay on NVLink where the state allows."""
     if serving:
         degrees = [tensor_parallel] if tensor_parallel else [1, 2, 4, 8]
-        return [(t, None) for t in degrees]
-    degrees = [t for t in (1, 2, 4, 8) if count % t == 0]
-    return [(t, r) for t in degrees for r in ("selective", "full")]
+        return [(t, None, None) for t in degrees]
+    layouts = []
+    for t in (d for d in (1, 2, 4, 8) if count % d == 0):
+        data_parallel = count // t
+        groups: list = [None]
+        if node and count > node and node % t == 0:
+            group = node // t
+            groups = []
+            while group < data_parallel and data_parallel % group == 0:
+                groups.append(group)
+                group *= 2
+            groups = [None] + groups[1:] + ["all"]
+        layouts += [(t, r, g) for r in ("selective", "full") for g in groups]
+    return layouts
+
+
+def _sharding(count: int, node: Optional[int], group) -> str:
+    """The strategy's sharding lines: full shard within one node, hybrid shard past one node."""
+    if not node or count <= node or group == "all":
+        return ("fsdp: full_shard              # shard weights, gradients and optimizer state over the "
+                "data-parallel ranks (ZeRO-3); or zero_stage: 0 (replicated), 1 (optimizer state), 2 (+ gradients)")
+    text = ("fsdp: hybrid_shard            # shard weights, gradients and optimizer state within a group, replicate "
+            "across groups (FSDP HYBRID_SHARD; torchtitan dp_shard × dp_replicate): the gathers stay inside it")
+    if group is None:
+        return text + "\n  # sharding_group: the data-parallel ranks of one node (the default of hybrid_shard)"
+    return text + (f"\n  sharding_group: {group}            # ranks per shard group: the fewest whole nodes' "
+                   "data-parallel ranks the state fits in")
 
 
 def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], count: Optional[int],
                  serving: bool) -> tuple[str, Optional[str]]:
-    """The starter contract to write at ``path`` ('-': stdout), and why it does not fit (None if it does)."""
+    """The starter contract to write at ``path`` ('-': stdout), and why it does not fit (None if it does).
+
+    Training: the first layout of :func:`_layouts` that fits, with synchronous hourly saves unless its own estimate
+    flags them (:func:`_checkpoint_flagged`); then asynchronous ones (PyTorch DCP async_save)."""
     directory = Path.cwd() if str(path) == "-" else (path.parent if str(path.parent) else Path("."))
     if not directory.is_dir():
         raise UserError(f"{path}: the folder {directory} does not exist")
@@ -211,20 +267,28 @@ def starter_text(path: Path, model: Optional[str], accelerator: Optional[str], c
     name = Path(shown).stem
     why = None
     text = ""
-    for tensor_parallel, recompute in _layouts(count or DEFAULT_COUNT, serving, count if serving else None):
+    n = count or DEFAULT_COUNT
+    node = _node_size(device)
+
+    def training(tensor_parallel, recompute, group, checkpoint):
+        return _TRAINING.format(label=label, device_name=device.name, path=shown, name=name, model=model_yaml,
+                                device=device.key, count=n, node=_node_line(device, n), price=_price_line(device),
+                                tokens="1B", sequence_length=4096, tensor_parallel=tensor_parallel,
+                                sharding=_sharding(n, node, group), global_batch=n * 8, recompute=recompute,
+                                checkpoint=checkpoint)
+
+    for tensor_parallel, recompute, group in _layouts(n, serving, count if serving else None, node):
         if serving:
             text = _SERVING.format(label=label, device_name=device.name, path=shown, name=name, model=model_yaml,
                                    device=device.key, price=_price_line(device), tensor_parallel=tensor_parallel)
+            result, why = _estimate(text, directory)
         else:
-            n = count or DEFAULT_COUNT
-            sharding = ("fsdp: full_shard              # shard weights, gradients and optimizer state over the "
-                        "data-parallel ranks (ZeRO-3); or zero_stage: 0 (replicated), 1 (optimizer state), "
-                        "2 (+ gradients)")
-            text = _TRAINING.format(label=label, device_name=device.name, path=shown, name=name, model=model_yaml,
-                                    device=device.key, count=n, node=_node_line(device, n), price=_price_line(device),
-                                    tokens="1B", sequence_length=4096, tensor_parallel=tensor_parallel,
-                                    sharding=sharding, global_batch=n * 8, recompute=recompute)
-        why = _fits(text, directory)
+            text = training(tensor_parallel, recompute, group, _SYNC_CHECKPOINT)
+            result, why = _estimate(text, directory)
+            if result is not None and _checkpoint_flagged(result):
+                saved_async = training(tensor_parallel, recompute, group, _ASYNC_CHECKPOINT)
+                if _estimate(saved_async, directory)[1] is None:
+                    text = saved_async
         if why is None:
             break
     return text, why

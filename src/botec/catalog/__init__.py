@@ -215,6 +215,7 @@ class TrainingStack:
     optimizer: str                 # an optimizers.yaml preset
     data_parallel_overlap: tuple[float, float, float, str]   # value, low, high, source
     source: str
+    selective_recompute: str = "attention-core"   # what recompute: selective means here: attention-core | op-sac
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def training_stacks() -> StackCatalog:
             optimizer=entry["optimizer"],
             data_parallel_overlap=(float(overlap["value"]), float(overlap["low"]), float(overlap["high"]),
                                    str(overlap["source"])),
-            source=str(entry["source"]))
+            source=str(entry["source"]),
+            selective_recompute=str(entry.get("selective_recompute", "attention-core")))
     return StackCatalog(default=data["default"], default_by_vendor=dict(data.get("default_by_vendor") or {}),
                         stacks=stacks, elementwise=dict(data["elementwise"]), loss=dict(data["loss"]))
 

@@ -147,9 +147,8 @@ class TrainingStrategy(Section):
     framework: Optional[Literal["megatron-2022", "megatron-core", "torchtitan", "torchtune", "deepspeed",
                                 "hf-trainer", "xla"]] = Field(
         None, description="the training stack (catalog/stacks.yaml), whose defaults apply where the contract is "
-                          "silent: attention kernel, fused or eager elementwise ops, the loss, the optimizer's "
-                          "storage, data-parallel overlap (default: xla on Google TPUs, else torchtitan, PyTorch "
-                          "FSDP2 in eager mode)")
+                          "silent: attention kernel, elementwise ops, loss, optimizer storage, data-parallel "
+                          "overlap (default: xla on Google TPUs, else torchtitan, PyTorch FSDP2 in eager mode)")
     elementwise: Optional[Literal["fused", "eager"]] = Field(
         None, description="norms, RoPE, activation and residual ops: fused kernels (Megatron/Transformer Engine, "
                           "torch.compile) or eager PyTorch, one kernel per op (default: the framework's)")
@@ -190,7 +189,8 @@ class TrainingStrategy(Section):
         "count", "Sequences per optimizer step across all replicas (= micro-batch × accumulation × DP); sets the "
                  "accumulation", minimum=1, integer=True)] = None
     recompute: Literal["none", "selective", "full"] = Field(
-        "none", description="activation recomputation: none, selective (attention core) or full layers")
+        "none", description="activation recomputation: none, selective (the framework's: Megatron the attention "
+                            "core, torchtitan op-level SAC, every second matmul saved) or full layers")
     recompute_layer_fraction: Optional[quantity(
         "ratio", "Share of the layers that recompute: full checkpoints (Megatron --recompute-num-layers / L); the "
                  "rest keep all their activations", exclusive_minimum=0, maximum=1)] = None

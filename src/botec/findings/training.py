@@ -57,7 +57,8 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
             ("pipeline_bubble_to_compute_ratio", "pipeline_parallel", "virtual_pipeline_stages",
              "gradient_accumulation_steps", "pipeline_bubble_share_threshold")))
     if (is_scalar(inputs.layout.recompute) and inputs.layout.recompute == Recompute.SELECTIVE
-            and "fused_attention" in q and q["fused_attention"].value):
+            and "fused_attention" in q and q["fused_attention"].value
+            and not ("selective_recompute_policy" in q and q["selective_recompute_policy"].value >= 1)):
         found.append(Finding(
             "memory", "info",
             "strategy.recompute: selective buys nothing with flash attention: the fused kernel keeps none of the "

@@ -149,6 +149,10 @@ def _bare_shape(model: ModelSpec, field: str) -> dict[str, Given]:
         "dense_block_parameters": Given(float(model.parameters.value) / float(model.layers.value), "assumed",
                                         f"{none}: parameters / layers", field),
         "moe_block_parameters": Given(0.0, "assumed", none, field),
+        # torchtitan's op-level SAC on a GPT layer (Q, K, V, O, up, down): K, O and down recomputed (h² + h² + 4h²);
+        # Q, V, the attention output and up (h + h + h + 4h) saved
+        "sac_recomputed_matmul_parameters_per_layer": Given(6 * h * h, "assumed", f"{gpt}: K, O, down", field),
+        "sac_activation_width": Given(7 * h, "assumed", f"{gpt}: Q, V, attention output, up", field),
     }
 
 
@@ -233,7 +237,8 @@ def architecture_quantities(arch: Architecture, attention_flops: str, micro_batc
 
     given = model_given(None, arch, attention_flops, StatedInputs()) | lora_given(lora, arch)
     one = {"tensor_parallel": 1.0, "pipeline_parallel": 1.0, "context_parallel": 1.0, "sequence_parallel": 0.0,
-           "virtual_pipeline_stages": 1.0, "pipeline_schedule": 0.0, "recompute": 0.0, "saved_tensor_factor": 1.0}
+           "virtual_pipeline_stages": 1.0, "pipeline_schedule": 0.0, "recompute": 0.0, "saved_tensor_factor": 1.0,
+           "selective_recompute_policy": 0.0}
     given |= {name: Given(value, "assumed") for name, value in one.items()}
     given |= {"sequence_length": Given(float(sequence_length), "measured"),
               "micro_batch_size": Given(float(micro_batch_size), "measured"),

@@ -2,8 +2,8 @@
 vendor: XLA on Google TPUs, torchtitan elsewhere) and what it decides where the contract is silent.
 
 A stack (``catalog/stacks.yaml``) fixes the attention kernel (flash or eager, and which fused kernel), fused or
-eager elementwise ops, the loss kernel, the optimizer's storage and how much data-parallel communication hides
-behind the backward. Whatever the contract states itself wins; every choice says whether it is the contract's
+eager elementwise ops, the loss kernel, the optimizer's storage, how much data-parallel communication hides
+behind the backward, and what ``recompute: selective`` means there (:data:`SELECTIVE_RECOMPUTE_POLICY`). Whatever the contract states itself wins; every choice says whether it is the contract's
 or the stack's, so the report can name the stack it assumed.
 """
 
@@ -13,7 +13,20 @@ from dataclasses import dataclass
 
 from botec.graph import Given
 
-__all__ = ["Stack", "stack_of", "stack_given"]
+__all__ = ["SELECTIVE_RECOMPUTE_POLICY", "Stack", "stack_of", "stack_given"]
+
+# What `recompute: selective` does, per stack (stacks.yaml's selective_recompute), as the graph's
+# ``selective_recompute_policy``:
+#   0 attention-core: Megatron's --recompute-granularity selective (Korthikanti et al. 2022 §5): the attention core
+#     is recomputed, which a fused (flash) kernel already does not store: nothing left to recompute;
+#   1 op-sac: torchtitan's op-level selective activation checkpointing (activation_checkpoint selective, option
+#     'op', its default): inside each block the outputs of the matmuls, SDPA and reduce-scatters are saved except
+#     every second matmul, and every other op (norms, RoPE, SiLU, residual adds, casts) is recomputed in the
+#     backward (torchtitan 9dec370 torchtitan/parallelisms/parallelize_llama.py `_save_list`, `_custom_policy`;
+#     the same policy at b5bcd76 in torchtitan/distributed/activation_checkpoint.py SelectiveAC).
+# torchtitan's layer-level SAC (selective_ac_option N: every N-th block fully checkpointed) is recompute: full with
+# recompute_layer_fraction 1/N.
+SELECTIVE_RECOMPUTE_POLICY = {"attention-core": 0.0, "op-sac": 1.0}
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,7 @@ class Stack:
     loss: str
     optimizer: object              # a preset name, or the contract's inline bytes per parameter
     description: str
+    selective_recompute: str = "attention-core"   # a key of SELECTIVE_RECOMPUTE_POLICY
 
     @property
     def how(self) -> str:
@@ -65,7 +79,7 @@ def stack_of(contract) -> Stack:
         elementwise=strategy.elementwise or preset.elementwise,
         loss=strategy.loss or preset.loss,
         optimizer=strategy.optimizer if "optimizer" in stated_strategy else preset.optimizer,
-        description=preset.description)
+        description=preset.description, selective_recompute=preset.selective_recompute)
 
 
 def _vendor(accelerator) -> str:
@@ -80,7 +94,7 @@ def _vendor(accelerator) -> str:
 
 def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
     """The stack's inputs: the elementwise ops' traffic and kernel count, the loss's bytes per logit kept and
-    moved, and the data-parallel overlap where the contract states none."""
+    moved, what selective recomputation does, and the data-parallel overlap where the contract states none."""
     from botec.catalog import training_stacks
 
     catalog = training_stacks()
@@ -98,6 +112,9 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                                  loss_by),
         "cross_entropy_bytes_per_logit": Given(float(loss["traffic_bytes_per_logit"]), "catalog",
                                                f"{stack.loss} cross entropy ({stack.name})", loss_by),
+        "selective_recompute_policy": Given(SELECTIVE_RECOMPUTE_POLICY[stack.selective_recompute], "catalog",
+                                            f"recompute: selective is {stack.selective_recompute} in {stack.name}",
+                                            "strategy.framework"),
     }
     assumptions = contract.assumptions
     if "data_parallel_overlap" in assumptions.model_fields_set:

@@ -29,8 +29,9 @@ The op classes of one layer, forward (TP degree t splits every matrix's output o
 
 Backward: every GEMM twice (input and weight gradients), the fused attention kernel 2.5 × its
 forward FLOPs (FlashAttention-2 recomputes the scores: 5 matmuls to the forward's 2; Dao 2023), the
-memory-bound ops twice their forward bytes. Recomputation repeats the forward (full) or the
-attention core (selective). The output layer (LM head and cross entropy, and any multi-token-
+memory-bound ops twice their forward bytes. Recomputation repeats the forward (full) or, selective, what
+the stack's policy drops: the attention core (Megatron) or every second matmul and the memory-bound ops
+(torchtitan's op-level SAC). The output layer (LM head and cross entropy, and any multi-token-
 prediction modules) runs on the last pipeline stage.
 """
 
@@ -307,17 +308,48 @@ def layer_weight_gradient_seconds(attention_projection_seconds, dense_mlp_second
                                                                 + expert_mlp_seconds * moe_layers) / layers)
 
 
+@formulas.formula(unit="s", meaning="the GEMMs op-level selective checkpointing repeats in one layer's backward, per "
+                                    "micro-batch: the K and output projections and the MLP's up (a plain MLP: down)",
+                  expression="gemm(T, h, k·d_qk / t) + gemm(T, a·d_v / t, h) + (L − M) / L × (gemm(T, h, f / t) if "
+                             "gated else gemm(T, f / t, h))",
+                  source="torchtitan's op-level SAC recomputes every second matmul of a block (Q, K, V, O, W1, W3, "
+                         "W2: K, O and W3; sac_recomputed_matmul_parameters_per_layer); an MoE layer's experts are "
+                         "saved (assumed)", prose=True, detail=True,
+                  symbols={"T": "microbatch_tokens", "h": "hidden_size", "k": "kv_heads", "t": "tensor_parallel",
+                           "a·d_v": "attention_output_parameters_per_layer / hidden_size", "f": "ffn_size",
+                           "L": "layers", "M": "moe_layers"})
+def sac_recompute_gemm_seconds(microbatch_tokens, hidden_size, kv_heads, qk_head_dim,
+                               attention_output_parameters_per_layer, ffn_size, mlp_gated, layers, moe_layers,
+                               tensor_parallel, activation_bytes_per_element, peak_flops_per_s, matmul_efficiency,
+                               memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency, kernel_overhead_seconds):
+    machine = _machine(peak_flops_per_s, matmul_efficiency, memory_bandwidth_bytes_per_s, memory_bandwidth_efficiency,
+                       kernel_overhead_seconds)
+    t, h, width, tokens = tensor_parallel, hidden_size, activation_bytes_per_element, microbatch_tokens
+    key = gemm_seconds(tokens, h, kv_heads * qk_head_dim / t, width, *machine)
+    output = gemm_seconds(tokens, attention_output_parameters_per_layer / (h * t), h, width, *machine)
+    mlp = where(mlp_gated, gemm_seconds(tokens, h, ffn_size / t, width, *machine),
+                gemm_seconds(tokens, ffn_size / t, h, width, *machine))
+    return key + output + (layers - moe_layers) / layers * mlp
+
+
 @formulas.formula(unit="s", meaning="forward work one layer repeats for recomputation, per micro-batch",
                   expression="full_recompute_share × layer_forward_seconds if recompute = full (per layer, averaged "
-                             "over the layers); attention_core_seconds if selective with eager attention; else 0",
-                  source="Korthikanti et al. 2022: full recompute repeats the layer's forward, selective the "
-                         "attention core; Megatron --recompute-num-layers: only that share of the layers. A fused "
+                             "over the layers); if selective: attention_core_seconds with eager attention and 0 "
+                             "with a fused kernel, plus sac_recompute_gemm_seconds + elementwise_seconds under "
+                             "op-level SAC (selective_recompute_policy 1)",
+                  source="Korthikanti et al. 2022: full recompute repeats the layer's forward, Megatron's selective "
+                         "the attention core; Megatron --recompute-num-layers: only that share of the layers. A fused "
                          "(flash) kernel keeps nothing of the scores and recomputes them in its own backward "
-                         "(Dao et al. 2022), already charged: selective has nothing left to repeat",
+                         "(Dao et al. 2022), already charged: Megatron's selective has nothing left to repeat. "
+                         "torchtitan's op-level SAC saves the attention kernel's output and every second matmul's, "
+                         "and repeats the other matmuls and every memory-bound op (norms, RoPE, SiLU, residuals)",
                   prose=True, detail=True)
 def layer_recompute_seconds(recompute, layer_forward_seconds, attention_core_seconds, full_recompute_share,
-                            fused_attention):
-    selective = where(fused_attention, 0.0, attention_core_seconds)
+                            fused_attention, selective_recompute_policy, sac_recompute_gemm_seconds,
+                            elementwise_seconds):
+    attention_core = where(fused_attention, 0.0, attention_core_seconds)
+    selective = attention_core + where(selective_recompute_policy >= 1,
+                                       sac_recompute_gemm_seconds + elementwise_seconds, 0.0)
     return where(recompute >= Recompute.FULL, full_recompute_share * layer_forward_seconds,
                  where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 

@@ -60,7 +60,11 @@ inputs.input("pipeline_schedule", unit="1",
 inputs.input("context_parallel", unit="1",
              meaning="context-parallel degree (CP): ranks splitting each sequence")
 inputs.input("recompute", unit="1", labels=[mode.label for mode in Recompute],
-             meaning="activation recomputation: 0 none, 1 selective (attention core), 2 full layers")
+             meaning="activation recomputation: 0 none, 1 selective (the stack's: selective_recompute_policy), 2 "
+                     "full layers")
+inputs.input("selective_recompute_policy", unit="1", labels=["attention-core", "op-sac"], detail=True,
+             meaning="what selective recomputation does in the stack: 0 Megatron's (the attention core), 1 "
+                     "torchtitan's op-level SAC (every second matmul of a block and every non-matmul op)")
 inputs.input("recompute_layer_fraction", unit="fraction",
              meaning="share of the layers full recomputation applies to (the rest keep all their activations)")
 inputs.input("cpu_optimizer_parameters_per_s", unit="parameters/s",

@@ -53,21 +53,48 @@ def full_recompute_share(recompute_layer_fraction):
     return recompute_layer_fraction
 
 
+@formulas.formula(unit="parameters",
+                  meaning="weights of the GEMMs op-level selective checkpointing recomputes in one layer: every "
+                          "second matmul of the block",
+                  expression="kv_heads × qk_head_dim × hidden_size + attention_output_parameters_per_layer + "
+                             "(layers − moe_layers) / layers × (mlp_up_parameters_per_layer / 2 if mlp_gated else "
+                             "mlp_down_parameters_per_layer)",
+                  source="torchtitan's SAC policy (9dec370 parallelize_llama.py `_custom_policy`; b5bcd76 "
+                         "distributed/activation_checkpoint.py SelectiveAC): a block's matmuls run Q, K, V, O, then "
+                         "gate, up, down (W1, W3, W2) and the even-numbered ones are recomputed: K, O and up (a "
+                         "plain MLP: up, down: its down). Assumed: an MoE layer's experts are saved (grouped GEMMs), "
+                         "its router, forced to recompute by the policy, is small", detail=True, prose=True)
+def sac_recomputed_matmul_parameters_per_layer(kv_heads, qk_head_dim, hidden_size,
+                                               attention_output_parameters_per_layer, layers, moe_layers, mlp_gated,
+                                               mlp_up_parameters_per_layer, mlp_down_parameters_per_layer):
+    mlp = where(mlp_gated, mlp_up_parameters_per_layer / 2, mlp_down_parameters_per_layer)
+    return (kv_heads * qk_head_dim * hidden_size + attention_output_parameters_per_layer
+            + (layers - moe_layers) / layers * mlp)
+
+
 @formulas.formula(unit="FLOP",
                   meaning="forward work done again by activation recomputation, per token",
                   expression="full_recompute_share × (2 × (matmul_parameters − lm_head_matmul_parameters + "
-                             "adapter_matmul_parameters) + attention_flops_per_token / 3) if recompute = full; "
-                             "attention_flops_per_token / 3 if selective with eager attention; else 0",
+                             "adapter_matmul_parameters) + attention_flops_per_token / 3) if recompute = full; if "
+                             "selective: attention_flops_per_token / 3 with eager attention and 0 with a fused "
+                             "kernel, plus 2 × layers × sac_recomputed_matmul_parameters_per_layer under op-level "
+                             "SAC (selective_recompute_policy 1)",
                   source="Korthikanti et al. 2022 §5: full recompute repeats the forward of the transformer layers "
                          "(not the output layer: 96·B·s·l·h²(1 + s/6h + V/16lh)), LoRA adapters included, on the "
-                         "share of the layers that recompute (Megatron --recompute-num-layers); selective only the "
-                         "attention core, and nothing under a fused (flash) kernel, which keeps no scores to drop",
+                         "share of the layers that recompute (Megatron --recompute-num-layers); Megatron's selective "
+                         "only the attention core, and nothing under a fused (flash) kernel, which keeps no scores to "
+                         "drop; torchtitan's selective (op-level SAC) every second matmul of a block and the "
+                         "memory-bound ops, not the saved fused attention kernel (eager attention's batched "
+                         "matmuls and softmax are not in its `_save_list`: recomputed)",
                   detail=True, prose=True)
 def recompute_flops_per_token(recompute, matmul_parameters, lm_head_matmul_parameters, attention_flops_per_token,
-                              adapter_matmul_parameters, full_recompute_share, fused_attention):
+                              adapter_matmul_parameters, full_recompute_share, fused_attention,
+                              selective_recompute_policy, layers, sac_recomputed_matmul_parameters_per_layer):
     forward_attention = attention_flops_per_token / 3
     layers_forward = 2 * (matmul_parameters - lm_head_matmul_parameters + adapter_matmul_parameters)
-    selective = where(fused_attention, 0.0, forward_attention)
+    attention_core = where(fused_attention, 0.0, forward_attention)
+    op_sac = 2 * layers * sac_recomputed_matmul_parameters_per_layer
+    selective = attention_core + where(selective_recompute_policy >= 1, op_sac, 0.0)
     return where(recompute >= Recompute.FULL, full_recompute_share * (layers_forward + forward_attention),
                  where(recompute >= Recompute.SELECTIVE, selective, 0.0))
 

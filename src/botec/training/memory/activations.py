@@ -104,23 +104,67 @@ def attention_score_activation_bytes(activation_bytes_per_element, attention_hea
             * micro_batch_size / tensor_parallel)
 
 
+@formulas.formula(unit="1", meaning="elements per token one layer keeps inside the TP region under op-level selective "
+                                    "checkpointing: the saved matmul and attention outputs",
+                  expression="a·d_qk + k·d_v + a·d_v + (L − M) / L × f + (mlp_activation_width − (L − M) / L × "
+                             "(3 if gated else 2) × f)",
+                  source="torchtitan's op-level SAC (9dec370 parallelize_llama.py `_save_list`, `_custom_policy`) "
+                         "saves the outputs of Q and V (the odd matmuls of Q, K, V, O), of the attention kernel "
+                         "and of the MLP's first matmul (W1; a plain MLP's up); the rest is recomputed. Assumed: an "
+                         "MoE layer's MLP keeps what it keeps without recomputation (the second term)",
+                  detail=True, prose=True,
+                  symbols={"a": "attention_heads", "d_qk": "qk_head_dim", "k": "kv_heads", "d_v": "v_head_dim",
+                           "a·d_v": "attention_output_parameters_per_layer / hidden_size", "f": "ffn_size",
+                           "L": "layers", "M": "moe_layers", "gated": "mlp_gated"})
+def sac_activation_width(attention_heads, qk_head_dim, kv_heads, v_head_dim, attention_output_parameters_per_layer,
+                         hidden_size, layers, moe_layers, ffn_size, mlp_gated, mlp_activation_width):
+    dense = (layers - moe_layers) / layers
+    moe_kept = mlp_activation_width - dense * where(mlp_gated, 3, 2) * ffn_size
+    return (attention_heads * qk_head_dim + kv_heads * v_head_dim
+            + attention_output_parameters_per_layer / hidden_size + dense * ffn_size + moe_kept)
+
+
+@formulas.formula(unit="B", meaning="what one layer keeps for one micro-batch under op-level selective checkpointing",
+                  expression="b × s × B × (h / (t if SP else 1) + (L − M) / L × h × mlp_gated + (2 × h / t if SP "
+                             "else 0) + sac_activation_width / t) + adapter_activation_bytes_per_layer",
+                  source="torchtitan's SAC policy: the block's input (what the checkpoint re-runs from), the saved "
+                         "outputs of sac_activation_width split over TP, the down projection's output (W2, the "
+                         "seventh matmul: whole on each rank) and with sequence parallelism the two reduce-scatters' "
+                         "outputs (in `_save_list`); Llama 3.1 8B: 15.5·h·2 B = 63.5 kB per token per layer. The "
+                         "attention kernel's FP32 log-sum-exp (4·a B per token) is left out",
+                  detail=True, prose=True,
+                  symbols={"b": "activation_bytes_per_element", "s": "local_sequence_length", "B": "micro_batch_size",
+                           "h": "hidden_size", "t": "tensor_parallel", "SP": "sequence_parallel", "L": "layers",
+                           "M": "moe_layers"})
+def sac_activation_bytes_per_layer(activation_bytes_per_element, local_sequence_length, micro_batch_size,
+                                   hidden_size, tensor_parallel, sequence_parallel, layers, moe_layers, mlp_gated,
+                                   sac_activation_width, adapter_activation_bytes_per_layer):
+    whole = (hidden_size / where(sequence_parallel, tensor_parallel, 1)
+             + (layers - moe_layers) / layers * hidden_size * mlp_gated
+             + where(sequence_parallel, 2 * hidden_size / tensor_parallel, 0.0))
+    return (activation_bytes_per_element * local_sequence_length * micro_batch_size
+            * (whole + sac_activation_width / tensor_parallel) + adapter_activation_bytes_per_layer)
+
+
 @formulas.formula(unit="B", meaning="activations one transformer layer keeps for one micro-batch (averaged over the "
                                     "layers when only some recompute)",
                   expression="with full recompute, full_recompute_share × 2·s·b·h / (t if SP else 1) × "
                              "(activation_bytes_per_element / 2) + (1 − full_recompute_share) × "
-                             "(layer_linear_activation_bytes + attention_score_activation_bytes); otherwise "
+                             "(layer_linear_activation_bytes + attention_score_activation_bytes); selective under "
+                             "op-level SAC (selective_recompute_policy 1): sac_activation_bytes_per_layer; otherwise "
                              "layer_linear_activation_bytes + attention_score_activation_bytes unless selective "
                              "recompute",
                   source="Korthikanti et al. 2022, table 2 (16-bit activations, 4h MLP): s·b·h·(10 + 24/t + 5as/ht); "
-                         "with SP 34/t; selective drops the scores; full keeps the layer's input 2sbh; Megatron's "
-                         "--recompute-num-layers: the layers that do not recompute keep everything",
+                         "with SP 34/t; Megatron's selective drops the scores; full keeps the layer's input 2sbh; "
+                         "Megatron's --recompute-num-layers: the layers that do not recompute keep everything; "
+                         "torchtitan's selective keeps what its op-level policy saves",
                   prose=True,
                   symbols={"s": "local_sequence_length", "b": "micro_batch_size", "h": "hidden_size",
                            "t": "tensor_parallel", "SP": "sequence_parallel"})
 def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_size, tensor_parallel,
                                sequence_parallel, recompute, activation_bytes_per_element,
                                layer_linear_activation_bytes, attention_score_activation_bytes,
-                               full_recompute_share):
+                               full_recompute_share, selective_recompute_policy, sac_activation_bytes_per_layer):
     """Korthikanti et al. 2022 per-layer activations (bytes), GPT layer shown:
 
     ====================  =====================================
@@ -131,7 +175,9 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
     full recompute        2·s·b·h  (÷ t with sequence parallel)
     ====================  =====================================
 
-    A fused attention kernel (the default) keeps no scores: the selective row. The constants assume
+    That selective row is Megatron's; torchtitan's selective (op-level SAC) keeps
+    ``sac_activation_bytes_per_layer`` instead. A fused attention kernel (the default) keeps no scores: the
+    (Megatron) selective row. The constants assume
     16-bit activations; other widths scale them by b_act / 2. Under full recomputation of a share φ of the
     layers (``recompute_layer_fraction``), φ·L layers keep the full-recompute row and the rest the
     no-recompute row: φ × full + (1 − φ) × none, per layer on average.
@@ -141,16 +187,26 @@ def activation_bytes_per_layer(local_sequence_length, micro_batch_size, hidden_s
     everything = layer_linear_activation_bytes + attention_score_activation_bytes
     kept = layer_linear_activation_bytes + where(recompute >= Recompute.SELECTIVE, 0.0,
                                                  attention_score_activation_bytes)
+    selective = where(selective_recompute_policy >= 1, sac_activation_bytes_per_layer, kept)
     partial = full_recompute_share * full + (1 - full_recompute_share) * everything
-    return where(recompute >= Recompute.FULL, partial, kept)
+    return where(recompute >= Recompute.FULL, partial, where(recompute >= Recompute.SELECTIVE, selective, kept))
 
 
-@formulas.formula(unit="B", meaning="the one layer full recomputation rematerializes at a time, during its backward",
-                  expression="layer_linear_activation_bytes + attention_score_activation_bytes",
-                  source="Korthikanti et al. 2022 §5: recomputing a layer rebuilds all its activations",
-                  zero_when="recompute < 2", detail=True)
-def rematerialized_layer_bytes(layer_linear_activation_bytes, attention_score_activation_bytes):
-    return layer_linear_activation_bytes + attention_score_activation_bytes
+@formulas.formula(unit="B", meaning="the one layer recomputation rematerializes at a time, during its backward",
+                  expression="layer_linear_activation_bytes + attention_score_activation_bytes under full recompute; "
+                             "what op-level SAC did not save, max(layer_linear_activation_bytes − "
+                             "sac_activation_bytes_per_layer, 0) + attention_score_activation_bytes, under "
+                             "torchtitan's selective; else 0",
+                  source="Korthikanti et al. 2022 §5: recomputing a layer rebuilds all its activations; op-level SAC "
+                         "rebuilds the tensors it did not save (eager attention's scores among them)",
+                  zero_when="recompute < 1", detail=True, prose=True)
+def rematerialized_layer_bytes(recompute, layer_linear_activation_bytes, attention_score_activation_bytes,
+                               selective_recompute_policy, sac_activation_bytes_per_layer):
+    op_sac = where(selective_recompute_policy >= 1,
+                   maximum(layer_linear_activation_bytes - sac_activation_bytes_per_layer, 0.0)
+                   + attention_score_activation_bytes, 0.0)
+    return where(recompute >= Recompute.FULL, layer_linear_activation_bytes + attention_score_activation_bytes,
+                 op_sac)
 
 
 @formulas.formula(unit="B", meaning="the output layer's activations on the last stage: its input and the logits the "
