@@ -80,9 +80,10 @@ def test_the_page_asks_for_only_what_it_draws(client):
     names = [row[0] for row in tables["inputs"]] + [row[0] for a in tables["accounts"] for row in a["rows"]]
     every = client.post("/api/estimate", json=body | {"detail": "page", "details": True}).json()["tables"]
     every_name = [row[0] for row in every["inputs"]] + [row[0] for a in every["accounts"] for row in a["rows"]]
-    # 327 quantities: issue 20 added routed_experts_per_device; issue 28 daly_checkpoint_interval_seconds and
-    # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one)
-    assert set(names) < set(every_name) and len(every_name) == 327 and len(names) == 115
+    # 330 quantities: issue 20 added routed_experts_per_device; issue 28 daly_checkpoint_interval_seconds and
+    # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one); issue 30
+    # tp_, dp_ and shard_collective_table_index (which collectives NCCL's measured tables price)
+    assert set(names) < set(every_name) and len(every_name) == 330 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,
