@@ -81,10 +81,11 @@ def test_the_page_asks_for_only_what_it_draws(client):
     every = client.post("/api/estimate", json=body | {"detail": "page", "details": True}).json()["tables"]
     every_name = [row[0] for row in every["inputs"]] + [row[0] for a in every["accounts"] for row in a["rows"]]
     # 327 quantities: issue 20 added routed_experts_per_device; issue 28 daly_checkpoint_interval_seconds and
-    # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one); 331: issue 30's
+    # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one); 334: issue 30's
     # op-level SAC (selective_recompute_policy, sac_recomputed_matmul_parameters_per_layer, sac_activation_width,
-    # sac_activation_bytes_per_layer)
-    assert set(names) < set(every_name) and len(every_name) == 331 and len(names) == 115
+    # sac_activation_bytes_per_layer) and tp_, dp_ and shard_collective_table_index (which collectives NCCL's
+    # measured tables price)
+    assert set(names) < set(every_name) and len(every_name) == 334 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,

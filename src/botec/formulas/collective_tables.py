@@ -39,11 +39,17 @@ import math
 
 __all__ = ["CollectiveTable", "table_names", "load_table", "collective_table", "allreduce_table", "table_index",
            "table_by_index", "collective_seconds", "allreduce_knee", "AllReduceKnee", "fit_tokens", "ENGINE_TABLES",
-           "KNEE_EXPONENT_RANGE"]
+           "KNEE_EXPONENT_RANGE", "nccl_devices", "nccl_device_index", "measured_or_modelled", "BUS_FACTORS",
+           "bus_bytes_per_s"]
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ENGINE_TABLES = ("tensorrt-llm", "vllm", "sglang")
 """The engines (catalog/engines.yaml keys) whose own all-reduce kernel a table holds."""
+TRAINING_OPS = ("allreduce", "allgather", "reducescatter")
+"""The NCCL tables training's collectives read (the data-parallel and tensor-parallel ones)."""
+BUS_FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+               "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+"""nccl-tests' bus-bandwidth factor busbw / algbw per op over n ranks (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
 KNEE_EXPONENT_RANGE = (0.25, 4.0)
 """p's bounds: 1/4 is a curve far above α + β·S near the crossover, 4 within 19 % of max(α, β·S) there."""
 KNEE_SEARCH_STEPS = 48   # golden-section steps over log p: the bracket shrinks by 0.618^48 ≈ 1e-10
@@ -128,18 +134,25 @@ def table_by_index(index) -> CollectiveTable | None:
     return None if value < 0 else load_table(table_names()[int(round(value))])
 
 
-def collective_seconds(table: CollectiveTable, ranks: int, message_bytes: float) -> float:
+def collective_seconds(table: CollectiveTable, ranks: int, message_bytes: float, beyond: str = "proportional"
+                       ) -> float:
     """Seconds of one collective of ``message_bytes`` over ``ranks`` GPUs (one of ``table.ranks``), plain numbers:
 
         log L = (1 − w)·log L_i + w·log L_{i+1},  w = (log S − log S_i) / (log S_{i+1} − log S_i)
 
-    between the neighbouring sizes S_i ≤ S ≤ S_{i+1}; above the largest size L(S_max)·S / S_max, below the
-    smallest L(S_min)."""
+    between the neighbouring sizes S_i ≤ S ≤ S_{i+1}; below the smallest L(S_min). Above the largest size,
+    ``beyond="proportional"`` (serving's) L(S_max)·S / S_max; ``beyond="alpha_beta"`` (training's) the α–β line
+    through the table's last two points, L = α + β·S with β = (L_max − L_prev) / (S_max − S_prev) and α = L_max −
+    β·S_max (at least 0): the bandwidth the largest messages gained last, not the bandwidth of the largest one."""
     if ranks not in table.ranks:
         raise ValueError(f"{table.name}: no measurement at {ranks} ranks (measured: {table.ranks})")
     logs, sizes = table.log_seconds[table.ranks.index(ranks)], table.message_bytes
     if message_bytes >= sizes[-1]:
-        return math.exp(logs[-1]) * message_bytes / sizes[-1]
+        last, previous = math.exp(logs[-1]), math.exp(logs[-2])
+        per_byte = (last - previous) / (sizes[-1] - sizes[-2])
+        if beyond == "alpha_beta" and per_byte > 0:
+            return max(last - per_byte * sizes[-1], 0.0) + per_byte * message_bytes
+        return last * message_bytes / sizes[-1]
     if message_bytes <= sizes[0]:
         return math.exp(logs[0])
     low = bisect.bisect_right(sizes, message_bytes) - 1
@@ -225,3 +238,51 @@ def allreduce_knee(name: str, ranks: int, hidden_size: float, bytes_per_element:
         return None
     worst = max(abs(knee.seconds(s) / lat - 1) for s, lat in zip(sizes, latencies))
     return AllReduceKnee(knee.latency_seconds, knee.seconds_per_byte, knee.exponent, worst, tokens)
+
+
+# --- training: NCCL's tables for the collectives of one node ------------------------------------------------
+
+def bus_bytes_per_s(op: str, ranks: int, message_bytes: float, seconds: float) -> float:
+    """nccl-tests' bus bandwidth of one collective: algbw × factor, algbw = S / t (doc/PERFORMANCE.md: all-reduce
+    2(n − 1)/n, all-gather, reduce-scatter, all-to-all (n − 1)/n)."""
+    return message_bytes / seconds * BUS_FACTORS[op](ranks)
+
+
+@lru_cache(maxsize=None)
+def nccl_devices() -> tuple[str, ...]:
+    """The accelerators (catalog keys) with NCCL's all-reduce, all-gather and reduce-scatter tables, sorted."""
+    names = set(table_names())
+    devices = {n[len("allreduce-nccl-"):] for n in names if n.startswith("allreduce-nccl-")}
+    return tuple(sorted(d for d in devices if all(f"{op}-nccl-{d}" in names for op in TRAINING_OPS)))
+
+
+def nccl_device_index(device: str | None) -> float:
+    """``device``'s position among :func:`nccl_devices` (how the graph names its tables as a number), −1 for none."""
+    return float(nccl_devices().index(device)) if device in nccl_devices() else -1.0
+
+
+def _measured(op: str, device_index: float, ranks: float, message_bytes: float, modelled: float) -> float:
+    if device_index < 0 or ranks < 2 or ranks != int(ranks) or message_bytes <= 0:
+        return modelled
+    table = collective_table(op, "nccl", nccl_devices()[int(round(device_index))])
+    if int(ranks) not in table.ranks:
+        return modelled
+    return collective_seconds(table, int(ranks), message_bytes, beyond="alpha_beta")
+
+
+def measured_or_modelled(op: str, device_index, ranks, message_bytes, modelled):
+    """Seconds of one ``op`` collective (allreduce, allgather, reducescatter) of ``message_bytes`` over ``ranks``:
+    NCCL's measured table of accelerator ``device_index`` (:func:`nccl_device_index`; −1: none) at that rank count
+    (:func:`collective_seconds`, the α–β line through its last two points above its largest size), else
+    ``modelled`` (the α–β ring of the group's link). Elementwise: plain numbers, or a sweep's arrays (one lookup per
+    element; the tables load once)."""
+    values = (device_index, ranks, message_bytes, modelled)
+    if not any(getattr(v, "ndim", 0) for v in values):
+        return _measured(op, *(float(v) for v in values))
+    import numpy as np
+
+    arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
+    out = np.array(arrays[-1], dtype=float)
+    for at in np.ndindex(out.shape):
+        out[at] = _measured(op, *(float(a[at]) for a in arrays))
+    return out

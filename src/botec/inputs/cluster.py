@@ -26,7 +26,7 @@ from botec.inputs.missing import Missing
 from botec.inputs.stated import StatedInputs
 from botec.layout import GROUPS, Layout
 
-__all__ = ["Tier", "Tiers", "Missing", "Placement", "tiers_of", "place"]
+__all__ = ["Tier", "Tiers", "Missing", "Placement", "tiers_of", "place", "collective_tables_given"]
 
 _TIER_FIELDS = {"intra": "supply.cluster.intra_node", "inter": "supply.cluster.inter_node"}
 
@@ -236,6 +236,50 @@ def place(layout: Layout, tiers: Tiers, rows: int | None = None
                     inter = np.where(needs, _across_nodes(group, layout, tiers)[0], inter)
             given[name] = Given(np.where(inside, intra, inter), "assumed", f"each row's tier for {carried}", None)
     return given, placement, missing, rows_missing
+
+
+MEASURED_GROUPS = {"tp": "tensor-parallel collectives", "dp": "data-parallel gradient all-reduces",
+                   "shard": "ZeRO/FSDP shard group's reduce-scatters and all-gathers"}
+"""The groups whose collectives inside one node are priced from NCCL's measured tables."""
+
+
+def collective_tables_given(device_key: str | None, layout: Layout, tiers: Tiers, rows: int | None = None
+                            ) -> dict[str, Given]:
+    """``<group>_collective_table_index`` for the groups of :data:`MEASURED_GROUPS`: the accelerator's position
+    among the NCCL-measured ones (botec.formulas.collective_tables.nccl_devices) where the group spans no more
+    than a node and the intra-node link is the catalog's (a node preset's or the accelerator's), else −1 (the α–β
+    ring of the group's link). A link the contract states is its own: the tables are set aside for it. The rank
+    counts a table lacks (it holds 2, 4, 8) fall back to the α–β ring in the formulas."""
+    intra = tiers.intra
+    stated = intra is None or intra.bytes_per_s.provenance != "catalog"
+    from botec.formulas.collective_tables import nccl_device_index  # lazily (file names only: no table is parsed)
+
+    index = -1.0 if stated else nccl_device_index(device_key)
+    if index < 0:
+        why = ("the contract states the intra-node link: the α–β ring of that link" if stated and intra is not None
+               else f"no NCCL tables measured on {device_key or 'this accelerator'}: the α–β ring of the group's link")
+        return {f"{g}_collective_table_index": Given(-1.0, "assumed", why, None) for g in MEASURED_GROUPS}
+    tables = (f"catalog/measurements/operators/{{allreduce,allgather,reducescatter}}-nccl-{device_key}.yaml "
+              "(AIConfigurator 0.12.0, Apache-2.0: NCCL's own collectives timed one at a time, 512 B … 512 MiB; "
+              "log-log between their points, the α–β line through their last two beyond)")
+    given = {}
+    for group, carried in MEASURED_GROUPS.items():
+        inside = layout.span(group) <= layout.accelerators_per_node
+        if rows is not None:
+            import numpy as np
+
+            value = np.where(np.broadcast_to(inside, (rows,)), index, -1.0)
+        else:
+            value = index if inside else -1.0
+            if not inside:
+                given[f"{group}_collective_table_index"] = Given(
+                    -1.0, "assumed", f"the {carried} cross nodes: the α–β ring of their link", None)
+                continue
+        given[f"{group}_collective_table_index"] = Given(
+            value, "measured", f"the {carried} inside a node priced from NCCL's measured tables at 2, 4 or 8 ranks "
+                               f"(other counts, and the tree option: the α–β ring): {tables}",
+            "supply.accelerator")
+    return given
 
 
 def _n_rate(bytes_per_s: float) -> str:

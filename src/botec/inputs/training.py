@@ -9,7 +9,7 @@ from botec.contract.training import TrainingContract
 from botec.errors import ContractError
 from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
-from botec.inputs.cluster import Tiers, place, tiers_of
+from botec.inputs.cluster import Tiers, collective_tables_given, place, tiers_of
 from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given, host_given
 from botec.inputs.lora import adapter_state_given, lora_given
@@ -371,7 +371,14 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
     with quiet:
         given = dict(fixed) | _layout_given(inputs, layout, spec, rows is None)
         links, placement, missing, unplaced = place(layout, tiers, rows)
+        links |= collective_tables_given(_accelerator_key(inputs), layout, tiers, rows)
     return Varied(given | links, layout, valid, unplaced, missing, placement)
+
+
+def _accelerator_key(inputs: Inputs) -> str | None:
+    """The catalog key of the contract's accelerator (None for one it describes itself)."""
+    accelerator = inputs.contract.supply.accelerator
+    return accelerator if isinstance(accelerator, str) else None
 
 
 def _gather_policy(fsdp: str | None, when: str) -> str:

@@ -24,8 +24,10 @@ all-reduce sends 2(N−1)/N · M per participant. Beyond replicated data paralle
   in the forward and again in the backward, and reduce-scatters their gradients.
 - expert parallel: dispatch and combine all-to-alls per MoE layer, forward and backward.
 
-Each collective is written once as *how many per step* × *one collective* (bytes, or time with
-the α–β model of :mod:`botec.formulas.collectives`) over the link of the group it runs in
+Each collective is written once as *how many per step* × *one collective* (bytes, or time: inside one node of
+an accelerator NCCL's tables were measured on, the tables' time at its message size and rank count,
+:func:`botec.formulas.collective_tables.measured_or_modelled`; elsewhere the α–β model of
+:mod:`botec.formulas.collectives`) over the link of the group it runs in
 (:mod:`botec.formulas.links`; across nodes a group's ranks in one node pool their NICs,
 :func:`botec.formulas.collectives.hierarchical_bytes_per_s`). A group of one rank sends nothing and
 needs no link (``zero_when``). The stage with the most layers sets the per-layer counts. What compute
@@ -54,6 +56,16 @@ inputs.input("data_parallel_overlap", unit="1",
              meaning="share of data-parallel communication hidden behind the backward pass")
 inputs.input("model_parallel_overlap", unit="1", meaning="share of TP, CP, EP and PP communication hidden behind "
                                                          "compute")
+# Where a group's collectives are priced from NCCL's measured tables (written out: grep finds each name here).
+_TABLE_INDEX = ("the accelerator whose measured NCCL tables price the {} (botec.formulas.collective_tables."
+                "nccl_devices position; −1: none, the α–β ring of the group's link): set where the group sits in one "
+                "node and its link is the catalog's, not stated")
+inputs.input("tp_collective_table_index", unit="1", detail=True,
+             meaning=_TABLE_INDEX.format("tensor-parallel collectives"))
+inputs.input("dp_collective_table_index", unit="1", detail=True,
+             meaning=_TABLE_INDEX.format("data-parallel gradient all-reduces"))
+inputs.input("shard_collective_table_index", unit="1", detail=True,
+             meaning=_TABLE_INDEX.format("ZeRO/FSDP shard group's reduce-scatters and all-gathers"))
 inputs.input("replica_groups", unit="1", meaning="replicas of each ZeRO/FSDP shard group (hybrid sharding: > 1)")
 inputs.input("expert_data_parallel_degree", unit="1", meaning="data-parallel replicas of each expert: DP / EP")
 inputs.input("parameter_gathers_per_microbatch", unit="1", detail=True,

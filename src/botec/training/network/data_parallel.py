@@ -10,6 +10,22 @@ from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latenc
                                         ring_collectives_seconds)
 from botec.graph import Formulas, where
 
+MEASURED = ("NCCL's measured tables of the accelerator where the group sits in one node and its link is the "
+            "catalog's (catalog/measurements/operators/<op>-nccl-<accelerator>.yaml, AIConfigurator 0.12.0, 2/4/8 "
+            "GPUs, 512 B … 512 MiB: log-log between their points, the α–β line through their last two beyond "
+            "512 MiB; botec.formulas.collective_tables.measured_or_modelled); else the α–β ring of the group's link")
+"""The source text of every collective time that reads a measured table."""
+
+
+def measured_seconds(op, table_index, ranks, message_bytes, modelled):
+    """One collective's seconds from NCCL's table where ``table_index`` names one, else ``modelled`` (lazy import:
+    the tables load only for a contract that reads them)."""
+    if not getattr(table_index, "ndim", 0) and table_index < 0:
+        return modelled
+    from botec.formulas.collective_tables import measured_or_modelled
+
+    return measured_or_modelled(op, table_index, ranks, message_bytes, modelled)
+
 formulas = Formulas(account="network")
 
 
@@ -54,14 +70,19 @@ def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding
     return gradient_reduce_rounds * gather_bytes_sent(dense_gradient_bytes, sharding_degree)
 
 
-@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (α–β)",
-                  expression="gradient_reduce_rounds × (sharding_degree − 1) × shard_link_latency_seconds"
-                             " + gradient_reduce_scatter_bytes_sent_per_step / shard_link_bytes_per_s",
-                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (measured inside a node, else α–β)",
+                  expression="gradient_reduce_rounds × L_rs(dense_gradient_bytes, sharding_degree) from the measured "
+                             "table if shard_collective_table_index ≥ 0, else gradient_reduce_rounds × "
+                             "((sharding_degree − 1) × shard_link_latency_seconds + (sharding_degree − 1) / "
+                             "sharding_degree × dense_gradient_bytes / shard_link_bytes_per_s)",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=MEASURED)
 def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
-                                    gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s):
-    return ring_collectives_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
-                                    gradient_reduce_scatter_bytes_sent_per_step, shard_link_bytes_per_s)
+                                    shard_link_bytes_per_s, shard_collective_table_index, dense_gradient_bytes):
+    modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
+                                        gather_bytes_sent(dense_gradient_bytes, sharding_degree),
+                                        shard_link_bytes_per_s)
+    return gradient_reduce_rounds * measured_seconds("reducescatter", shard_collective_table_index, sharding_degree,
+                                              dense_gradient_bytes, modelled)
 
 
 @formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
@@ -89,16 +110,22 @@ def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all
     return gradient_reduce_rounds * all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
 
 
-@formulas.formula(unit="s", meaning="time per step of that all-reduce (α–β)",
-                  expression="gradient_reduce_rounds × steps(gradient_all_reduce_ranks) × dp_link_latency_seconds"
-                             " + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s;"
+@formulas.formula(unit="s", meaning="time per step of that all-reduce (measured inside a node, else α–β)",
+                  expression="gradient_reduce_rounds × L_ar(gradient_all_reduce_message_bytes, n) from the measured "
+                             "table if dp_collective_table_index ≥ 0 (NCCL picks its own algorithm: tree is not "
+                             "read), else gradient_reduce_rounds × (steps(n) × dp_link_latency_seconds"
+                             " + 2(n − 1)/n × gradient_all_reduce_message_bytes / dp_link_bytes_per_s);"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True,
+                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True, source=MEASURED,
                   symbols={"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
 def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
-                                dp_link_latency_seconds, gradient_all_reduce_bytes_sent_per_step, dp_link_bytes_per_s):
-    return (gradient_reduce_rounds * all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree)
-            * dp_link_latency_seconds + gradient_all_reduce_bytes_sent_per_step / dp_link_bytes_per_s)
+                                dp_link_latency_seconds, dp_link_bytes_per_s, dp_collective_table_index,
+                                gradient_all_reduce_message_bytes):
+    modelled = (all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree) * dp_link_latency_seconds
+                + all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
+                / dp_link_bytes_per_s)
+    return gradient_reduce_rounds * measured_seconds("allreduce", dp_collective_table_index, gradient_all_reduce_ranks,
+                                              gradient_all_reduce_message_bytes, modelled)
 
 
 # --- data parallel: the expert gradients, over the expert data-parallel group ------------------------
@@ -269,14 +296,21 @@ def dense_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, shard
     return parameter_gathers_per_step * gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree)
 
 
-@formulas.formula(unit="s", meaning="time per step of those all-gathers (α–β)",
-                  expression="parameter_gathers_per_step × (sharding_degree − 1) × shard_link_latency_seconds"
-                             " + dense_parameter_gather_bytes_sent_per_step / shard_link_bytes_per_s",
-                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True)
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (measured inside a node, else α–β)",
+                  expression="parameter_gathers_per_step × L_ag(dense_parameter_gather_message_bytes, "
+                             "sharding_degree) from the measured table if shard_collective_table_index ≥ 0, else "
+                             "parameter_gathers_per_step × ((sharding_degree − 1) × shard_link_latency_seconds"
+                             " + (sharding_degree − 1) / sharding_degree × dense_parameter_gather_message_bytes"
+                             " / shard_link_bytes_per_s)",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=MEASURED)
 def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
-                                   dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s):
-    return ring_collectives_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
-                                    dense_parameter_gather_bytes_sent_per_step, shard_link_bytes_per_s)
+                                   shard_link_bytes_per_s, shard_collective_table_index,
+                                   dense_parameter_gather_message_bytes):
+    modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
+                                        gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree),
+                                        shard_link_bytes_per_s)
+    return parameter_gathers_per_step * measured_seconds("allgather", shard_collective_table_index, sharding_degree,
+                                                  dense_parameter_gather_message_bytes, modelled)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "

@@ -9,6 +9,7 @@ from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latenc
                                         ring_collectives_seconds)
 from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
 from botec.graph import Formulas, where
+from botec.training.network.data_parallel import MEASURED, measured_seconds
 
 formulas = Formulas(account="network")
 
@@ -44,16 +45,28 @@ def tp_bytes_sent_per_step(tp_collectives_per_step, tensor_parallel, layer_activ
     return tp_collectives_per_step * all_reduce_bytes_sent(layer_activation_bytes, tensor_parallel)
 
 
-@formulas.formula(unit="s", meaning="time per step of the tensor-parallel collectives (α–β)",
-                  expression="tp_collectives_per_step × steps(tensor_parallel) × tp_link_latency_seconds"
-                             " + tp_bytes_sent_per_step / tp_link_bytes_per_s;"
+@formulas.formula(unit="s", meaning="time per step of the tensor-parallel collectives (measured inside a node, else "
+                                    "α–β)",
+                  expression="tp_collectives_per_step × (L_rs(S, t) + L_ag(S, t) with sequence parallelism, else "
+                             "L_ar(S, t)) from the measured tables if tp_collective_table_index ≥ 0, S = "
+                             "layer_activation_bytes, t = tensor_parallel; else tp_collectives_per_step × "
+                             "(steps(t) × tp_link_latency_seconds + 2(t − 1)/t × S / tp_link_bytes_per_s);"
                              " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="tensor_parallel == 1", prose=True,
+                  zero_when="tensor_parallel == 1", prose=True, source=MEASURED,
                   symbols={"n": "tensor_parallel", "tree": "collective_algorithm_tree"})
 def tp_communication_seconds(tp_collectives_per_step, tensor_parallel, collective_algorithm_tree,
-                             tp_link_latency_seconds, tp_bytes_sent_per_step, tp_link_bytes_per_s):
-    return (tp_collectives_per_step * all_reduce_latency_steps(tensor_parallel, collective_algorithm_tree)
-            * tp_link_latency_seconds + tp_bytes_sent_per_step / tp_link_bytes_per_s)
+                             tp_link_latency_seconds, tp_link_bytes_per_s, tp_collective_table_index, layer_activation_bytes, sequence_parallel):
+    """One all-reduce's worth each: an all-reduce, or under sequence parallelism a reduce-scatter and an all-gather
+    of the same tensor (the backward's re-gather counted as one more such pair)."""
+    modelled = (all_reduce_latency_steps(tensor_parallel, collective_algorithm_tree) * tp_link_latency_seconds
+                + all_reduce_bytes_sent(layer_activation_bytes, tensor_parallel) / tp_link_bytes_per_s)
+    pair = (measured_seconds("reducescatter", tp_collective_table_index, tensor_parallel, layer_activation_bytes,
+                             modelled / 2)
+            + measured_seconds("allgather", tp_collective_table_index, tensor_parallel, layer_activation_bytes,
+                               modelled / 2))
+    single = measured_seconds("allreduce", tp_collective_table_index, tensor_parallel, layer_activation_bytes,
+                              modelled)
+    return tp_collectives_per_step * where(sequence_parallel, pair, single)
 
 
 @formulas.formula(unit="1", meaning="pipeline sends per step: activations forward, gradients backward, per "
