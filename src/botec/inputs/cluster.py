@@ -252,9 +252,12 @@ def collective_tables_given(device_key: str | None, layout: Layout, tiers: Tiers
     counts a table lacks (it holds 2, 4, 8) fall back to the α–β ring in the formulas."""
     intra = tiers.intra
     stated = intra is None or intra.bytes_per_s.provenance != "catalog"
-    from botec.formulas.collective_tables import nccl_device_index  # lazily (file names only: no table is parsed)
+    if stated or device_key is None:   # an inline accelerator has no tables: not even their folder is listed
+        index = -1.0
+    else:
+        from botec.formulas.collective_tables import nccl_device_index  # lazily (file names only: none parsed)
 
-    index = -1.0 if stated else nccl_device_index(device_key)
+        index = nccl_device_index(device_key)
     if index < 0:
         why = ("the contract states the intra-node link: the α–β ring of that link" if stated and intra is not None
                else f"no NCCL tables measured on {device_key or 'this accelerator'}: the α–β ring of the group's link")
