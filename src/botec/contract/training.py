@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
+from botec.contract.defaults import FLAT_MFU
 from botec.contract.efficiency import OP_LEVEL_FIGURES, EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
@@ -260,12 +261,6 @@ class Thresholds(Section):
                  "below which it is worth fixing", minimum=0, maximum=1) = \
         default(0.90, "below 90 %, a tenth of the paid accelerator-hours is lost: Llama 3 405B reports over 90 % "
                       "effective training time at 16,384 GPUs (Llama Team 2024, §3.3.4)")
-
-
-# The default single-accelerator MFU of the flat compute model, when the contract states none.
-FLAT_MFU = default_range(0.40, 0.30, 0.55, "published MFU of large runs: GPT-3 21.3 %, Gopher 32.5 %, MT-NLG 30.2 %, "
-                                           "PaLM 46.2 % (Chowdhery et al. 2022, Table 3); Llama 3 405B 38-43 % "
-                                           "(Llama Team 2024, Table 4); one accelerator alone sustains more")
 
 
 class TrainingAssumptions(EfficiencyAssumptions):
