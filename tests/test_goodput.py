@@ -150,7 +150,8 @@ def test_sync_keeps_the_lessons_checkpoint_figures(lesson):
     assert round(q["checkpoint_pause_share"].value * 100, 1) == 0.4                     # 14 s per hour
     assert q["checkpoint_snapshot_seconds"].value == 0 and q["checkpoint_write_behind_seconds"].value == 0
     # 4 accelerators × 2.7e-5 (the fleet default) = 1.08e-4 failures per hour: M = 9,259 h = 3.333e7 s. Daly's
-    # optimum √(2δM)·(1 + ⅓·√(δ/2M) + δ/18M) − δ = 30,550.5 × 1.000153 − 14 = 30,541 s, just under the 31,250 s run
+    # optimum √(2δM)·(1 + ⅓·√(δ/2M) + δ/18M) − δ = 30,550.5 × 1.000153 − 14 = 30,541 s, just under the
+    # 31,250 s run
     assert q["job_interruptions_per_hour"].value == pytest.approx(1.08e-4)
     assert q["run_seconds"].value == pytest.approx(31_250)
     assert q["optimal_checkpoint_interval_seconds"].value == pytest.approx(30_541, abs=1)

@@ -106,9 +106,9 @@ def test_the_pipeline_bubble_over_the_compute_is_a_ratio():
 
 def test_a_tiny_runs_stated_interval_is_kept_and_saves_nothing():
     """D12: a 1M-parameter model: T = 6 × 1e6 × 1e9 / (4 × 200e12 × 0.3 × 0.8) = 31.25 s, each save δ = 14 B × 1e6
-    / 1 GB/s = 14 ms, R = 900 s, Λ = 4 × 2.7e-5 = 1.08e-4 per hour. Daly's interval is capped at the run (31.25 s);
-    W = T/τ · e^{RΛ} · (τ + δ) · exprel((τ + δ)Λ): at the stated 1 h, 31.25265 s; at Daly's 31.25 s, 31.26486 s. The
-    stated interval is better: it is kept, and the saving is 0 (it was −0.0122 s)."""
+    / 1 GB/s = 14 ms, R = 900 s, Λ = 4 × 2.7e-5 = 1.08e-4 per hour. Daly's interval is capped at the run
+    (31.25 s); W = T/τ · e^{RΛ} · (τ + δ) · exprel((τ + δ)Λ): at the stated 1 h, 31.25265 s; at Daly's 31.25 s,
+    31.26486 s. The stated interval is better: it is kept, and the saving is 0 (it was −0.0122 s)."""
     q = {name: quantity.value for name, quantity in estimate_file(*D12).quantities.items()}
     rate = 1.08e-4 / 3600
 
