@@ -259,9 +259,7 @@ class Thresholds(Section):
     goodput: quantity(
         "ratio", "Goodput (useful training time over expected wall time, failures and checkpoint pauses counted) "
                  "below which it is worth fixing", minimum=0, maximum=1) = \
-        default(0.90, "a judgment: below 90 %, a tenth of the paid accelerator-hours is lost; 0.9 is also the "
-                      "effective-training-time ratio Kokolis et al. 2024 (arXiv:2410.21680) ask of a 12,000-GPU job "
-                      "on Meta's research clusters (as transcribed; the primary text was not read)")
+        default(0.90, "a judgment: below 90 %, a tenth of the paid accelerator-hours is lost")
 
 
 class TrainingAssumptions(EfficiencyAssumptions):
