@@ -274,3 +274,13 @@ def test_every_catalog_file_and_contract_default_was_read():
     assert with_sources <= read
     assert any(where.startswith("contract/training.py") for where, _ in SOURCES)
     assert len([w for w, _ in SOURCES if w.startswith("contract/")]) >= 20
+
+
+def test_the_tpu_v4_gemm_share_says_it_is_an_assumption():
+    """No TPU v4 matmul measurement could be verified: the figure is marked assumed, says so, and is not PaLM's."""
+    from botec.catalog.efficiency import families
+
+    figure = families()["tpu-v4"]["matmul_efficiency"]
+    assert figure.basis == "assumed" and figure.measurement is None
+    assert figure.source.startswith("assumed, not measured")
+    assert figure.low < figure.value < figure.high
