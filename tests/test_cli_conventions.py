@@ -347,14 +347,14 @@ def test_piped_tables_fit_100_columns_and_sources_are_details():
     assert max(map(len, lines)) <= 100                     # issue 21: no longer padded to the widest cell
     row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
     # the unit written once, beside the value (the range is in the value's unit), each number whole; no source line
-    assert " ".join(" ".join(lines[row: row + 2]).split()) == ("failure_rate_per_accelerator_hour 2 × 10⁻⁵ 1 × 10⁻⁵ – "
-                                                               "assumed failures/accelerator-hour 6 × 10⁻⁵")
-    assert "Llama 3 405B" not in "\n".join(lines)
+    assert " ".join(" ".join(lines[row: row + 2]).split()) == (
+        "failure_rate_per_accelerator_hour 2.7 × 10⁻⁵ 1.2 × 10⁻⁵ – assumed failures/accelerator-hour 0.00012")
+    assert "Kokolis" not in "\n".join(lines)
     details = _piped("estimate", "--details").splitlines()
     assert max(map(len, details)) <= 100
     row = next(i for i, line in enumerate(details) if line.split()[:1] == ["failure_rate_per_accelerator_hour"])
     source = " ".join(" ".join(details[row + 1: row + 8]).split())
-    assert "assumptions.failure_rate; default:" in source and "Llama 3 405B pre-training" in source
+    assert "assumptions.failure_rate; default:" in source and "Kokolis et al. 2024" in source
 
 
 def test_piped_sweep_headers_are_whole():

@@ -149,9 +149,12 @@ def test_sync_keeps_the_lessons_checkpoint_figures(lesson):
     assert q["checkpoint_pause_seconds_each"].value == pytest.approx(14)               # 14 GB / 1 GB/s
     assert round(q["checkpoint_pause_share"].value * 100, 1) == 0.4                     # 14 s per hour
     assert q["checkpoint_snapshot_seconds"].value == 0 and q["checkpoint_write_behind_seconds"].value == 0
-    # 4 accelerators × 2e-5 = 8e-5 failures per hour: M = 12,500 h, far beyond the 8.68 h run
-    assert q["job_interruptions_per_hour"].value == pytest.approx(8e-5)
-    assert q["optimal_checkpoint_interval_seconds"].value == q["run_seconds"].value
+    # 4 accelerators × 2.7e-5 (the fleet default) = 1.08e-4 failures per hour: M = 9,259 h = 3.333e7 s. Daly's
+    # optimum √(2δM)·(1 + ⅓·√(δ/2M) + δ/18M) − δ = 30,550.5 × 1.000153 − 14 = 30,541 s, just under the
+    # 31,250 s run
+    assert q["job_interruptions_per_hour"].value == pytest.approx(1.08e-4)
+    assert q["run_seconds"].value == pytest.approx(31_250)
+    assert q["optimal_checkpoint_interval_seconds"].value == pytest.approx(30_541, abs=1)
     storage = [f.message for f in lesson.findings if f.account == "storage"]
     assert any("blocks training for 14 s" in m for m in storage)
 
@@ -172,7 +175,7 @@ def test_async_pauses_for_the_copy_to_host_memory():
     assert q["checkpoint_host_memory_share"] == pytest.approx(14 / 512)
     # the run's expected wall time: pauses of 0.14 s, and a failure during the 14 s write loses one more interval
     assert q["expected_wall_seconds"] == pytest.approx(expected_wall_seconds(
-        q["run_seconds"], 3600.0, 0.14, 900.0, 14.0, 4 * 2e-5))
+        q["run_seconds"], 3600.0, 0.14, 900.0, 14.0, 4 * 2.7e-5))
     messages = " ".join(f.message for f in result.findings)
     assert "pauses training for 0.14 s" in messages and "14 GB per node in host memory" in messages
 
@@ -251,3 +254,21 @@ def test_failure_rate_and_restart_time_are_ranged_inputs_uncertainty_varies(llam
     failure = swings["assumptions.failure_rate"]
     assert failure.output_at_low > llama3.value("goodput") > failure.output_at_high   # more failures, less goodput
     assert swings["assumptions.restart_time"].output_at_high < llama3.value("goodput")
+
+
+def test_the_default_failure_rate_is_two_fleets_pooled():
+    """Kokolis et al. 2024 (arXiv:2410.21680): r_f = 6.50 (RSC-1, 16k A100) and 2.34 (RSC-2, 8k A100) failures per
+    1,000 node-days, 8 GPUs a node: 3.39e-5 and 1.22e-5 per GPU-hour; pooled by size (2:1) 2.66e-5, stored as 2.7e-5.
+    The high end: RSC-1's 1,024-GPU jobs failed every 7.9 h, 1 / (7.9 × 1,024) = 1.24e-4 per GPU-hour."""
+    from botec.contract.training import TrainingAssumptions
+
+    def per_gpu_hour(per_1000_node_days):
+        return per_1000_node_days / 1000 / (8 * 24)
+
+    rsc1, rsc2 = per_gpu_hour(6.50), per_gpu_hour(2.34)
+    default = TrainingAssumptions().failure_rate
+    assert default.value == pytest.approx((16_384 * rsc1 + 8_192 * rsc2) / 24_576, abs=0.05e-5)
+    assert default.low == pytest.approx(rsc2, rel=0.02)
+    assert default.high == pytest.approx(1 / (7.9 * 1024), rel=0.03)
+    assert default.low < rsc1 < default.high                     # the range spans both fleets
+    assert "Kokolis et al. 2024" in default.source and "Llama" not in default.source

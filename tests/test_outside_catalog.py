@@ -59,10 +59,10 @@ def test_one_accelerator_needs_no_network_and_keeps_the_components_model():
     result = estimate(contract(count=1))
     q = result.quantities
     assert result.inputs.choices["step_time"] == "components"
-    # a bare count: compute at the flat model's default MFU 0.40, no communication, no optimizer time; ⌈1e9 / 2,048⌉
+    # a bare count: compute at the flat model's default MFU 0.52, no communication, no optimizer time; ⌈1e9 / 2,048⌉
     # = 488,282 steps of one 2,048-token sequence, the last one partial: 1,000,001,536 tokens' work
-    run = 488_282 * 2048 * 6 * 7e9 / (200e12 * 0.40)
-    assert q["run_seconds"].value == pytest.approx(run) == pytest.approx(525_000.8, rel=1e-6)
+    run = 488_282 * 2048 * 6 * 7e9 / (200e12 * 0.52)
+    assert q["run_seconds"].value == pytest.approx(run) == pytest.approx(403_846.8, rel=1e-6)
     assert q["accelerator_hours"].value == pytest.approx(run / 3600)
 
 
@@ -74,9 +74,9 @@ def test_a_catalog_model_on_a_device_without_memory_bandwidth():
     result = estimate(contract(model="llama-2-7b", network=network))
     choices, q = result.inputs.choices, result.quantities
     assert choices == {"step_time": "components", "activations": "korthikanti", "compute": "model_flops"}
-    # one micro-batch of 2,048 tokens at MFU 0.40 of 200 TFLOP/s
+    # one micro-batch of 2,048 tokens at the flat default MFU 0.52 of 200 TFLOP/s
     assert q["microbatch_compute_seconds"].value == pytest.approx(
-        q["model_flops_per_token"].value * 2048 / (200e12 * 0.40))
+        q["model_flops_per_token"].value * 2048 / (200e12 * 0.52))
     assert result.inputs.missing["memory_bandwidth_bytes_per_s"].field == "supply.accelerator.memory_bandwidth"
     with pytest.raises(ContractError) as error:
         estimate(contract(model="llama-2-7b", network=network, assumptions={"compute_model": "op_level"}))
@@ -114,11 +114,12 @@ def test_chinchilla_on_tpu_v3_without_a_layout():
     run = 5.88e23 / (1024 * 123e12 * 0.40)
     assert q["run_seconds"].value == pytest.approx(run) == pytest.approx(1.16711e7, rel=1e-5)
     assert q["accelerator_hours"].value == pytest.approx(1024 * run / 3600) == pytest.approx(3.31978e6, rel=1e-5)
-    # no utilization stated: the components default (the chip's ICI from the catalog), compute at MFU 0.40, so the
-    # run is at least the compute alone
+    # no utilization stated: the components default (the chip's ICI from the catalog), compute at the flat default
+    # MFU 0.52, so the run is at least the compute alone, 5.88e23 / (1,024 × 123e12 × 0.52) = 8.98e6 s
     q = estimate(contract("tpu-v3", count=1024, model=CHINCHILLA, tokens="1.4T")).quantities
     assert q["training_flops"].value == pytest.approx(5.88e23)
-    assert run <= q["run_seconds"].value < 2 * run
+    compute = 5.88e23 / (1024 * 123e12 * 0.52)
+    assert compute <= q["run_seconds"].value < 2 * compute
 
 
 def test_gopher_on_4096_tpu_v3_chips():

@@ -106,20 +106,20 @@ def test_the_pipeline_bubble_over_the_compute_is_a_ratio():
 
 def test_a_tiny_runs_stated_interval_is_kept_and_saves_nothing():
     """D12: a 1M-parameter model: T = 6 × 1e6 × 1e9 / (4 × 200e12 × 0.3 × 0.8) = 31.25 s, each save δ = 14 B × 1e6
-    / 1 GB/s = 14 ms, R = 900 s, Λ = 4 × 2e-5 = 8e-5 per hour. Daly's interval is capped at the run (31.25 s);
-    W = T/τ · e^{RΛ} · (τ + δ) · exprel((τ + δ)Λ): at the stated 1 h, 31.25200 s; at Daly's 31.25 s, 31.26464 s. The
-    stated interval is better: it is kept, and the saving is 0 (it was −0.0126 s)."""
+    / 1 GB/s = 14 ms, R = 900 s, Λ = 4 × 2.7e-5 = 1.08e-4 per hour. Daly's interval is capped at the run
+    (31.25 s); W = T/τ · e^{RΛ} · (τ + δ) · exprel((τ + δ)Λ): at the stated 1 h, 31.25265 s; at Daly's 31.25 s,
+    31.26486 s. The stated interval is better: it is kept, and the saving is 0 (it was −0.0122 s)."""
     q = {name: quantity.value for name, quantity in estimate_file(*D12).quantities.items()}
-    rate = 8e-5 / 3600
+    rate = 1.08e-4 / 3600
 
     def wall(interval: float) -> float:
         segment = interval + 0.014
         return 31.25 / interval * math.exp(900 * rate) * segment * math.expm1(segment * rate) / (segment * rate)
 
     assert q["run_seconds"] == pytest.approx(31.25) and q["checkpoint_pause_seconds_each"] == pytest.approx(0.014)
-    assert q["expected_wall_seconds"] == pytest.approx(wall(3600.0), rel=1e-12) == pytest.approx(31.25200, abs=1e-5)
+    assert q["expected_wall_seconds"] == pytest.approx(wall(3600.0), rel=1e-12) == pytest.approx(31.25265, abs=1e-5)
     assert q["daly_checkpoint_interval_seconds"] == pytest.approx(31.25)
-    assert q["daly_interval_wall_seconds"] == pytest.approx(wall(31.25), rel=1e-12) == pytest.approx(31.26464, abs=1e-5)
+    assert q["daly_interval_wall_seconds"] == pytest.approx(wall(31.25), rel=1e-12) == pytest.approx(31.26486, abs=1e-5)
     assert q["optimal_checkpoint_interval_seconds"] == 3600.0
     assert q["optimal_interval_wall_seconds"] == q["expected_wall_seconds"]
     assert q["optimal_interval_saving_seconds"] == 0.0 and q["optimal_interval_saving_accelerator_hours"] == 0.0

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
+from botec.contract.defaults import FLAT_MFU, FLEET_FAILURE_RATE_SOURCE
 from botec.contract.efficiency import OP_LEVEL_FIGURES, EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
@@ -258,14 +259,7 @@ class Thresholds(Section):
     goodput: quantity(
         "ratio", "Goodput (useful training time over expected wall time, failures and checkpoint pauses counted) "
                  "below which it is worth fixing", minimum=0, maximum=1) = \
-        default(0.90, "below 90 %, a tenth of the paid accelerator-hours is lost: Llama 3 405B reports over 90 % "
-                      "effective training time at 16,384 GPUs (Llama Team 2024, §3.3.4)")
-
-
-# The default single-accelerator MFU of the flat compute model, when the contract states none.
-FLAT_MFU = default_range(0.40, 0.30, 0.55, "published MFU of large runs: GPT-3 21.3 %, Gopher 32.5 %, MT-NLG 30.2 %, "
-                                           "PaLM 46.2 % (Chowdhery et al. 2022, Table 3); Llama 3 405B 38-43 % "
-                                           "(Llama Team 2024, Table 4); one accelerator alone sustains more")
+        default(0.90, "a judgment: below 90 %, a tenth of the paid accelerator-hours is lost")
 
 
 class TrainingAssumptions(EfficiencyAssumptions):
@@ -327,11 +321,8 @@ class TrainingAssumptions(EfficiencyAssumptions):
                                            "(DeepSpeed docs); hosts with fewer cores or AVX2 only run several times "
                                            "slower (DeepSpeed issues #1635, #6834): measure it")
     failure_rate: quantity(
-        "count", "Job-interrupting failures per accelerator-hour λ (hardware, software and network), e.g. 2e-5",
-        minimum=0) = default_range(2.0e-5, 1.0e-5, 6.0e-5, "Llama 3 405B pre-training: 419 unexpected "
-                                   "interruptions in 54 days on up to 16,384 H100s ≈ 2.0e-5 per GPU-hour (Llama Team "
-                                   "2024, §3.3.4); the range, half to three times that, is assumed: a "
-                                   "younger or less automated fleet fails more often")
+        "count", "Job-interrupting failures per accelerator-hour λ (hardware, software and network), e.g. 2.7e-5",
+        minimum=0) = default_range(2.7e-5, 1.2e-5, 1.2e-4, FLEET_FAILURE_RATE_SOURCE)
     restart_time: quantity(
         "seconds", "Time from a failure to training again: detection, rescheduling, reloading the last checkpoint, "
                    "warm-up", minimum=0) = default_range(

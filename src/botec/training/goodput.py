@@ -44,8 +44,10 @@ Megatron's fully parallel save and DCP's deduplicated plans spread one logical c
 the write to storage runs in the background. A new save waits for the write still in flight, so a write
 longer than the interval adds its excess to the pause. The host holds one shard per accelerator of the node.
 
-The default failure rate: Llama 3 405B pre-training saw 419 unexpected interruptions in 54 days on 16,384 H100
-(Llama Team 2024, "The Llama 3 Herd of Models", §3.3.4): 419 / (54 × 24 × 16,384) ≈ 2.0e-5 per GPU-hour.
+The default failure rate comes from fleet statistics over two clusters, not from a training run (Kokolis et al.
+2024, arXiv:2410.21680: Meta's RSC-1 and RSC-2, 11 months of A100 jobs): r_f = 6.50 and 2.34 failures per 1,000
+node-days, λ = r_f / (8 GPUs × 24 h) = 3.4e-5 and 1.2e-5 per GPU-hour, pooled by fleet size ≈ 2.7e-5; the range
+reaches 1.2e-4, the rate RSC-1's 1,024-GPU jobs met (botec.contract.defaults.FLEET_FAILURE_RATE_SOURCE).
 
 Not modelled: failures that are not memoryless (infant mortality, a bad node failing again), in-memory or
 peer-to-peer checkpoints that restore without storage, the background write slowing the training it overlaps,
