@@ -185,6 +185,13 @@ def catalog_revised() -> str:
 
 
 @lru_cache(maxsize=None)
+def device_runtime() -> dict:
+    """The runtime's own device memory (runtime.yaml): the CUDA context outside PyTorch's allocator, the cuBLAS and
+    cuBLASLt workspaces inside it, and the placeholder for any other runtime."""
+    return _load_yaml("runtime.yaml")
+
+
+@lru_cache(maxsize=None)
 def optimizer_presets() -> dict[str, OptimizerPreset]:
     """Optimizer and precision presets: the bytes-per-parameter table of lesson 000 and its variants."""
     data = _load_yaml("optimizers.yaml")

@@ -107,9 +107,7 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                             f"{elementwise['source']}", by),
         "elementwise_kernels_per_layer": Given(float(elementwise["kernels_per_layer"]), "catalog",
                                                f"{stack.elementwise} elementwise ops ({stack.name})", by),
-        "loss_activation_bytes_per_logit": Given(float(loss["kept_bytes_per_logit"]), "catalog",
-                                                 f"{stack.loss} cross entropy ({stack.name}): {loss['source']}",
-                                                 loss_by),
+        "loss_activation_bytes_per_logit": _loss_kept(stack, loss, loss_by),
         "cross_entropy_bytes_per_logit": Given(float(loss["traffic_bytes_per_logit"]), "catalog",
                                                f"{stack.loss} cross entropy ({stack.name})", loss_by),
         "selective_recompute_policy": Given(SELECTIVE_RECOMPUTE_POLICY[stack.selective_recompute], "catalog",
@@ -126,3 +124,13 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                                "assumptions.data_parallel_overlap", low, high)
         stated.fields.setdefault("assumptions.data_parallel_overlap", []).append("data_parallel_overlap")
     return given
+
+
+def _loss_kept(stack: Stack, loss: dict, by: str) -> Given:
+    """Bytes per logit the loss holds at its peak: the compiled figure where the loss kind has one and the stack runs
+    its elementwise ops fused (torch.compile on a PyTorch stack, which compiles the loss with them), else the eager
+    one."""
+    compiled = stack.elementwise == "fused" and "compiled_kept_bytes_per_logit" in loss
+    value = loss["compiled_kept_bytes_per_logit"] if compiled else loss["kept_bytes_per_logit"]
+    how = " compiled (elementwise fused)" if compiled else ""
+    return Given(float(value), "catalog", f"{stack.loss} cross entropy{how} ({stack.name}): {loss['source']}", by)

@@ -1,6 +1,7 @@
 """Memory, the plan: what the device's tensors occupy, the allocator's reserve, paging, the headroom, host memory.
 
-    planned = (state + activations + buffers + gather buffers − offloaded + reserve − paged out) × (1 + headroom)
+    allocated = state + activations + workspaces + gather buffers − offloaded      (torch.cuda.max_memory_allocated)
+    planned   = (allocated + reserve + runtime buffer − paged out) × (1 + headroom)
 
 against the device's memory (what is spare, the largest micro-batch that fits), and the host memory a node's
 accelerators take, against supply.host_memory.
@@ -14,14 +15,18 @@ formulas = Formulas(account="memory")
 UNIFIED_MEMORY_PAGE_BYTES = 2.0**21
 
 
-@formulas.formula(unit="B", meaning="what the device's tensors occupy at the peak: state, activations and buffers, "
-                                    "less what lives in host memory (torch.cuda.max_memory_allocated)",
-                  expression="state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes"
+@formulas.formula(unit="B", meaning="what PyTorch's caching allocator has allocated at the peak: state, activations, "
+                                    "the libraries' workspaces and the gather buffers, less what lives in host memory "
+                                    "(torch.cuda.max_memory_allocated; the runtime buffer outside the allocator is "
+                                    "not in it)",
+                  expression="state_bytes + activation_bytes + allocator_workspace_bytes + fsdp_gather_buffer_bytes"
                              " − offloaded_state_bytes − offloaded_activation_bytes",
-                  source="lesson 000: 16 + 2.15 + 2 = 20.2 GB")
-def allocated_device_bytes(state_bytes, activation_bytes, runtime_buffer_bytes, fsdp_gather_buffer_bytes,
+                  source="lesson 000: 16 + 2.15 = 18.2 GB (its 2 GB of buffers outside the allocator); PyTorch's "
+                         "CUDA semantics: the cuBLAS workspaces come from the caching allocator, the CUDA context "
+                         "does not")
+def allocated_device_bytes(state_bytes, activation_bytes, allocator_workspace_bytes, fsdp_gather_buffer_bytes,
                            offloaded_state_bytes, offloaded_activation_bytes):
-    return (state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes
+    return (state_bytes + activation_bytes + allocator_workspace_bytes + fsdp_gather_buffer_bytes
             - offloaded_state_bytes - offloaded_activation_bytes)
 
 
@@ -42,26 +47,32 @@ def pageable_optimizer_bytes(optimizer_memory_bytes):
 @formulas.formula(unit="B", meaning="optimizer state paged out to host memory at the peak: what the plan cannot "
                                     "hold on the device, at most the optimizer state",
                   expression="min(pageable_optimizer_bytes, 2,097,152 × ⌈max(0, allocated_device_bytes"
-                             " + allocator_reserve_bytes − device_memory_bytes / (1 + headroom)) / 2,097,152⌉)",
+                             " + allocator_reserve_bytes + runtime_buffer_bytes − device_memory_bytes / (1 + headroom))"
+                             " / 2,097,152⌉)",
                   source="Dettmers et al. 2023, 'QLoRA' §3 (Paged Optimizers): the optimizer state is in NVIDIA "
                          "unified memory, evicted to CPU RAM when the GPU runs short and paged back for the update; "
                          "'fits' then means fits once up to all of it is paged out, the headroom kept. Whole 2 MiB "
                          "pages (the GPU's large page), which also keeps a plan that pages within the device",
                   zero_when="optimizer_offload_paged == 0")
 def paged_optimizer_spill_bytes(pageable_optimizer_bytes, allocated_device_bytes, allocator_reserve_bytes,
-                                device_memory_bytes, headroom):
-    short = allocated_device_bytes + allocator_reserve_bytes - device_memory_bytes / (1 + headroom)
+                                runtime_buffer_bytes, device_memory_bytes, headroom):
+    short = (allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes
+             - device_memory_bytes / (1 + headroom))
     return minimum(pageable_optimizer_bytes, UNIFIED_MEMORY_PAGE_BYTES * ceil(maximum(short, 0.0)
                                                                                / UNIFIED_MEMORY_PAGE_BYTES))
 
 
 @formulas.formula(unit="B", meaning="planned memory per accelerator, headroom included",
-                  expression="(allocated_device_bytes + allocator_reserve_bytes − paged_optimizer_spill_bytes)"
-                             " × (1 + headroom)",
+                  expression="(allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes"
+                             " − paged_optimizer_spill_bytes) × (1 + headroom)",
                   source="lesson 000: (16 + 2.15 + 2) × 1.25 ≈ 25.2 GB")
-def planned_device_bytes(allocated_device_bytes, allocator_reserve_bytes, paged_optimizer_spill_bytes, headroom):
-    """M_planned = (M_state + M_act + M_buffers − offloaded + allocator reserve − paged out) × (1 + headroom)."""
-    return (allocated_device_bytes + allocator_reserve_bytes - paged_optimizer_spill_bytes) * (1 + headroom)
+def planned_device_bytes(allocated_device_bytes, allocator_reserve_bytes, runtime_buffer_bytes,
+                         paged_optimizer_spill_bytes, headroom):
+    """M_planned = (M_allocated + allocator reserve + M_runtime − paged out) × (1 + headroom): the allocator's peak,
+    its slack, and the runtime's memory outside it (the CUDA context), which nvidia-smi counts and torch.cuda does
+    not."""
+    return (allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes
+            - paged_optimizer_spill_bytes) * (1 + headroom)
 
 
 @formulas.formula(unit="accelerators", meaning="accelerators of the job on one node: they share its host memory",
@@ -130,14 +141,16 @@ def activation_bytes_per_sequence(activation_bytes, offloaded_activation_bytes, 
 
 
 @formulas.formula(unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
-                  expression="⌊((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes)"
-                             " / (1 + allocator_reserve) − state_bytes − runtime_buffer_bytes − fsdp_gather_buffer_bytes"
-                             " + offloaded_state_bytes) / activation_bytes_per_sequence⌋")
+                  expression="⌊((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes"
+                             " − runtime_buffer_bytes) / (1 + allocator_reserve) − state_bytes"
+                             " − allocator_workspace_bytes − fsdp_gather_buffer_bytes + offloaded_state_bytes)"
+                             " / activation_bytes_per_sequence⌋")
 def max_micro_batch_size(device_memory_bytes, headroom, pageable_optimizer_bytes, allocator_reserve, state_bytes,
-                         runtime_buffer_bytes, fsdp_gather_buffer_bytes, offloaded_state_bytes,
-                         activation_bytes_per_sequence):
+                         runtime_buffer_bytes, allocator_workspace_bytes, fsdp_gather_buffer_bytes,
+                         offloaded_state_bytes, activation_bytes_per_sequence):
     """The planned-memory equation solved for B_local, rounded down (0 when even the state does not fit): the
     activations on the device grow with the micro-batch; a paged optimizer may give up all its state to make room."""
-    room = ((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes) / (1 + allocator_reserve)
-            - state_bytes - runtime_buffer_bytes - fsdp_gather_buffer_bytes + offloaded_state_bytes)
+    room = ((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes - runtime_buffer_bytes)
+            / (1 + allocator_reserve) - state_bytes - allocator_workspace_bytes - fsdp_gather_buffer_bytes
+            + offloaded_state_bytes)
     return maximum(floor(room / activation_bytes_per_sequence), 0)
