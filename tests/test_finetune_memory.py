@@ -29,18 +29,11 @@ WITHIN = [
     ("torchtune-llama3.1-8b-qlora-rtx4090", 7.4 * GiB, README_0924 + ": Llama 3.1 8B, QLoRA, 1x 4090"),
     ("torchtune-llama3.1-70b-lora-8xa100", 27.6 * GiB, README_0924 + ": Llama 3.1 70B, LoRA, 8x A100"),
     ("torchtune-llama3.2-3b-lora-a100", 8.5 * GiB, README_1118 + ": Llama 3.2 3B, LoRA"),
+    ("torchtune-llama3.2-3b-qlora-a100", 4.6 * GiB, README_1118 + ": Llama 3.2 3B, QLoRA"),
+    ("torchtune-llama3.2-3b-full-ac-a100", 24.9 * GiB, README_1118 + ": Llama 3.2 3B, + Activation Checkpointing"),
 ]
 # (contract, published, where, botec's gap at the time of writing, why)
 NOT_WITHIN = [
-    ("torchtune-llama3.2-3b-qlora-a100", 4.6 * GiB, README_1118 + ": Llama 3.2 3B, QLoRA", "+12 %",
-     "the adapters' gradients (90M × 2 B = 0.17 GiB) are counted at a forward-end peak where zero_grad("
-     "set_to_none=True) has left none, and the loss's compiled working set (2.25 B per logit, 2.2 GiB of 8,192 × "
-     "128,256 logits) is the largest term; torchtune keeps k_proj in BF16 (only adapted linears are NF4), which "
-     "botec's all-blocks NF4 undercounts by 0.13 GiB"),
-    ("torchtune-llama3.2-3b-full-ac-a100", 24.9 * GiB, README_1118 + ": Llama 3.2 3B, + Activation Checkpointing",
-     "+11 %", "botec adds every gradient (6.0 GiB) to the activation peak; with gradient_accumulation_steps 1 the "
-     "gradients appear as the backward frees the activations, so the peak is the larger of the two, not their sum "
-     "(not modelled)"),
     ("torchtune-llama3.1-405b-qlora-8xa100", 44.8e9, README_0924 + ": Llama 3.1 405B, QLoRA, 8x A100", "+23 %",
      "126 layers' checkpointed inputs (15.8 GiB) and the unchunked loss's FP32 logits (10 B per logit, 4.9 GiB) on "
      "top of 27 GiB of NF4 shards; the row alone prints GB and its config (batch_size 1, no compile key) does not "
@@ -111,9 +104,12 @@ def test_the_cuda_context_is_planned_but_not_allocated():
     in the planned memory, not in allocated_device_bytes (torch.cuda.max_memory_allocated)."""
     result = _run()
     q = {k: result.value(k) for k in ("runtime_buffer_bytes", "allocator_workspace_bytes", "allocated_device_bytes",
-                                      "planned_device_bytes", "state_bytes", "activation_bytes")}
+                                      "planned_device_bytes", "state_bytes", "activation_bytes",
+                                      "gradient_activation_overlap_bytes")}
     assert q["runtime_buffer_bytes"] == 4.0e8
-    assert q["allocated_device_bytes"] == q["state_bytes"] + q["activation_bytes"] + q["allocator_workspace_bytes"]
+    assert q["allocated_device_bytes"] == pytest.approx(q["state_bytes"] + q["activation_bytes"]
+                                                        + q["allocator_workspace_bytes"]
+                                                        - q["gradient_activation_overlap_bytes"])
     assert q["planned_device_bytes"] == pytest.approx(q["allocated_device_bytes"] + 4.0e8)
 
 
@@ -132,3 +128,28 @@ def test_a_stated_runtime_buffer_replaces_the_context_and_xla_keeps_the_placehol
         "name": "t", "workload": {"model": "llama-3.1-8b", "tokens": "10M", "sequence_length": 2048},
         "supply": {"accelerator": "tpu-v4", "count": 4}, "strategy": {"micro_batch_size": 1}}))
     assert tpu.value("runtime_buffer_bytes") == 2.0e9 and tpu.value("allocator_workspace_bytes") == 0
+
+
+# --- gradients that the backward creates as it frees the activations ------------------------------------------
+
+def test_gradients_freed_between_steps_are_never_alive_with_the_activations():
+    """torchtune's recipes zero_grad(set_to_none=True) after each step: with no gradient accumulation the backward
+    creates the gradients as it releases the activations, so the peak is state − G + max(G, A), not state + A.
+    Gradient accumulation (the gradients outlive a micro-batch) and a stack with persistent gradient buffers
+    (Megatron's grad buffer) keep the sum."""
+    def quantities(strategy):
+        result = _run(strategy, model="llama-3.1-8b", accelerator="h100-sxm")
+        return {k: result.value(k) for k in ("allocated_device_bytes", "state_bytes", "activation_bytes",
+                                             "gradient_memory_bytes", "allocator_workspace_bytes",
+                                             "gradient_activation_overlap_bytes", "transient_gradient_bytes")}
+    q = quantities({})
+    assert q["transient_gradient_bytes"] == q["gradient_memory_bytes"] == 2 * 8_030_261_248
+    assert q["gradient_activation_overlap_bytes"] == min(q["gradient_memory_bytes"], q["activation_bytes"])
+    assert q["allocated_device_bytes"] == pytest.approx(
+        q["state_bytes"] - q["gradient_memory_bytes"] + max(q["gradient_memory_bytes"], q["activation_bytes"])
+        + q["allocator_workspace_bytes"])
+    for kept in ({"gradient_accumulation_steps": 2}, {"framework": "megatron-core"}):
+        other = quantities(kept)
+        assert other["gradient_activation_overlap_bytes"] == 0
+        assert other["allocated_device_bytes"] == pytest.approx(
+            other["state_bytes"] + other["activation_bytes"] + other["allocator_workspace_bytes"])

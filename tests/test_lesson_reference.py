@@ -92,7 +92,7 @@ def test_explain_planned_device_bytes(lesson):
     text = "\n".join(line for _, line in lines)
     assert ("allocated_device_bytes = state_bytes + activation_bytes + allocator_workspace_bytes"
             " + fsdp_gather_buffer_bytes − offloaded_state_bytes − offloaded_activation_bytes"
-            " = 16 GB + 2.15 GB + 0 B + 0 B − 0 B − 0 B = 18.1 GB") in text
+            " − gradient_activation_overlap_bytes = 16 GB + 2.15 GB + 0 B + 0 B − 0 B − 0 B − 0 B = 18.1 GB") in text
     assert ("activation_bytes = activation_layers_in_flight × saved_tensor_factor × hidden_state_bytes"
             " = 16 × 8 × 16.8 MB = 2.15 GB") in text
     assert "hidden_state_bytes = layer_activation_bytes = 16.8 MB  [as sequence_parallel = 0]" in text

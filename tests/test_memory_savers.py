@@ -362,7 +362,8 @@ def test_parameter_offload_needs_zero3_and_the_cpu_optimizer():
 
 QLORA = {"workload": {"model": "llama-3.1-8b", "tokens": "10M", "sequence_length": 4096},
          "supply": {"accelerator": "rtx-4090", "count": 1, "host_memory": "64 GB", "host_link_bandwidth": "25 GB/s"},
-         "strategy": {"micro_batch_size": 4, "recompute": "full", "optimizer": "adam-8bit", "loss": "fused",
+         "strategy": {"micro_batch_size": 4, "gradient_accumulation_steps": 2, "recompute": "full",
+                      "optimizer": "adam-8bit", "loss": "fused",
                       "lora": {"rank": 64, "target_modules": "all-linear", "base_weights": "nf4"}},
          "assumptions": {"headroom": 0.15}}
 # Llama 3.1 8B (h 4,096, GQA 32/8 of 128, gated MLP 14,336, 32 layers): r = 64 on all seven linear layers of a block

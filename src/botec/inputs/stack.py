@@ -43,6 +43,7 @@ class Stack:
     optimizer: object              # a preset name, or the contract's inline bytes per parameter
     description: str
     selective_recompute: str = "attention-core"   # a key of SELECTIVE_RECOMPUTE_POLICY
+    gradients: str = "kept"                        # freed | kept between steps (stacks.yaml)
 
     @property
     def how(self) -> str:
@@ -79,7 +80,8 @@ def stack_of(contract) -> Stack:
         elementwise=strategy.elementwise or preset.elementwise,
         loss=strategy.loss or preset.loss,
         optimizer=strategy.optimizer if "optimizer" in stated_strategy else preset.optimizer,
-        description=preset.description, selective_recompute=preset.selective_recompute)
+        description=preset.description, selective_recompute=preset.selective_recompute,
+        gradients=preset.gradients)
 
 
 def _vendor(accelerator) -> str:
@@ -110,6 +112,10 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
         "loss_activation_bytes_per_logit": _loss_kept(stack, loss, loss_by),
         "cross_entropy_bytes_per_logit": Given(float(loss["traffic_bytes_per_logit"]), "catalog",
                                                f"{stack.loss} cross entropy ({stack.name})", loss_by),
+        "gradients_freed_between_steps": Given(float(stack.gradients == "freed"), "catalog",
+                                               f"{stack.name} {'frees' if stack.gradients == 'freed' else 'keeps'} "
+                                               "the gradients between steps (stacks.yaml gradients)",
+                                               "strategy.framework"),
         "selective_recompute_policy": Given(SELECTIVE_RECOMPUTE_POLICY[stack.selective_recompute], "catalog",
                                             f"recompute: selective is {stack.selective_recompute} in {stack.name}",
                                             "strategy.framework"),

@@ -76,6 +76,9 @@ inputs.input("activation_offload", unit="fraction",
              meaning="share of the retained activations copied to host memory until the backward needs them")
 inputs.input("fsdp_prefetch", unit="layers",
              meaning="ZeRO-3/FSDP units gathered ahead of the one computing (each one more unsharded layer)")
+inputs.input("gradients_freed_between_steps", unit="1", detail=True,
+             meaning="1 when the stack drops every gradient after the optimizer step (zero_grad(set_to_none=True)), "
+                     "0 when it keeps persistent gradient buffers")
 inputs.input("allocator_reserve", unit="1",
              meaning="memory the caching allocator reserves beyond the allocated peak, as a share of it")
 
