@@ -135,7 +135,19 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
 def _loss_kept(stack: Stack, loss: dict, by: str) -> Given:
     """Bytes per logit the loss holds at its peak: the compiled figure where the loss kind has one and the stack runs
     its elementwise ops fused (torch.compile on a PyTorch stack, which compiles the loss with them), else the eager
-    one."""
+    one.
+
+    torchtune's CEWithChunkedOutputLoss (num_output_chunks 8; torchtune 1814feb17
+    torchtune/modules/loss/ce_chunked_output_loss.py and TransformerDecoder.chunked_output): the output projection
+    returns the BF16 logits in 8 chunks (2 B per logit, held by the recipe until the loss is computed, then
+    ``del logits``).
+
+    - eager: each chunk is up-cast to FP32 (transient) and F.cross_entropy keeps its FP32 log-softmax output for
+      the backward (4 B): at the last chunk 2 + 4 + 4/8 = 6.5 B per logit;
+    - compiled (torch.compile on compute_cross_entropy, which the recipes apply with ``compile: True``;
+      torchtune#1390: the up-cast belongs inside the compiled cross entropy): up-cast, log-softmax and loss are one
+      graph whose backward re-reads its BF16 input, so the BF16 chunks are what is kept (2 B), plus one chunk's
+      BF16 gradient in the backward (2/8 B): 2.25 B per logit."""
     compiled = stack.elementwise == "fused" and "compiled_kept_bytes_per_logit" in loss
     value = loss["compiled_kept_bytes_per_logit"] if compiled else loss["kept_bytes_per_logit"]
     how = " compiled (elementwise fused)" if compiled else ""

@@ -11,9 +11,8 @@ from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, collective_tables_given, place, tiers_of
 from botec.inputs.efficiency import efficiency_given
-from botec.inputs.facility import accelerator_given, facility_given, host_given
+from botec.inputs.facility import accelerator_given, facility_given, host_given, runtime_given
 from botec.inputs.lora import adapter_state_given, lora_given
-from botec.inputs.runtime import runtime_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stack import stack_given, stack_of
 from botec.inputs.stated import StatedInputs

@@ -52,10 +52,8 @@ def gradient_activation_overlap_bytes(transient_gradient_bytes, activation_bytes
     return minimum(transient_gradient_bytes, activation_bytes - offloaded_activation_bytes)
 
 
-@formulas.formula(unit="B", meaning="what PyTorch's caching allocator has allocated at the peak: state, activations, "
-                                    "the libraries' workspaces and the gather buffers, less what lives in host memory "
-                                    "(torch.cuda.max_memory_allocated; the runtime buffer outside the allocator is "
-                                    "not in it)",
+@formulas.formula(unit="B", meaning="what the allocator holds at the peak: state, activations, workspaces and "
+                                    "buffers, less what lives in host memory (torch.cuda.max_memory_allocated)",
                   expression="state_bytes + activation_bytes + allocator_workspace_bytes + fsdp_gather_buffer_bytes"
                              " − offloaded_state_bytes − offloaded_activation_bytes − gradient_activation_overlap_bytes",
                   source="lesson 000: 16 + 2.15 = 18.2 GB (its 2 GB of buffers outside the allocator); PyTorch's "
