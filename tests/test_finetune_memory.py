@@ -113,13 +113,15 @@ def test_the_cuda_context_is_planned_but_not_allocated():
     assert q["planned_device_bytes"] == pytest.approx(q["allocated_device_bytes"] + 4.0e8)
 
 
-@pytest.mark.parametrize("accelerator, cublaslt", [("rtx-4090", 4 * 2**20), ("a100-sxm-80gb", 4 * 2**20),
-                                                   ("h100-sxm", 32 * 2**20)])
-def test_the_cublas_workspaces_are_allocated_by_family(accelerator, cublaslt):
+@pytest.mark.parametrize("accelerator, cublas, cublaslt", [
+    ("rtx-4090", 8_519_680, 2**20),            # 24 GB = 22.4 GiB: below PyTorch's 24 GiB line
+    ("a100-sxm-80gb", 8_519_680, 4 * 2**20),
+    ("h100-sxm", 32 * 2**20, 32 * 2**20)])
+def test_the_cublas_workspaces_are_allocated_by_family(accelerator, cublas, cublaslt):
     """cuBLAS: PyTorch's default CUBLAS_WORKSPACE_CONFIG :4096:2:16:8 = 2 × 4 MiB + 8 × 16 KiB = 8,519,680 B (the
-    active block a memory snapshot shows after one nn.Linear); cuBLASLt: 4 MiB on compute capability 8.x with
-    ≥ 24 GB, 32 MiB on 9.0 and later (PyTorch #120925)."""
-    assert _run(accelerator=accelerator).value("allocator_workspace_bytes") == 8_519_680 + cublaslt
+    active block a memory snapshot shows after one nn.Linear), 32 MiB on Hopper (#91564); cuBLASLt: 1 MiB, 4 MiB on
+    compute capability 8.x with at least 24 GiB, 32 MiB on 9.0 and later (PyTorch #120925)."""
+    assert _run(accelerator=accelerator).value("allocator_workspace_bytes") == cublas + cublaslt
 
 
 def test_a_stated_runtime_buffer_replaces_the_context_and_xla_keeps_the_placeholder():

@@ -149,13 +149,15 @@ def runtime_given(contract, stack_name: str, device, stated) -> dict[str, Given]
         outside = Given(float(placeholder["value"]), "assumed", f"{where}: {placeholder['source']}", field)
         stated.fields.setdefault(field, []).append("runtime_buffer_bytes")
     if cuda:
-        cublas = float(runtime["cuda"]["cublas_workspace_bytes"]["value"])
-        by_family = runtime["cuda"]["cublaslt_workspace_bytes"]
-        cublaslt = float(by_family.get(device.family, by_family["default"]))
+        cublas_table, lt_table = runtime["cuda"]["cublas_workspace_bytes"], runtime["cuda"]["cublaslt_workspace_bytes"]
+        cublas = float(cublas_table.get(device.family, cublas_table["default"]))
+        compute_8_large = device.family in lt_table["compute_8_families"] and device.memory_bytes // 2**30 >= 24
+        cublaslt = float(lt_table["compute_8_at_least_24_gib"] if compute_8_large
+                         else lt_table.get(device.family, lt_table["default"]))
         workspace = Given(cublas + cublaslt, "catalog",
-                          f"cuBLAS {cublas / 2**20:.3g} MiB + cuBLASLt {cublaslt / 2**20:.3g} MiB ({device.family}) "
-                          f"for the training stream: {runtime['cuda']['cublas_workspace_bytes']['source']}",
-                          "supply.accelerator")
+                          f"cuBLAS {cublas / 2**20:.3g} MiB + cuBLASLt {cublaslt / 2**20:.3g} MiB ({device.family}, "
+                          f"{device.memory_bytes / 2**30:.0f} GiB) for the training stream: PyTorch's defaults "
+                          "(catalog/runtime.yaml)", "supply.accelerator")
     else:
         workspace = Given(0.0, "assumed", "no measured workspace for this runtime (inside the placeholder buffer)",
                           "supply.accelerator")
