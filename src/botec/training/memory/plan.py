@@ -19,7 +19,7 @@ UNIFIED_MEMORY_PAGE_BYTES = 2.0**21
 @formulas.formula(unit="B", meaning="gradients the backward allocates as it frees the activations: none are alive at "
                                     "the forward's end",
                   expression="gradient_memory_bytes × (1 − optimizer_offload_cpu) if gradients_freed_between_steps"
-                             " and gradient_accumulation_steps = 1 and (data_parallel_degree = 1 or zero_stage ≥ 2)"
+                             " and gradient_accumulation_steps ≤ 1 and (data_parallel_degree ≤ 1 or zero_stage ≥ 2)"
                              " else 0",
                   source="PyTorch's optimizer.zero_grad(set_to_none=True) (the default since 2.0; torchtune's recipes "
                          "call it) leaves no gradient after a step; without gradient accumulation the next backward "
@@ -176,11 +176,11 @@ def activation_bytes_per_sequence(activation_bytes, offloaded_activation_bytes, 
 
 
 @formulas.formula(unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
-                  expression="⌊((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes"
+                  expression="max(⌊(room + transient_gradient_bytes) / activation_bytes_per_sequence⌋, 0) if room ≥ 0"
+                             " else 0, room = (device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes"
                              " − runtime_buffer_bytes) / (1 + allocator_reserve) − state_bytes"
-                             " − allocator_workspace_bytes − fsdp_gather_buffer_bytes + offloaded_state_bytes"
-                             " + transient_gradient_bytes) / activation_bytes_per_sequence⌋, 0 when the room without"
-                             " the transient gradients is negative")
+                             " − allocator_workspace_bytes − fsdp_gather_buffer_bytes + offloaded_state_bytes",
+                  prose=True)
 def max_micro_batch_size(device_memory_bytes, headroom, pageable_optimizer_bytes, allocator_reserve, state_bytes,
                          runtime_buffer_bytes, allocator_workspace_bytes, fsdp_gather_buffer_bytes,
                          offloaded_state_bytes, transient_gradient_bytes, activation_bytes_per_sequence):
