@@ -29,8 +29,8 @@ def test_estimate_json_is_scriptable(cli):
     planned = quantities["planned_device_bytes"]
     assert set(planned) >= {"name", "account", "value", "unit", "meaning", "formula", "inputs", "source"}
     assert planned["value"] == pytest.approx(25.18e9, rel=1e-3) and planned["unit"] == "B"
-    assert planned["inputs"] == ["allocated_device_bytes", "allocator_reserve_bytes", "paged_optimizer_spill_bytes",
-                                 "headroom"]
+    assert planned["inputs"] == ["allocated_device_bytes", "allocator_reserve_bytes", "runtime_buffer_bytes",
+                                 "paged_optimizer_spill_bytes", "headroom"]
     assert planned["source"]["provenance"] == "derived"
     assert quantities["run_seconds"]["value"] == pytest.approx(31_250) and quantities["run_seconds"]["unit"] == "s"
     assert quantities["training_flops"]["unit"] == "FLOP"
@@ -58,8 +58,8 @@ def test_explain_prints_the_chain(cli):
     assert code == 0, err
     lines = out.splitlines()   # a line over 100 columns wraps, its further lines 4 deeper
     assert " ".join(" ".join(lines[:2]).split()) == (
-        "planned_device_bytes = (allocated_device_bytes + allocator_reserve_bytes − "
-        "paged_optimizer_spill_bytes) × (1 + headroom) = (20.1 + 0 − 0) GB × 1.25 = 25.2 GB")
+        "planned_device_bytes = (allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes − "
+        "paged_optimizer_spill_bytes) × (1 + headroom) = (18.1 + 0 + 2 − 0) GB × 1.25 = 25.2 GB")
     assert lines[1].startswith("    paged_optimizer_spill_bytes")
     state = next(i for i, line in enumerate(lines) if line.startswith("    state_bytes = "))
     assert " ".join(" ".join(lines[state: state + 2]).split()) == (

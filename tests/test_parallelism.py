@@ -75,7 +75,8 @@ def test_korthikanti_per_layer(recompute, sequence_parallel, expected):
     output = 4 * S * B * (H + 50257) / 8                                  # §4.3: 4sbh(1 + V/h)/t
     remat = SBH * (10 + 24 / 8 + 5 * A * S / (H * 8)) if recompute == "full" and not sequence_parallel else \
         SBH * (34 / 8 + 5 * A * S / (H * 8)) if recompute == "full" else 0  # the layer being recomputed
-    assert result.value("activation_bytes") == pytest.approx(96 * expected + output + remat)  # 96 layers, p = 1
+    # 96 layers, p = 1; the layer being recomputed is never alive with the output layer's logits (freed first)
+    assert result.value("activation_bytes") == pytest.approx(96 * expected + max(output, remat))
 
 
 def test_korthikanti_without_parallelism_is_the_papers_worked_example():

@@ -50,14 +50,15 @@ def test_init_training_starter_names_the_model_and_accelerator_and_estimates(cli
 
 
 def test_init_picks_the_first_layout_that_fits(cli, tmp_path):
-    """Llama 3.1-8B on 8 H100s fits without tensor parallelism; on 8 L4s (24 GB) TP 4 with full recompute fits only
-    within the headroom (torchtitan's unfused loss keeps 10 B per logit: 1.3 GB at TP 4), so the starter takes TP 8."""
+    """Llama 3.1-8B on 8 H100s fits without tensor parallelism; on 8 L4s (24 GB) TP 4 with full recompute fits with
+    its headroom kept (planned 24.0 GB: torchtitan's unfused loss keeps 10 B per logit, 1.3 GB at TP 4, and the layer
+    the recomputation rebuilds is never alive with those logits, so only the larger of the two counts)."""
     big, small = tmp_path / "h100.yaml", tmp_path / "l4.yaml"
     assert cli("init", str(big), "--model", "llama-3.1-8b", "--accelerator", "h100-sxm")[0] == 0
     assert cli("init", str(small), "--model", "llama-3.1-8b", "--accelerator", "l4")[0] == 0
     h100, l4 = yaml.safe_load(big.read_text())["strategy"], yaml.safe_load(small.read_text())["strategy"]
     assert (h100["tensor_parallel"], h100["recompute"]) == (1, "selective")
-    assert (l4["tensor_parallel"], l4["recompute"]) == (8, "full")
+    assert (l4["tensor_parallel"], l4["recompute"]) == (4, "full")
 
 
 @pytest.mark.parametrize("model, accelerator, tensor_parallel", [

@@ -142,7 +142,7 @@ def test_explain_depth_keeps_that_many_levels_and_marks_what_it_leaves_out(capsy
             starts.append(line)
     assert [line.split(" = ")[0] for line in starts] == [
         "planned_device_bytes", "  allocated_device_bytes", "    ...", "  allocator_reserve_bytes", "    ...",
-        "  paged_optimizer_spill_bytes", "    ...", "  headroom"]
+        "  runtime_buffer_bytes", "  paged_optimizer_spill_bytes", "    ...", "  headroom"]
     assert starts[-1] == "  headroom = 0.25  [assumed, assumptions.headroom: lesson 000]"   # an input: nothing below
     assert max(map(len, one.splitlines())) <= 100 and len(whole.splitlines()) > 3 * len(one.splitlines())
     code, out, err = run_cli(["explain", "planned_device_bytes", "--depth", "-1"], capsys)

@@ -84,8 +84,9 @@ def test_the_page_asks_for_only_what_it_draws(client):
     # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one); 334: issue 30's
     # op-level SAC (selective_recompute_policy, sac_recomputed_matmul_parameters_per_layer, sac_activation_width,
     # sac_activation_bytes_per_layer) and tp_, dp_ and shard_collective_table_index (which collectives NCCL's
-    # measured tables price)
-    assert set(names) < set(every_name) and len(every_name) == 334 and len(names) == 115
+    # measured tables price); 338: issue 30's runtime memory and gradient timing (allocator_workspace_bytes,
+    # gradients_freed_between_steps, transient_gradient_bytes, gradient_activation_overlap_bytes)
+    assert set(names) < set(every_name) and len(every_name) == 338 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,
@@ -134,8 +135,8 @@ def test_overrides_change_the_estimate(client):
 
 def test_explain_report_catalog_and_openapi(client):
     lines = client.post("/api/explain", json={"contract": LESSON_TEXT, "quantity": "planned_device_bytes"}).json()
-    assert lines["lines"][0]["text"].endswith("= (20.1 + 0 − 0) GB × 1.25 = 25.2 GB")
-    assert lines["lines"][1]["text"].endswith("= 16 GB + 2.15 GB + 2 GB + 0 B − 0 B − 0 B = 20.1 GB")
+    assert lines["lines"][0]["text"].endswith("= (18.1 + 0 + 2 − 0) GB × 1.25 = 25.2 GB")
+    assert lines["lines"][1]["text"].endswith("= 16 GB + 2.15 GB + 0 B + 0 B − 0 B − 0 B − 0 B = 18.1 GB")
     report = client.post("/api/report", json={"contract": LESSON_TEXT})
     assert report.status_code == 200 and "attachment" in report.headers["content-disposition"]
     assert "Plotly" in report.text and "25.2 GB" in report.text

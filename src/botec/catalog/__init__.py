@@ -185,6 +185,13 @@ def catalog_revised() -> str:
 
 
 @lru_cache(maxsize=None)
+def device_runtime() -> dict:
+    """The runtime's own device memory (runtime.yaml): the CUDA context outside PyTorch's allocator, the cuBLAS and
+    cuBLASLt workspaces inside it, and the placeholder for any other runtime."""
+    return _load_yaml("runtime.yaml")
+
+
+@lru_cache(maxsize=None)
 def optimizer_presets() -> dict[str, OptimizerPreset]:
     """Optimizer and precision presets: the bytes-per-parameter table of lesson 000 and its variants."""
     data = _load_yaml("optimizers.yaml")
@@ -216,6 +223,7 @@ class TrainingStack:
     data_parallel_overlap: tuple[float, float, float, str]   # value, low, high, source
     source: str
     selective_recompute: str = "attention-core"   # what recompute: selective means here: attention-core | op-sac
+    gradients: str = "kept"        # freed (set to None after each step) | kept (persistent gradient buffers)
 
 
 @dataclass(frozen=True)
@@ -242,7 +250,8 @@ def training_stacks() -> StackCatalog:
             data_parallel_overlap=(float(overlap["value"]), float(overlap["low"]), float(overlap["high"]),
                                    str(overlap["source"])),
             source=str(entry["source"]),
-            selective_recompute=str(entry.get("selective_recompute", "attention-core")))
+            selective_recompute=str(entry.get("selective_recompute", "attention-core")),
+            gradients=str(entry.get("gradients", "kept")))
     return StackCatalog(default=data["default"], default_by_vendor=dict(data.get("default_by_vendor") or {}),
                         stacks=stacks, elementwise=dict(data["elementwise"]), loss=dict(data["loss"]))
 

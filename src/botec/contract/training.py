@@ -304,8 +304,8 @@ class TrainingAssumptions(EfficiencyAssumptions):
     saved_tensor_factor: quantity(
         "ratio", "Hidden-state-sized tensors retained per layer for the backward pass", exclusive_minimum=0) = \
         default(8, LESSON + " (a placeholder to replace with a measured peak)")
-    runtime_buffer: quantity("bytes", "Runtime and temporary buffers per accelerator", minimum=0) = \
-        default(2e9, LESSON)
+    runtime_buffer: Optional[quantity("bytes", "Runtime memory outside PyTorch's allocator per accelerator (CUDA "
+                                      "context, NCCL buffers); default: catalog runtime.yaml", minimum=0)] = None
     allocator_reserve: quantity(
         "ratio", "Memory the caching allocator reserves beyond what tensors occupy, as a share of the allocated "
                  "peak (fragmentation; torch.cuda.max_memory_reserved / max_memory_allocated − 1)", minimum=0) = \

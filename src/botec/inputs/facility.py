@@ -1,4 +1,5 @@
-"""The accelerator's figures (catalog or inline) and the facility's power, PUE and price, as inputs."""
+"""The accelerator's figures (catalog or inline), the facility's power, PUE and price, and the runtime's own device
+memory, as inputs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
 
-__all__ = ["accelerator_given", "facility_given", "host_given"]
+__all__ = ["accelerator_given", "facility_given", "host_given", "runtime_given"]
 
 
 def accelerator_given(supply, device, precision: str, precision_field: str, stated: StatedInputs,
@@ -108,3 +109,56 @@ def host_given(supply, device, stated: StatedInputs) -> dict[str, Given]:
                                                        "supply.accelerator")}
     return given | stated.optional("host_link_bytes_per_s", stated_link, "supply.host_link_bandwidth",
                                    "the host link's bandwidth per accelerator per direction (PCIe)")
+
+
+# The runtime's own device memory as inputs: what the process holds besides the training tensors, split by whether
+# PyTorch's caching allocator sees it (``catalog/runtime.yaml``).
+#
+# - ``runtime_buffer_bytes``: outside the allocator (the CUDA context): in the planned memory, not in
+#   ``allocated_device_bytes`` (torch.cuda.max_memory_allocated does not count it; nvidia-smi does);
+# - ``allocator_workspace_bytes``: inside it (the cuBLAS and cuBLASLt workspaces): part of the allocated peak.
+#
+# A stated ``assumptions.runtime_buffer`` replaces the part outside the allocator; the workspaces stay.
+
+def _cuda(stack_name: str, device) -> bool:
+    """A PyTorch stack (every stack but XLA) on a catalog NVIDIA accelerator: the CUDA runtime's measurements hold."""
+    return device is not None and device.vendor == "NVIDIA" and stack_name != "xla"
+
+
+def runtime_given(contract, stack_name: str, device, stated) -> dict[str, Given]:
+    """``runtime_buffer_bytes`` (outside the allocator) and ``allocator_workspace_bytes`` (inside it) for the stack on
+    the accelerator: the CUDA context and the cuBLAS + cuBLASLt workspaces of one training stream on PyTorch over
+    CUDA, the lesson's placeholder and no workspace otherwise; a stated runtime_buffer wins."""
+    from botec.catalog import device_runtime
+
+    field = "assumptions.runtime_buffer"
+    cuda = _cuda(stack_name, device)
+    stated_buffer = contract.assumptions.runtime_buffer is not None
+    # runtime.yaml is read only where a figure of it is used (an inline accelerator with a stated buffer needs none)
+    runtime = device_runtime() if cuda or not stated_buffer else {}
+    if stated_buffer:
+        outside = stated.given("runtime_buffer_bytes", contract.assumptions.runtime_buffer, field)
+    elif cuda:
+        context = runtime["cuda"]["context_bytes"]
+        outside = Given(float(context["value"]), "catalog", f"the CUDA context ({stack_name} on CUDA): "
+                        f"{context['source']}", field, float(context["low"]), float(context["high"]))
+        stated.fields.setdefault(field, []).append("runtime_buffer_bytes")
+    else:
+        placeholder = runtime["placeholder"]
+        where = "an accelerator described inline" if device is None else f"{stack_name} on {device.vendor}"
+        outside = Given(float(placeholder["value"]), "assumed", f"{where}: {placeholder['source']}", field)
+        stated.fields.setdefault(field, []).append("runtime_buffer_bytes")
+    if cuda:
+        cublas_table, lt_table = runtime["cuda"]["cublas_workspace_bytes"], runtime["cuda"]["cublaslt_workspace_bytes"]
+        cublas = float(cublas_table.get(device.family, cublas_table["default"]))
+        compute_8_large = device.family in lt_table["compute_8_families"] and device.memory_bytes // 2**30 >= 24
+        cublaslt = float(lt_table["compute_8_at_least_24_gib"] if compute_8_large
+                         else lt_table.get(device.family, lt_table["default"]))
+        workspace = Given(cublas + cublaslt, "catalog",
+                          f"cuBLAS {cublas / 2**20:.3g} MiB + cuBLASLt {cublaslt / 2**20:.3g} MiB ({device.family}, "
+                          f"{device.memory_bytes / 2**30:.0f} GiB) for the training stream: PyTorch's defaults "
+                          "(catalog/runtime.yaml)", "supply.accelerator")
+    else:
+        workspace = Given(0.0, "assumed", "no measured workspace for this runtime (inside the placeholder buffer)",
+                          "supply.accelerator")
+    return {"runtime_buffer_bytes": outside, "allocator_workspace_bytes": workspace}

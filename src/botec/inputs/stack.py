@@ -43,6 +43,7 @@ class Stack:
     optimizer: object              # a preset name, or the contract's inline bytes per parameter
     description: str
     selective_recompute: str = "attention-core"   # a key of SELECTIVE_RECOMPUTE_POLICY
+    gradients: str = "kept"                        # freed | kept between steps (stacks.yaml)
 
     @property
     def how(self) -> str:
@@ -79,7 +80,8 @@ def stack_of(contract) -> Stack:
         elementwise=strategy.elementwise or preset.elementwise,
         loss=strategy.loss or preset.loss,
         optimizer=strategy.optimizer if "optimizer" in stated_strategy else preset.optimizer,
-        description=preset.description, selective_recompute=preset.selective_recompute)
+        description=preset.description, selective_recompute=preset.selective_recompute,
+        gradients=preset.gradients)
 
 
 def _vendor(accelerator) -> str:
@@ -107,11 +109,13 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                             f"{elementwise['source']}", by),
         "elementwise_kernels_per_layer": Given(float(elementwise["kernels_per_layer"]), "catalog",
                                                f"{stack.elementwise} elementwise ops ({stack.name})", by),
-        "loss_activation_bytes_per_logit": Given(float(loss["kept_bytes_per_logit"]), "catalog",
-                                                 f"{stack.loss} cross entropy ({stack.name}): {loss['source']}",
-                                                 loss_by),
+        "loss_activation_bytes_per_logit": _loss_kept(stack, loss, loss_by),
         "cross_entropy_bytes_per_logit": Given(float(loss["traffic_bytes_per_logit"]), "catalog",
                                                f"{stack.loss} cross entropy ({stack.name})", loss_by),
+        "gradients_freed_between_steps": Given(float(stack.gradients == "freed"), "catalog",
+                                               f"{stack.name} {'frees' if stack.gradients == 'freed' else 'keeps'} "
+                                               "the gradients between steps (stacks.yaml gradients)",
+                                               "strategy.framework"),
         "selective_recompute_policy": Given(SELECTIVE_RECOMPUTE_POLICY[stack.selective_recompute], "catalog",
                                             f"recompute: selective is {stack.selective_recompute} in {stack.name}",
                                             "strategy.framework"),
@@ -126,3 +130,25 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                                "assumptions.data_parallel_overlap", low, high)
         stated.fields.setdefault("assumptions.data_parallel_overlap", []).append("data_parallel_overlap")
     return given
+
+
+def _loss_kept(stack: Stack, loss: dict, by: str) -> Given:
+    """Bytes per logit the loss holds at its peak: the compiled figure where the loss kind has one and the stack runs
+    its elementwise ops fused (torch.compile on a PyTorch stack, which compiles the loss with them), else the eager
+    one.
+
+    torchtune's CEWithChunkedOutputLoss (num_output_chunks 8; torchtune 1814feb17
+    torchtune/modules/loss/ce_chunked_output_loss.py and TransformerDecoder.chunked_output): the output projection
+    returns the BF16 logits in 8 chunks (2 B per logit, held by the recipe until the loss is computed, then
+    ``del logits``).
+
+    - eager: each chunk is up-cast to FP32 (transient) and F.cross_entropy keeps its FP32 log-softmax output for
+      the backward (4 B): at the last chunk 2 + 4 + 4/8 = 6.5 B per logit;
+    - compiled (torch.compile on compute_cross_entropy, which the recipes apply with ``compile: True``;
+      torchtune#1390: the up-cast belongs inside the compiled cross entropy): up-cast, log-softmax and loss are one
+      graph whose backward re-reads its BF16 input, so the BF16 chunks are what is kept (2 B), plus one chunk's
+      BF16 gradient in the backward (2/8 B): 2.25 B per logit."""
+    compiled = stack.elementwise == "fused" and "compiled_kept_bytes_per_logit" in loss
+    value = loss["compiled_kept_bytes_per_logit"] if compiled else loss["kept_bytes_per_logit"]
+    how = " compiled (elementwise fused)" if compiled else ""
+    return Given(float(value), "catalog", f"{stack.loss} cross entropy{how} ({stack.name}): {loss['source']}", by)

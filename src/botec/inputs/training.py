@@ -11,7 +11,7 @@ from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
 from botec.inputs.cluster import Tiers, collective_tables_given, place, tiers_of
 from botec.inputs.efficiency import efficiency_given
-from botec.inputs.facility import accelerator_given, facility_given, host_given
+from botec.inputs.facility import accelerator_given, facility_given, host_given, runtime_given
 from botec.inputs.lora import adapter_state_given, lora_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.stack import stack_given, stack_of
@@ -57,8 +57,6 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                                                    "strategy.retention.export_bytes_per_parameter"),
         "saved_tensor_factor": stated.given("saved_tensor_factor", assumptions.saved_tensor_factor,
                                             "assumptions.saved_tensor_factor"),
-        "runtime_buffer_bytes": stated.given("runtime_buffer_bytes", assumptions.runtime_buffer,
-                                             "assumptions.runtime_buffer"),
         "headroom": stated.given("headroom", assumptions.headroom, "assumptions.headroom"),
         "model_parallel_overlap": stated.given("model_parallel_overlap", assumptions.model_parallel_overlap,
                                                "assumptions.model_parallel_overlap"),
@@ -103,6 +101,7 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
     label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
     fixed |= accelerator
+    fixed |= runtime_given(contract, stack.name, device, stated)
     fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
                              "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
                                                                "write bandwidth")

@@ -16,9 +16,10 @@ et al. 2021; FSDP CPUOffload) and the weight shards with it; paged optimizers (D
 (Megatron's --recompute-num-layers); FSDP/ZeRO-3's gathered layers (Zhao et al. 2023, "PyTorch
 FSDP" §3); the caching allocator's reserve. The plan is then
 
-    planned = (state + activations + buffers + gather buffers − offloaded + reserve − paged out) × (1 + headroom)
+    allocated = state + activations + workspaces + gather buffers − offloaded      (torch.cuda.max_memory_allocated)
+    planned   = (allocated + reserve + runtime buffer − paged out) × (1 + headroom)
 
-and host memory is an account of its own (per accelerator and per node, against supply.host_memory).
+the runtime buffer being what the runtime holds outside the allocator (the CUDA context), and host memory is an account of its own (per accelerator and per node, against supply.host_memory).
 
 The account's inputs are declared here; its formulas in four parts, listed in ``PARTS`` in the graph's order:
 :mod:`.state` (weights, gradients, optimizer state, as sharded), :mod:`.activations`, :mod:`.savers` (offloading,
@@ -36,7 +37,7 @@ inputs = Formulas(account="memory")
 
 inputs.input("loss_activation_bytes_per_logit", unit="B", detail=True,
              meaning="bytes the cross entropy keeps per logit for the backward (4 fused FP32; 10 for the unfused "
-                     "Hugging Face loss; 6 chunked; 0 fused-linear)")
+                     "Hugging Face loss; 6.5 chunked, 2.25 compiled; 0 fused-linear)")
 inputs.input("gradient_bytes_per_parameter", unit="B/parameter",
              meaning="bytes of the gradients per parameter")
 inputs.input("master_weight_bytes_per_parameter", unit="B/parameter",
@@ -52,7 +53,11 @@ inputs.input("sequence_parallel", unit="1",
 inputs.input("saved_tensor_factor", unit="1",
              meaning="hidden-state-sized tensors retained per layer for the backward pass (placeholder)")
 inputs.input("runtime_buffer_bytes", unit="B",
-             meaning="runtime and temporary buffers per accelerator")
+             meaning="the runtime's memory outside PyTorch's allocator per accelerator (the CUDA context): in the "
+                     "planned memory, not in torch.cuda.max_memory_allocated")
+inputs.input("allocator_workspace_bytes", unit="B", detail=True,
+             meaning="workspaces the caching allocator holds for the libraries (cuBLAS, cuBLASLt): part of the "
+                     "allocated peak")
 inputs.input("pipeline_activation_layers", unit="layers",
              meaning="layers' worth of activations the busiest stage keeps under 1F1B: max over stages i of (p − i)·L_i")
 inputs.input("headroom", unit="1",
@@ -71,6 +76,9 @@ inputs.input("activation_offload", unit="fraction",
              meaning="share of the retained activations copied to host memory until the backward needs them")
 inputs.input("fsdp_prefetch", unit="layers",
              meaning="ZeRO-3/FSDP units gathered ahead of the one computing (each one more unsharded layer)")
+inputs.input("gradients_freed_between_steps", unit="1", detail=True,
+             meaning="1 when the stack drops every gradient after the optimizer step (zero_grad(set_to_none=True)), "
+                     "0 when it keeps persistent gradient buffers")
 inputs.input("allocator_reserve", unit="1",
              meaning="memory the caching allocator reserves beyond the allocated peak, as a share of it")
 

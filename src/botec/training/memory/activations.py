@@ -215,7 +215,7 @@ def rematerialized_layer_bytes(recompute, layer_linear_activation_bytes, attenti
                              " × vocab_size) / tensor_parallel",
                   source="Korthikanti et al. 2022 §4.3: 4·s·b·h·(1 + V/h)/t for the vocabulary-parallel cross entropy "
                          "(4 B per FP32 logit); the unfused Hugging Face / torchtitan loss keeps 10 B per logit, torchtune's "
-                         "chunked one 6, a fused-linear one none (catalog/stacks.yaml)",
+                         "chunked one 6.5 (2.25 compiled), a fused-linear one none (catalog/stacks.yaml)",
                   detail=True)
 def output_layer_activation_bytes(local_sequence_length, micro_batch_size, hidden_size, vocab_size, tensor_parallel,
                                   loss_activation_bytes_per_logit):
@@ -223,14 +223,24 @@ def output_layer_activation_bytes(local_sequence_length, micro_batch_size, hidde
             * (4 * hidden_size + loss_activation_bytes_per_logit * vocab_size) / tensor_parallel)
 
 
-@formulas.formula(unit="B", meaning="activations retained for the backward pass on the busiest stage",
-                  expression="max(activation_layers_in_flight × activation_bytes_per_layer, last_stage_layers"
-                             " × activation_bytes_per_layer + output_layer_activation_bytes)"
-                             " + rematerialized_layer_bytes",
+@formulas.formula(unit="B", meaning="activations retained for the backward pass on the busiest stage, at its peak",
+                  expression="max(activation_layers_in_flight × activation_bytes_per_layer + "
+                             "rematerialized_layer_bytes, last_stage_layers × activation_bytes_per_layer"
+                             " + max(output_layer_activation_bytes, rematerialized_layer_bytes))",
                   source="Korthikanti et al. 2022: the first stage holds p micro-batches of its layers under 1F1B, "
-                         "the last one micro-batch and the output layer", choice=("activations", "korthikanti"))
+                         "the last one micro-batch and the output layer. The output layer's tensors (the loss's "
+                         "logits, the LM head's input) are freed by the loss's and the head's backward, which run "
+                         "before any layer's, so the layer a recomputation rebuilds is never alive with them "
+                         "(torch.autograd.backward, retain_graph=False: a node's saved tensors are freed once its "
+                         "backward has run)", choice=("activations", "korthikanti"))
 def activation_bytes(activation_layers_in_flight, activation_bytes_per_layer, last_stage_layers,  # noqa: F811
                      output_layer_activation_bytes, rematerialized_layer_bytes):
-    first_stage = activation_layers_in_flight * activation_bytes_per_layer
-    last_stage = last_stage_layers * activation_bytes_per_layer + output_layer_activation_bytes
-    return maximum(first_stage, last_stage) + rematerialized_layer_bytes
+    return _stage_peak(activation_layers_in_flight * activation_bytes_per_layer,
+                       last_stage_layers * activation_bytes_per_layer, output_layer_activation_bytes,
+                       rematerialized_layer_bytes)
+
+
+def _stage_peak(first_stage, last_stage, output_layer, rematerialized):
+    """The busier stage's activation peak: the first stage's layers and the layer being rebuilt, or the last stage's
+    layers and the larger of its output layer and the rebuilt layer (the two are never alive together)."""
+    return maximum(first_stage + rematerialized, last_stage + maximum(output_layer, rematerialized))

@@ -1,12 +1,14 @@
 """Memory, the plan: what the device's tensors occupy, the allocator's reserve, paging, the headroom, host memory.
 
-    planned = (state + activations + buffers + gather buffers − offloaded + reserve − paged out) × (1 + headroom)
+    allocated = state + activations + workspaces + gather buffers − offloaded
+                − the gradients never alive with the activations              (torch.cuda.max_memory_allocated)
+    planned   = (allocated + reserve + runtime buffer − paged out) × (1 + headroom)
 
 against the device's memory (what is spare, the largest micro-batch that fits), and the host memory a node's
 accelerators take, against supply.host_memory.
 """
 
-from botec.graph import Formulas, ceil, floor, maximum, minimum
+from botec.graph import Formulas, ceil, floor, maximum, minimum, where
 
 formulas = Formulas(account="memory")
 
@@ -14,15 +16,53 @@ formulas = Formulas(account="memory")
 UNIFIED_MEMORY_PAGE_BYTES = 2.0**21
 
 
-@formulas.formula(unit="B", meaning="what the device's tensors occupy at the peak: state, activations and buffers, "
-                                    "less what lives in host memory (torch.cuda.max_memory_allocated)",
-                  expression="state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes"
-                             " − offloaded_state_bytes − offloaded_activation_bytes",
-                  source="lesson 000: 16 + 2.15 + 2 = 20.2 GB")
-def allocated_device_bytes(state_bytes, activation_bytes, runtime_buffer_bytes, fsdp_gather_buffer_bytes,
-                           offloaded_state_bytes, offloaded_activation_bytes):
-    return (state_bytes + activation_bytes + runtime_buffer_bytes + fsdp_gather_buffer_bytes
-            - offloaded_state_bytes - offloaded_activation_bytes)
+@formulas.formula(unit="B", meaning="gradients the backward allocates as it frees the activations: none are alive at "
+                                    "the forward's end",
+                  expression="gradient_memory_bytes × (1 − optimizer_offload_cpu) if gradients_freed_between_steps"
+                             " and gradient_accumulation_steps ≤ 1 and (data_parallel_degree ≤ 1 or zero_stage ≥ 2)"
+                             " else 0",
+                  source="PyTorch's optimizer.zero_grad(set_to_none=True) (the default since 2.0; torchtune's recipes "
+                         "call it) leaves no gradient after a step; without gradient accumulation the next backward "
+                         "creates them layer by layer while it releases each layer's saved activations. Not under "
+                         "DDP's replicated buckets (persistent, full size) nor persistent stack buffers "
+                         "(stacks.yaml gradients: kept)",
+                  detail=True, choice=("activations", "korthikanti"))
+def transient_gradient_bytes(gradient_memory_bytes, optimizer_offload_cpu, gradients_freed_between_steps,
+                             gradient_accumulation_steps, data_parallel_degree, zero_stage):
+    freed = ((gradients_freed_between_steps > 0) & (gradient_accumulation_steps <= 1)
+             & ((data_parallel_degree <= 1) | (zero_stage >= 2)))
+    return where(freed, gradient_memory_bytes * (1 - optimizer_offload_cpu), 0.0)
+
+
+@formulas.formula(unit="B", meaning="gradients the backward allocates as it frees the activations (the lesson's "
+                                    "first pass: none, state and activations summed)",
+                  expression="0", source="lesson 000: the state and the batch-dependent peak are added",
+                  detail=True, choice=("activations", "saved_tensor_factor"))
+def transient_gradient_bytes(gradient_memory_bytes):  # noqa: F811
+    return 0.0 * gradient_memory_bytes
+
+
+@formulas.formula(unit="B", meaning="gradients and activations never on the device together: the smaller of the "
+                                    "gradients the backward creates and the activations it frees",
+                  expression="min(transient_gradient_bytes, activation_bytes − offloaded_activation_bytes)",
+                  source="the backward's peak is at its start (every activation, no gradient) or at its end (every "
+                         "gradient, no activation): state − G + max(G, A) = state + A − min(G, A)",
+                  zero_when="transient_gradient_bytes == 0", detail=True)
+def gradient_activation_overlap_bytes(transient_gradient_bytes, activation_bytes, offloaded_activation_bytes):
+    return minimum(transient_gradient_bytes, activation_bytes - offloaded_activation_bytes)
+
+
+@formulas.formula(unit="B", meaning="what the allocator holds at the peak: state, activations, workspaces and "
+                                    "buffers, less what lives in host memory (torch.cuda.max_memory_allocated)",
+                  expression="state_bytes + activation_bytes + allocator_workspace_bytes + fsdp_gather_buffer_bytes"
+                             " − offloaded_state_bytes − offloaded_activation_bytes − gradient_activation_overlap_bytes",
+                  source="lesson 000: 16 + 2.15 = 18.2 GB (its 2 GB of buffers outside the allocator); PyTorch's "
+                         "CUDA semantics: the cuBLAS workspaces come from the caching allocator, the CUDA context "
+                         "does not")
+def allocated_device_bytes(state_bytes, activation_bytes, allocator_workspace_bytes, fsdp_gather_buffer_bytes,
+                           offloaded_state_bytes, offloaded_activation_bytes, gradient_activation_overlap_bytes):
+    return (state_bytes + activation_bytes + allocator_workspace_bytes + fsdp_gather_buffer_bytes
+            - offloaded_state_bytes - offloaded_activation_bytes - gradient_activation_overlap_bytes)
 
 
 @formulas.formula(unit="B", meaning="memory the caching allocator reserves beyond the allocated peak (fragmentation)",
@@ -42,26 +82,32 @@ def pageable_optimizer_bytes(optimizer_memory_bytes):
 @formulas.formula(unit="B", meaning="optimizer state paged out to host memory at the peak: what the plan cannot "
                                     "hold on the device, at most the optimizer state",
                   expression="min(pageable_optimizer_bytes, 2,097,152 × ⌈max(0, allocated_device_bytes"
-                             " + allocator_reserve_bytes − device_memory_bytes / (1 + headroom)) / 2,097,152⌉)",
+                             " + allocator_reserve_bytes + runtime_buffer_bytes − device_memory_bytes / (1 + headroom))"
+                             " / 2,097,152⌉)",
                   source="Dettmers et al. 2023, 'QLoRA' §3 (Paged Optimizers): the optimizer state is in NVIDIA "
                          "unified memory, evicted to CPU RAM when the GPU runs short and paged back for the update; "
                          "'fits' then means fits once up to all of it is paged out, the headroom kept. Whole 2 MiB "
                          "pages (the GPU's large page), which also keeps a plan that pages within the device",
                   zero_when="optimizer_offload_paged == 0")
 def paged_optimizer_spill_bytes(pageable_optimizer_bytes, allocated_device_bytes, allocator_reserve_bytes,
-                                device_memory_bytes, headroom):
-    short = allocated_device_bytes + allocator_reserve_bytes - device_memory_bytes / (1 + headroom)
+                                runtime_buffer_bytes, device_memory_bytes, headroom):
+    short = (allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes
+             - device_memory_bytes / (1 + headroom))
     return minimum(pageable_optimizer_bytes, UNIFIED_MEMORY_PAGE_BYTES * ceil(maximum(short, 0.0)
                                                                                / UNIFIED_MEMORY_PAGE_BYTES))
 
 
 @formulas.formula(unit="B", meaning="planned memory per accelerator, headroom included",
-                  expression="(allocated_device_bytes + allocator_reserve_bytes − paged_optimizer_spill_bytes)"
-                             " × (1 + headroom)",
+                  expression="(allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes"
+                             " − paged_optimizer_spill_bytes) × (1 + headroom)",
                   source="lesson 000: (16 + 2.15 + 2) × 1.25 ≈ 25.2 GB")
-def planned_device_bytes(allocated_device_bytes, allocator_reserve_bytes, paged_optimizer_spill_bytes, headroom):
-    """M_planned = (M_state + M_act + M_buffers − offloaded + allocator reserve − paged out) × (1 + headroom)."""
-    return (allocated_device_bytes + allocator_reserve_bytes - paged_optimizer_spill_bytes) * (1 + headroom)
+def planned_device_bytes(allocated_device_bytes, allocator_reserve_bytes, runtime_buffer_bytes,
+                         paged_optimizer_spill_bytes, headroom):
+    """M_planned = (M_allocated + allocator reserve + M_runtime − paged out) × (1 + headroom): the allocator's peak,
+    its slack, and the runtime's memory outside it (the CUDA context), which nvidia-smi counts and torch.cuda does
+    not."""
+    return (allocated_device_bytes + allocator_reserve_bytes + runtime_buffer_bytes
+            - paged_optimizer_spill_bytes) * (1 + headroom)
 
 
 @formulas.formula(unit="accelerators", meaning="accelerators of the job on one node: they share its host memory",
@@ -130,14 +176,18 @@ def activation_bytes_per_sequence(activation_bytes, offloaded_activation_bytes, 
 
 
 @formulas.formula(unit="sequences", meaning="largest micro-batch per accelerator that fits the plan",
-                  expression="⌊((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes)"
-                             " / (1 + allocator_reserve) − state_bytes − runtime_buffer_bytes − fsdp_gather_buffer_bytes"
-                             " + offloaded_state_bytes) / activation_bytes_per_sequence⌋")
+                  expression="max(⌊(room + transient_gradient_bytes) / activation_bytes_per_sequence⌋, 0) if room ≥ 0"
+                             " else 0, room = (device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes"
+                             " − runtime_buffer_bytes) / (1 + allocator_reserve) − state_bytes"
+                             " − allocator_workspace_bytes − fsdp_gather_buffer_bytes + offloaded_state_bytes",
+                  prose=True)
 def max_micro_batch_size(device_memory_bytes, headroom, pageable_optimizer_bytes, allocator_reserve, state_bytes,
-                         runtime_buffer_bytes, fsdp_gather_buffer_bytes, offloaded_state_bytes,
-                         activation_bytes_per_sequence):
+                         runtime_buffer_bytes, allocator_workspace_bytes, fsdp_gather_buffer_bytes,
+                         offloaded_state_bytes, transient_gradient_bytes, activation_bytes_per_sequence):
     """The planned-memory equation solved for B_local, rounded down (0 when even the state does not fit): the
-    activations on the device grow with the micro-batch; a paged optimizer may give up all its state to make room."""
-    room = ((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes) / (1 + allocator_reserve)
-            - state_bytes - runtime_buffer_bytes - fsdp_gather_buffer_bytes + offloaded_state_bytes)
-    return maximum(floor(room / activation_bytes_per_sequence), 0)
+    activations on the device grow with the micro-batch; a paged optimizer may give up all its state to make room;
+    gradients the backward creates as it frees the activations leave that much room to activations at no cost."""
+    room = ((device_memory_bytes / (1 + headroom) + pageable_optimizer_bytes - runtime_buffer_bytes)
+            / (1 + allocator_reserve) - state_bytes - allocator_workspace_bytes - fsdp_gather_buffer_bytes
+            + offloaded_state_bytes)
+    return where(room >= 0, maximum(floor((room + transient_gradient_bytes) / activation_bytes_per_sequence), 0), 0)

@@ -6,6 +6,7 @@ the savers stated every term here is 0 and the plan is the lesson's.
 """
 
 from botec.graph import Formulas, maximum, where
+from botec.training.memory.activations import _stage_peak
 
 formulas = Formulas(account="memory")
 
@@ -74,7 +75,7 @@ def offloaded_activation_bytes(activation_offload, activation_bytes, activation_
 @formulas.formula(unit="B", meaning="retained activations held in host memory at the peak: the offloaded share of "
                                     "the blocks' saved tensors but the block whose backward runs; the output layer's "
                                     "FP32 logits and the rematerialized layer stay on the device",
-                  expression="max(A₁, A_p + O) − max(A₁ − f·max(A₁ − a, 0), A_p + O − f·max(A_p − a, 0)), "
+                  expression="activation_bytes − max(A₁ − f·max(A₁ − a, 0) + R, A_p − f·max(A_p − a, 0) + max(O, R)), "
                              "A₁ = activation_layers_in_flight × a, A_p = last_stage_layers × a",
                   source="torchtune OffloadActivations: the blocks' saved tensors go to the host, the layer in flight "
                          "comes back; get_act_offloading_ctx_manager runs the output Linear under a NoOpManager (not "
@@ -83,22 +84,25 @@ def offloaded_activation_bytes(activation_offload, activation_bytes, activation_
                          "stage's layers and its output layer)",
                   zero_when="activation_offload == 0", choice=("activations", "korthikanti"),
                   symbols={"f": "activation_offload", "a": "activation_bytes_per_layer",
-                           "O": "output_layer_activation_bytes"})
+                           "O": "output_layer_activation_bytes", "R": "rematerialized_layer_bytes"})
 def offloaded_activation_bytes(activation_offload, activation_layers_in_flight,  # noqa: F811
-                               activation_bytes_per_layer, last_stage_layers, output_layer_activation_bytes):
+                               activation_bytes_per_layer, last_stage_layers, output_layer_activation_bytes,
+                               rematerialized_layer_bytes, activation_bytes):
     """Offloading at a share f takes f of every retained block but the one whose backward runs (a, copied back) off
-    the device; the output layer (O) and the rematerialized layer stay. Per stage of Korthikanti et al.'s peak:
+    the device; the output layer (O) and the rematerialized layer (R) stay. Per stage of Korthikanti et al.'s peak
+    (:func:`botec.training.memory.activations.activation_bytes`):
 
-        first stage  A₁ = L_in_flight × a        → A₁ − f·max(A₁ − a, 0) on the device
-        last stage   A_p + O, A_p = L_p × a      → A_p + O − f·max(A_p − a, 0)
+        first stage  A₁ = L_in_flight × a        → A₁ − f·max(A₁ − a, 0) + R on the device
+        last stage   A_p = L_p × a               → A_p − f·max(A_p − a, 0) + max(O, R)
 
-    offloaded = max(A₁, A_p + O) − max(first, last on the device): what the plan's activation peak loses."""
+    offloaded = the activation peak − the larger of the two on the device."""
     a = activation_bytes_per_layer
-    first = activation_layers_in_flight * a
-    last = last_stage_layers * a
-    first_kept = first - activation_offload * maximum(first - a, 0.0)
-    last_kept = last + output_layer_activation_bytes - activation_offload * maximum(last - a, 0.0)
-    return maximum(first, last + output_layer_activation_bytes) - maximum(first_kept, last_kept)
+    first_kept = activation_layers_in_flight * a
+    first_kept = first_kept - activation_offload * maximum(first_kept - a, 0.0)
+    last_kept = last_stage_layers * a
+    last_kept = last_kept - activation_offload * maximum(last_kept - a, 0.0)
+    return activation_bytes - _stage_peak(first_kept, last_kept, output_layer_activation_bytes,
+                                          rematerialized_layer_bytes)
 
 
 @formulas.formula(unit="B", meaning="activations one micro-batch copies to host memory (and back for the backward)",
