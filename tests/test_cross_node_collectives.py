@@ -32,8 +32,8 @@ IB = "nccl-tests-h100-ndr-ib"
 def _links(preset: str):
     node = node_presets()[preset]
     nic, nvlink = node.inter_node_achieved_bytes_per_s, node.intra_node_achieved_bytes_per_s
-    return dict(ring_bytes_per_s=hierarchical_bytes_per_s(8.0, nvlink, nic), nic_bytes_per_s=nic,
-                nvlink_bytes_per_s=nvlink, nvls=True, net_step_seconds=node.inter_node_latency_seconds)
+    return dict(ring_bytes_per_s=hierarchical_bytes_per_s(8.0, nvlink, nic), nvlink_bytes_per_s=nvlink, nvls=True,
+                net_step_seconds=node.inter_node_latency_seconds)
 
 
 def botec_busbw(op: str, gpus: int, message_bytes: float, preset: str) -> float:

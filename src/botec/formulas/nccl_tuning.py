@@ -3,7 +3,7 @@
 Source: NVIDIA/nccl 2.30.7 (commit 5067397, 2026-06-11), ``src/graph/tuning.cc`` — the default tuner constants
 (``ncclTunerConstantsDefaults``: base latencies per algorithm and protocol, hardware latencies per link type, the
 LL/LL128 bandwidth caps), ``ncclTopoTuneModel`` (bandwidth and latency per collective, algorithm and protocol) and
-``ncclTopoGetAlgoTime`` (time = latency + bytes / bandwidth, the tree's correction by size, the ring's plateau).
+``ncclTopoGetAlgoTime`` (time = latency + bytes / bandwidth, the tree's correction by size).
 The figures are NCCL's; the code is botec's own (nothing copied). NCCL enqueues each collective on the
 (algorithm, protocol) of least modelled time; botec does the same over the candidates that exist across nodes:
 
@@ -16,24 +16,33 @@ n ranks, l of them per node, N = n / l nodes. Bandwidths, nccl-tests' bus bandwi
              :func:`botec.formulas.collectives.hierarchical_bytes_per_s`); NCCL's nChannels × bwInter
     Ring     Simple B;  LL128 0.92·B;  LL min(0.5·B, LL cap)
     Tree     (all-reduce) Simple 0.92·B;  LL128 0.92·B·120/128;  LL min(0.92·B / 3.8, LL cap); × the size
-             correction of ``treeCorrectionFactor`` (64 B … 256 MiB)
-    NVLSTree (all-reduce, Hopper NVSwitch nodes, l > 1) min(2 × η_NVLS × B_NVLink, l·B_NIC × (2 if N ≤ 2 else 1))
+             correction of ``treeCorrectionFactor`` (64 B … 512 MiB)
+    NVLSTree (all-reduce, Hopper NVSwitch nodes, l > 1) min(2 × η_NVLS × B_NVLink, B × (2 if N ≤ 2 else 1)): NCCL's
+             bwInter is the node's NICs, l·B_NIC, which B is wherever the NICs, not NVLink, bind the ring
     PAT      (all-gather, reduce-scatter, one rank per node) 0.75·B
 
 and A = bus × n / steps (ring, NVLSTree: steps 2(n − 1) for all-reduce, n − 1 otherwise), bus × 0.5 (tree),
-bus (PAT). Latencies (µs; base + hardware terms, NCCL's):
+bus (PAT). Latencies (µs; NCCL's base and hardware terms; α_net the network step):
 
-    Ring     base_p + (steps − s_net)·max(α_link,p, overhead_p) + s_net·α_net,p      s_net = 2(N − 1) | N − 1
-             (× 1.4 for Simple all-reduce, NCCL's "plateau effect of ring", where S / (16·n) ≥ 64 B)
-    Tree     base_p + 2·((l − 1)·α_link,tree,p + ⌊log₂ N⌋·α_net,tree,p)
-    NVLSTree α_link,NVLS + 2·⌊log₂ N⌋·α_net,NVLSTree                          (25 µs, 20.9 µs)
-    PAT      8 + ⌊log₂ N⌋·α_net,tree,Simple / 3.5 + 2.8·n
+    Ring     base_p + steps · max(α_link,p, overhead_p, α_net)
+    Tree     base_p + 2·((l − 1)·α_link,tree,p + ⌊log₂ N⌋·α_net)
+    NVLSTree α_link,NVLS + 2·⌊log₂ N⌋·α_net                                   (α_link,NVLS = 25 µs)
+    PAT      8 + ⌊log₂ N⌋·α_net / 3.5 + 2.8·n
+
+Two departures from tuning.cc, both from the published tables (tests/test_cross_node_collectives.py):
+
+- α_net is the fabric's measured latency per network step (the tier's α: catalog/nodes.yaml), for every protocol,
+  where NCCL's table gives 2.7 / 4.0 / 14 µs (LL / LL128 / Simple) on any network. On AWS EFA the 16-GPU all-gather
+  sets it at 9.2 µs, and at 256 GPUs a 32 MiB all-gather takes 2.7 ms (≈ 10.5 µs per step, LL128's 4 µs nowhere);
+  NVIDIA/nccl#1218's 256-GPU IB all-gather (~200 GB/s at 2 GiB) is within 14 % only with 14 µs per step.
+- A ring step lasts as long as its slowest hop (the ranks move in lockstep), so every one of the ring's steps is
+  priced at the network's α_net: NCCL's sum of intra-node and network steps (and its 1.4 "plateau" factor) comes out
+  2-3× too fast for those same all-gathers at 64-256 GPUs.
 
 Left out (stated, not modelled): CollNet / SHARP and NVLS across nodes (they need a SHARP-enabled fabric, which no
-node preset states); the per-channel caps (above the NIC figure on 8-NIC Hopper nodes); the network plugin's own
-latency (``latencyInter``, 0 for NCCL's IB transport); an external tuner plugin. The 16 channels of the plateau
-condition are an assumption (two per NIC on an 8-NIC node). LL's cap is the Intel-host row (AMD hosts: 19.0 GB/s,
-against 20.4). Elementwise: floats for one estimate, numpy arrays for a sweep.
+node preset states); the per-channel caps (above the NIC figure on 8-NIC Hopper nodes); an external tuner plugin's
+choice (AWS's, for one, replaces NCCL's). LL's cap is the Intel-host row (AMD hosts: 19.0 GB/s, against 20.4).
+Elementwise: floats for one estimate, numpy arrays for a sweep.
 """
 
 from __future__ import annotations
@@ -68,8 +77,6 @@ _TREE_CORRECTION = {
 """treeCorrectionFactor by ⌊log₂(S / 64)⌋; NCCL applies it to the tree all-reduce for indices 0 … 22 (64 B up to
 512 MiB), 1 outside."""
 _TREE_CORRECTED = 23
-_PLATEAU = 1.4
-_PLATEAU_CHANNELS = 16
 
 CANDIDATES = {"allreduce": (("Ring", "LL"), ("Ring", "LL128"), ("Ring", "Simple"), ("Tree", "LL"),
                             ("Tree", "LL128"), ("Tree", "Simple"), ("NVLSTree", "Simple")),
@@ -91,10 +98,15 @@ def _tree_correction(protocol: str, message_bytes):
     return np.where(inside, np.asarray(table)[np.clip(index, 0, len(table) - 1)], 1.0)
 
 
-def _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nic_bytes_per_s,
-         nvlink_bytes_per_s, nvls, link, net_step_seconds):
+def _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls,
+         nvlink, net_step_seconds):
     """Seconds of one (algorithm, protocol), or +inf where NCCL does not enable it."""
     p = PROTOCOLS.index(protocol)
+    ranks = maximum(ranks, 2.0)   # a group of one rank sends nothing (its callers' zero); no division by zero here
+
+    def link_row(algorithm_row):
+        return where(nvlink > 0, _LINK_US["nvlink"][algorithm_row][p], _LINK_US["pci"][algorithm_row][p])
+
     nodes = ranks / ranks_per_node
     log_nodes = floor(log2(maximum(nodes, 1.0)) + 1e-9)
     measured = net_step_seconds is not None   # a fabric's measured step stands for every protocol's NET figure
@@ -110,21 +122,20 @@ def _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_byt
                "Simple": ring_bytes_per_s}[protocol]
         algorithm_bytes_per_s = bus * ranks / steps
         overhead = _NET_OVERHEAD_US * (3 if protocol == "Simple" else 1)
-        intra = maximum(_LINK_US[link]["Ring"][p], overhead)
+        intra = maximum(link_row("Ring"), overhead)
         inter = where(ranks_per_node > 1, net("Ring"), net("Tree"))
         latency = _BASE_US["Ring"][p] + steps * maximum(intra, inter)
     elif algorithm == "Tree":
         bus = {"LL": minimum(0.92 * ring_bytes_per_s / 3.8, ll_cap), "LL128": 0.92 * ring_bytes_per_s * 120 / 128,
                "Simple": 0.92 * ring_bytes_per_s}[protocol]
         algorithm_bytes_per_s = bus * 0.5 * _tree_correction(protocol, message_bytes)
-        latency = _BASE_US["Tree"][p] + 2 * ((ranks_per_node - 1) * _LINK_US[link]["Tree"][p]
+        latency = _BASE_US["Tree"][p] + 2 * ((ranks_per_node - 1) * link_row("Tree")
                                              + log_nodes * net("Tree"))
     elif algorithm == "NVLSTree":
-        bus = minimum(2 * _NVLS_EFFICIENCY * nvlink_bytes_per_s,
-                      ranks_per_node * nic_bytes_per_s * where(nodes <= 2, 2.0, 1.0))
+        bus = minimum(2 * _NVLS_EFFICIENCY * nvlink_bytes_per_s, ring_bytes_per_s * where(nodes <= 2, 2.0, 1.0))
         algorithm_bytes_per_s = bus * ranks / steps
         latency = _LINK_US["nvlink"]["NVLSTree"][p] + 2 * log_nodes * net("NVLSTree")
-        disabled = where(nvls & (ranks_per_node > 1), 0.0, float("inf"))
+        disabled = where((nvls > 0) & (nvlink > 0) & (ranks_per_node > 1), 0.0, float("inf"))
     else:  # PAT: all-gather and reduce-scatter with one rank per node
         algorithm_bytes_per_s = 0.75 * ring_bytes_per_s
         latency = _BASE_US["PAT"][p] + log_nodes * net("Tree") / 3.5 + 2.8 * ranks
@@ -132,28 +143,30 @@ def _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_byt
     return latency * 1e-6 + message_bytes / algorithm_bytes_per_s + disabled
 
 
-def cross_node_seconds(op: str, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nic_bytes_per_s,
-                       nvlink_bytes_per_s, nvls, link: str = "nvlink", net_step_seconds=None):
+def cross_node_seconds(op: str, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls,
+                       nvlink=1.0, net_step_seconds=None):
     """Seconds of one ``op`` (allreduce, allgather, reducescatter) of ``message_bytes`` over ``ranks`` in nodes of
     ``ranks_per_node`` of them: the least of NCCL's modelled times (the module docstring).
 
     ``ring_bytes_per_s``: the ring's bus bandwidth per rank over the group's links (l NICs pooled, capped by the
-    NVLink share); ``nic_bytes_per_s``: one rank's NIC share (per direction); ``nvlink_bytes_per_s``: the NVLink
+    NVLink share); ``nvlink_bytes_per_s``: the NVLink
     bandwidth per GPU (per direction); ``nvls``: the node's NVSwitch can reduce (Hopper and later: NVLS tree
-    enabled); ``link``: ``nvlink`` or ``pci``, the hardware row of the intra-node latencies."""
+    enabled; true where > 0); ``nvlink``: the GPUs of a node talk over NVLink (> 0) or PCIe (0), the hardware row
+    of the intra-node latencies; ``net_step_seconds``: the fabric's latency per network step for every protocol
+    (the tier's α), or None for NCCL's own NET row per protocol."""
     best = None
     for algorithm, protocol in CANDIDATES[op]:
-        t = _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nic_bytes_per_s,
-                 nvlink_bytes_per_s, nvls, link, net_step_seconds)
+        t = _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s,
+                 nvls, nvlink, net_step_seconds)
         best = t if best is None else minimum(best, t)
     return best
 
 
 def cross_node_choice(op: str, message_bytes: float, ranks: float, ranks_per_node: float, ring_bytes_per_s: float,
-                      nic_bytes_per_s: float, nvlink_bytes_per_s: float, nvls: bool, link: str = "nvlink",
+                      nvlink_bytes_per_s: float, nvls: bool, nvlink: float = 1.0,
                       net_step_seconds: float | None = None) -> tuple[str, str, float]:
     """(algorithm, protocol, seconds) NCCL's model would pick, for one scalar collective (reports, tests)."""
-    times = {(a, p): _one(op, a, p, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nic_bytes_per_s,
-                          nvlink_bytes_per_s, nvls, link, net_step_seconds) for a, p in CANDIDATES[op]}
+    times = {(a, p): _one(op, a, p, message_bytes, ranks, ranks_per_node, ring_bytes_per_s,
+                          nvlink_bytes_per_s, nvls, nvlink, net_step_seconds) for a, p in CANDIDATES[op]}
     (algorithm, protocol), seconds = min(times.items(), key=lambda item: item[1])
     return algorithm, protocol, seconds
