@@ -99,24 +99,26 @@ def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding
 
 @formulas.formula(unit="s", meaning="time per step of that reduce-scatter (measured inside a node, NCCL's model "
                                     "across nodes)",
-                  expression="gradient_reduce_rounds × L_rs(dense_gradient_bytes, sharding_degree) from the measured "
-                             "table if shard_collective_table_index ≥ 0; across nodes (l < sharding_degree) "
-                             "gradient_reduce_rounds × NCCL(reduce-scatter, dense_gradient_bytes, sharding_degree, l); "
-                             "else gradient_reduce_rounds × ((sharding_degree − 1) × shard_link_latency_seconds + "
-                             "(sharding_degree − 1) / sharding_degree × dense_gradient_bytes / shard_link_bytes_per_s)",
+                  expression="gradient_reduce_rounds × k × L_rs(S, sharding_degree) from the measured table if "
+                             "shard_collective_table_index ≥ 0; across nodes (l < sharding_degree) "
+                             "gradient_reduce_rounds × k × NCCL(reduce-scatter, S, sharding_degree, l); else "
+                             "gradient_reduce_rounds × k × ((sharding_degree − 1) × shard_link_latency_seconds + "
+                             "(sharding_degree − 1) / sharding_degree × S / shard_link_bytes_per_s); S = "
+                             "dense_gradient_bytes / k, k = gradient_collectives_per_reduction",
                   zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=CROSS_NODE,
-                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node"})
+                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node", "k": "gradient_collectives_per_reduction"})
 def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
                                     shard_link_bytes_per_s, shard_collective_table_index, dense_gradient_bytes,
-                                    shard_ranks_per_node, collective_nvlink_bytes_per_s, collective_node_kind):
+                                    shard_ranks_per_node, collective_nvlink_bytes_per_s, collective_node_kind,
+                                    gradient_collectives_per_reduction):
+    k = gradient_collectives_per_reduction
+    message = dense_gradient_bytes / k
     modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(dense_gradient_bytes, sharding_degree),
-                                        shard_link_bytes_per_s)
-    modelled = cross_node_or("reducescatter", dense_gradient_bytes, sharding_degree, shard_ranks_per_node,
-                             shard_link_bytes_per_s, shard_link_latency_seconds, collective_nvlink_bytes_per_s,
-                             collective_node_kind, modelled)
-    return gradient_reduce_rounds * measured_seconds("reducescatter", shard_collective_table_index, sharding_degree,
-                                                     dense_gradient_bytes, modelled)
+                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
+    modelled = cross_node_or("reducescatter", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
+                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return gradient_reduce_rounds * k * measured_seconds("reducescatter", shard_collective_table_index,
+                                                         sharding_degree, message, modelled)
 
 
 @formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
@@ -146,28 +148,28 @@ def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all
 
 @formulas.formula(unit="s", meaning="time per step of that all-reduce (measured inside a node, NCCL's model across "
                                     "nodes)",
-                  expression="gradient_reduce_rounds × L_ar(gradient_all_reduce_message_bytes, n) from the measured "
-                             "table if dp_collective_table_index ≥ 0 (NCCL picks its own algorithm: tree is not "
-                             "read); across nodes (l < n) gradient_reduce_rounds × NCCL(all-reduce, "
-                             "gradient_all_reduce_message_bytes, n, l) (NCCL picks: tree is not read either); else "
-                             "gradient_reduce_rounds × (steps(n) × dp_link_latency_seconds"
-                             " + 2(n − 1)/n × gradient_all_reduce_message_bytes / dp_link_bytes_per_s);"
-                             " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
+                  expression="gradient_reduce_rounds × k × L_ar(S, n) from the measured table if "
+                             "dp_collective_table_index ≥ 0 (NCCL picks its own algorithm: tree is not read); across "
+                             "nodes (l < n) gradient_reduce_rounds × k × NCCL(all-reduce, S, n, l) (NCCL picks: tree "
+                             "is not read either); else gradient_reduce_rounds × k × (steps(n) × "
+                             "dp_link_latency_seconds + 2(n − 1)/n × S / dp_link_bytes_per_s); steps = 2(n − 1) for a "
+                             "ring, 2⌈log₂ n⌉ for a tree; S = gradient_all_reduce_message_bytes / k, k = "
+                             "gradient_collectives_per_reduction",
                   zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True, source=CROSS_NODE,
                   symbols=CROSS_NODE_SYMBOLS | {"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree",
-                                                "l": "dp_ranks_per_node"})
+                                                "l": "dp_ranks_per_node", "k": "gradient_collectives_per_reduction"})
 def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
                                 dp_link_latency_seconds, dp_link_bytes_per_s, dp_collective_table_index,
                                 gradient_all_reduce_message_bytes, dp_ranks_per_node, collective_nvlink_bytes_per_s,
-                                collective_node_kind):
+                                collective_node_kind, gradient_collectives_per_reduction):
+    k = gradient_collectives_per_reduction
+    message = gradient_all_reduce_message_bytes / k
     modelled = (all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree) * dp_link_latency_seconds
-                + all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
-                / dp_link_bytes_per_s)
-    modelled = cross_node_or("allreduce", gradient_all_reduce_message_bytes, gradient_all_reduce_ranks,
-                             dp_ranks_per_node, dp_link_bytes_per_s, dp_link_latency_seconds,
-                             collective_nvlink_bytes_per_s, collective_node_kind, modelled)
-    return gradient_reduce_rounds * measured_seconds("allreduce", dp_collective_table_index, gradient_all_reduce_ranks,
-                                                     gradient_all_reduce_message_bytes, modelled)
+                + all_reduce_bytes_sent(message, gradient_all_reduce_ranks) / dp_link_bytes_per_s)
+    modelled = cross_node_or("allreduce", message, gradient_all_reduce_ranks, dp_ranks_per_node, dp_link_bytes_per_s,
+                             dp_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return gradient_reduce_rounds * k * measured_seconds("allreduce", dp_collective_table_index,
+                                                         gradient_all_reduce_ranks, message, modelled)
 
 
 # --- data parallel: the expert gradients, over the expert data-parallel group ------------------------
@@ -340,27 +342,27 @@ def dense_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, shard
 
 @formulas.formula(unit="s", meaning="time per step of those all-gathers (measured inside a node, NCCL's model "
                                     "across nodes)",
-                  expression="parameter_gathers_per_step × L_ag(dense_parameter_gather_message_bytes, "
-                             "sharding_degree) from the measured table if shard_collective_table_index ≥ 0; across "
-                             "nodes (l < sharding_degree) parameter_gathers_per_step × NCCL(all-gather, "
-                             "dense_parameter_gather_message_bytes, sharding_degree, l); else "
-                             "parameter_gathers_per_step × ((sharding_degree − 1) × shard_link_latency_seconds"
-                             " + (sharding_degree − 1) / sharding_degree × dense_parameter_gather_message_bytes"
-                             " / shard_link_bytes_per_s)",
+                  expression="parameter_gathers_per_step × k × L_ag(S, sharding_degree) from the measured table "
+                             "if shard_collective_table_index ≥ 0; across nodes (l < sharding_degree) "
+                             "parameter_gathers_per_step × k × NCCL(all-gather, S, sharding_degree, l); else "
+                             "parameter_gathers_per_step × k × ((sharding_degree − 1) × shard_link_latency_seconds"
+                             " + (sharding_degree − 1) / sharding_degree × S / shard_link_bytes_per_s); S = "
+                             "dense_parameter_gather_message_bytes / k, k = parameter_collectives_per_gather",
                   zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=CROSS_NODE,
-                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node"})
+                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node", "k": "parameter_collectives_per_gather"})
 def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
                                    shard_link_bytes_per_s, shard_collective_table_index,
                                    dense_parameter_gather_message_bytes, shard_ranks_per_node,
-                                   collective_nvlink_bytes_per_s, collective_node_kind):
+                                   collective_nvlink_bytes_per_s, collective_node_kind,
+                                   parameter_collectives_per_gather):
+    k = parameter_collectives_per_gather
+    message = dense_parameter_gather_message_bytes / k
     modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree),
-                                        shard_link_bytes_per_s)
-    modelled = cross_node_or("allgather", dense_parameter_gather_message_bytes, sharding_degree, shard_ranks_per_node,
-                             shard_link_bytes_per_s, shard_link_latency_seconds, collective_nvlink_bytes_per_s,
-                             collective_node_kind, modelled)
-    return parameter_gathers_per_step * measured_seconds("allgather", shard_collective_table_index, sharding_degree,
-                                                         dense_parameter_gather_message_bytes, modelled)
+                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
+    modelled = cross_node_or("allgather", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
+                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return parameter_gathers_per_step * k * measured_seconds("allgather", shard_collective_table_index,
+                                                             sharding_degree, message, modelled)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "
