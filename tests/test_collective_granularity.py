@@ -1,5 +1,5 @@
-"""The data-parallel collectives at the granularity each stack runs them (botec.inputs.granularity,
-botec.training.network.granularity): FSDP2 one per unit (torchtitan: token embeddings, every block, norm + output),
+"""The data-parallel collectives at the granularity each stack runs them (botec.training.network.granularity):
+FSDP2 one per unit (torchtitan: token embeddings, every block, norm + output),
 DDP 25 MiB buckets, DeepSpeed 5e8 / 5e7-element buckets, Megatron-Core max(40M, 1M × DP) parameters, Megatron-LM
 2021-22 one message; each collective priced at its own size (across nodes through NCCL's cost model)."""
 

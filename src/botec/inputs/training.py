@@ -14,7 +14,6 @@ from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given, host_given
 from botec.inputs.lora import adapter_state_given, lora_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
-from botec.inputs.granularity import granularity_given
 from botec.inputs.stack import stack_given, stack_of
 from botec.inputs.stated import StatedInputs
 from botec.layout import Layout, PipelineSchedule, Recompute, layout_of
@@ -374,7 +373,7 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         links, placement, missing, unplaced = place(layout, tiers, rows)
         links |= collective_tables_given(_accelerator_key(inputs), layout, tiers, rows)
         links |= cross_node_given(_accelerator(inputs), inputs.contract.supply, layout, tiers)
-        links |= granularity_given(stack_of(inputs.contract).name, layout)
+        links |= _granularity(stack_of(inputs.contract).name, layout)
     return Varied(given | links, layout, valid, unplaced, missing, placement)
 
 
@@ -382,6 +381,12 @@ def _accelerator_key(inputs: Inputs) -> str | None:
     """The catalog key of the contract's accelerator (None for one it describes itself)."""
     accelerator = inputs.contract.supply.accelerator
     return accelerator if isinstance(accelerator, str) else None
+
+
+def _granularity(stack_name: str, layout) -> dict[str, Given]:
+    from botec.training.network.granularity import granularity_given  # the graph's own module: loaded already
+
+    return granularity_given(stack_name, layout)
 
 
 def _accelerator(inputs: Inputs):
