@@ -41,16 +41,17 @@ def cross_node_or(op, message_bytes, ranks, ranks_per_node, link_bytes_per_s, li
                   collective_nvlink_bytes_per_s, collective_node_kind, within):
     """One ``op`` collective's seconds: NCCL's cost model where the group crosses nodes (``ranks_per_node`` <
     ``ranks``: :func:`botec.formulas.nccl_tuning.cross_node_seconds` on the group's link, its latency the network
-    step), else ``within`` (the table or α–β price inside a node). The model is imported only where a group crosses
-    nodes."""
-    if is_scalar(ranks, ranks_per_node) and not ranks_per_node < ranks:
+    step), else ``within`` (the table or α–β price inside a node). A link whose latency is stated 0 ("latency not
+    modelled") keeps ``within``, the bandwidth term alone. The model is imported only where a group crosses nodes."""
+    crosses = (ranks_per_node < ranks) & (link_latency_seconds > 0)
+    if is_scalar(ranks, ranks_per_node, link_latency_seconds) and not crosses:
         return within
     from botec.formulas.nccl_tuning import cross_node_seconds
 
     across = cross_node_seconds(op, message_bytes, ranks, minimum(ranks_per_node, ranks), link_bytes_per_s,
                                 collective_nvlink_bytes_per_s, collective_node_kind >= 2, collective_node_kind >= 1,
                                 link_latency_seconds)
-    return where(ranks_per_node < ranks, across, within)
+    return where(crosses, across, within)
 
 
 formulas = Formulas(account="network")

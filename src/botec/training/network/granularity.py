@@ -25,40 +25,49 @@ formulas.input("gather_bucket_parameters", unit="parameters", detail=True,
 
 
 def _units(collective_root_units, pipeline_stage_layers, trainable_dense_parameters_per_device, bucket_parameters,
-           message_bytes=0.0, bucket_bytes=0.0):
-    """k = L_stage + root units for FSDP (root units ≥ 0), else max(1, ⌈P / bucket⌉, ⌈M / bucket bytes⌉) (a bucket
-    of 0: none)."""
+           virtual_pipeline_stages, message_bytes=0.0, bucket_bytes=0.0):
+    """k = L_stage + root units for FSDP (root units ≥ 0); else max(1, ⌈P / v / bucket⌉ + v − 1, ⌈M / bucket bytes⌉)
+    (a bucket of 0: none; v model chunks, only the first bucketed)."""
     by_parameters = where(bucket_parameters > 0,
-                          ceil(trainable_dense_parameters_per_device / maximum(bucket_parameters, 1.0)), 1.0)
+                          ceil(trainable_dense_parameters_per_device / virtual_pipeline_stages
+                               / maximum(bucket_parameters, 1.0)) + virtual_pipeline_stages - 1, 1.0)
     by_bytes = where(bucket_bytes > 0, ceil(message_bytes / maximum(bucket_bytes, 1.0)), 1.0)
     buckets = maximum(maximum(by_parameters, by_bytes), 1.0)
     return where(collective_root_units >= 0, pipeline_stage_layers + collective_root_units, buckets)
 
 
+_CHUNKS = ("; with v interleaved model chunks Megatron-LM buckets only the first (get_model: disable_bucketing = "
+           "model_chunk_idx > 0), the others reduce in one collective each")
+
+
 @formulas.formula(unit="1", meaning="collectives each gradient reduction is split into: FSDP units or buckets",
                   expression="pipeline_stage_layers + collective_root_units if collective_root_units ≥ 0 else "
-                             "max(1, ⌈trainable_dense_parameters_per_device / gradient_bucket_parameters⌉, "
-                             "⌈dense_gradient_bytes / gradient_bucket_bytes⌉) (a bucket of 0: none): the non-expert "
-                             "gradients, the expert ones reduce over their own group",
+                             "max(1, ⌈trainable_dense_parameters_per_device / virtual_pipeline_stages / "
+                             "gradient_bucket_parameters⌉ + virtual_pipeline_stages − 1, ⌈dense_gradient_bytes / "
+                             "gradient_bucket_bytes⌉) (a bucket of 0: none): the non-expert gradients, the expert "
+                             "ones reduce over their own group",
                   source="FSDP2 reduce-scatters per unit (torchtitan, torchtune); DDP (25 MiB), DeepSpeed and "
-                         "Megatron-Core per bucket (GRANULARITY)", detail=True)
+                         "Megatron-Core per bucket (GRANULARITY)" + _CHUNKS, detail=True, prose=True)
 def gradient_collectives_per_reduction(collective_root_units, pipeline_stage_layers,
                                        trainable_dense_parameters_per_device, gradient_bucket_parameters,
-                                       dense_gradient_bytes, gradient_bucket_bytes):
+                                       virtual_pipeline_stages, dense_gradient_bytes, gradient_bucket_bytes):
     return _units(collective_root_units, pipeline_stage_layers, trainable_dense_parameters_per_device,
-                  gradient_bucket_parameters, dense_gradient_bytes, gradient_bucket_bytes)
+                  gradient_bucket_parameters, virtual_pipeline_stages, dense_gradient_bytes, gradient_bucket_bytes)
 
 
 @formulas.formula(unit="1", meaning="collectives each weight all-gather is split into: FSDP units or buckets",
                   expression="pipeline_stage_layers + collective_root_units if collective_root_units ≥ 0 else "
-                             "max(1, ⌈trainable_dense_parameters_per_device / gather_bucket_parameters⌉) (a bucket "
-                             "of 0: none): the non-expert weights, the expert ones gather over their own group",
+                             "max(1, ⌈trainable_dense_parameters_per_device / virtual_pipeline_stages / "
+                             "gather_bucket_parameters⌉ + virtual_pipeline_stages − 1) (a bucket of 0: none): the "
+                             "non-expert weights, the expert ones gather over their own group",
                   source="FSDP2 all-gathers per unit (torchtitan, torchtune); DeepSpeed ZeRO-3 per prefetch bucket, "
-                         "Megatron's distributed optimizer per bucket (GRANULARITY)", detail=True)
+                         "Megatron's distributed optimizer per bucket (GRANULARITY)" + _CHUNKS, detail=True,
+                  prose=True)
 def parameter_collectives_per_gather(collective_root_units, pipeline_stage_layers,
-                                     trainable_dense_parameters_per_device, gather_bucket_parameters):
+                                     trainable_dense_parameters_per_device, gather_bucket_parameters,
+                                     virtual_pipeline_stages):
     return _units(collective_root_units, pipeline_stage_layers, trainable_dense_parameters_per_device,
-                  gather_bucket_parameters)
+                  gather_bucket_parameters, virtual_pipeline_stages)
 
 
 # --- the stacks' defaults ----------------------------------------------------------------------------------
@@ -71,11 +80,11 @@ _FSDP_DDP = "without ZeRO/FSDP (zero_stage 0) DDP's 25 MiB gradient buckets (tor
 
 GRANULARITY = {
     "torchtitan": (2, None, None,
-                   "torchtitan's apply_fsdp (torchtitan/models/llama3/infra/parallelize.py) shards the token "
+                   "torchtitan's apply_fsdp (models/llama3/infra/parallelize.py) shards the token "
                    "embeddings, every TransformerBlock and the final norm with the output projection as units of "
                    f"their own, then the root: one all-gather and one reduce-scatter per block and two more; {_FSDP_DDP}"),
     "torchtune": (1, None, None,
-                  "torchtune's shard_model (torchtune/training/_distributed.py) shards every decoder layer with "
+                  "torchtune's shard_model (training/_distributed.py) shards every decoder layer with "
                   f"fully_shard, then the root model: one collective per layer and one for the root; {_FSDP_DDP}"),
     "hf-trainer": (1, None, None,
                    "under FSDP accelerate wraps every decoder layer (transformer_based_wrap) and the root; "
@@ -85,10 +94,9 @@ GRANULARITY = {
                   "stage3_prefetch_bucket_size 5e7 elements fetched at a time)"),
     "megatron-core": (None, "megatron", "megatron",
                       "Megatron-Core's distributed data parallel: bucket_size = max(40,000,000, 1,000,000 × DP) "
-                      "parameters when --overlap-grad-reduce is on (megatron/core/distributed/"
-                      "distributed_data_parallel_config.py: 'larger DP sizes need larger buckets to ensure "
-                      "collectives do not become latency-bound'); the distributed optimizer gathers the parameters "
-                      "in the same buckets"),
+                      "parameters when --overlap-grad-reduce is on (Megatron-Core's DistributedDataParallelConfig "
+                      "bucket_size: 'larger DP sizes need larger buckets to ensure collectives do not become "
+                      "latency-bound'); the distributed optimizer gathers the parameters in the same buckets"),
     "megatron-2022": (None, None, None,
                       "Megatron-LM 2021-22 all-reduced the contiguous gradient buffer in one call after the "
                       "backward (its local DDP, no buckets)"),
