@@ -47,6 +47,8 @@ Elementwise: floats for one estimate, numpy arrays for a sweep.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from botec.graph.elementwise import floor, is_scalar, log2, maximum, minimum, where
 
 __all__ = ["NCCL_TUNING_SOURCE", "cross_node_seconds", "cross_node_choice", "CANDIDATES"]
@@ -154,6 +156,23 @@ def cross_node_seconds(op: str, message_bytes, ranks, ranks_per_node, ring_bytes
     enabled; true where > 0); ``nvlink``: the GPUs of a node talk over NVLink (> 0) or PCIe (0), the hardware row
     of the intra-node latencies; ``net_step_seconds``: the fabric's latency per network step for every protocol
     (the tier's α), or None for NCCL's own NET row per protocol."""
+    values = (message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls, nvlink)
+    if is_scalar(*values) and (net_step_seconds is None or is_scalar(net_step_seconds)):
+        return _scalar_seconds(op, *(float(v) for v in values), net_step_seconds)
+    return _least(op, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls, nvlink,
+                  net_step_seconds)
+
+
+@lru_cache(maxsize=4096)
+def _scalar_seconds(op, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls, nvlink,
+                    net_step_seconds):
+    """One estimate's collective (plain floats), cached: an estimate's findings re-evaluate the same ones."""
+    return _least(op, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls, nvlink,
+                  net_step_seconds)
+
+
+def _least(op, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s, nvls, nvlink,
+           net_step_seconds):
     best = None
     for algorithm, protocol in CANDIDATES[op]:
         t = _one(op, algorithm, protocol, message_bytes, ranks, ranks_per_node, ring_bytes_per_s, nvlink_bytes_per_s,
