@@ -104,17 +104,23 @@ def _value(result, name):
 def test_the_training_estimate_prices_tp_and_dp_from_the_tables():
     """Llama-2-7B (h = 4,096) on one DGX H100. TP 8, micro-batch 1 × 4,096 tokens: each TP all-reduce carries
     S = 4,096 · 4,096 · 2 B = 32 MiB, at 8 ranks 198.66 µs (allreduce-nccl-h100-sxm.yaml row 8, 32 MiB), so
-    tp_communication_seconds = tp_collectives_per_step × 198.66 µs. DP 8 (no ZeRO): the BF16-trained gradients
-    all-reduce once per step over 8 ranks at the table's time for their size."""
+    tp_communication_seconds = tp_collectives_per_step × 198.66 µs. DP 8 (no ZeRO, torchtitan's default stack: DDP):
+    the BF16-trained gradients all-reduce once per step over 8 ranks in DDP's 25 MiB buckets (bucket_cap_mb 25):
+    k = ⌈M / 25 MiB⌉ collectives, each at the table's time for M / k."""
     tp = _estimate(tensor_parallel=8)
     count = _value(tp, "tp_collectives_per_step")
     assert _value(tp, "tp_communication_seconds") == pytest.approx(count * 198.66e-6, rel=1e-3)
     dp = _estimate()
     message = _value(dp, "gradient_all_reduce_message_bytes")
-    assert message > 512 * MIB                          # beyond the table: the α–β line through its last two points
-    last, previous = 2111.72e-6, 1090.14e-6             # 512 MiB and 256 MiB, 8 ranks
-    per_byte = (last - previous) / (256 * MIB)
-    expected = last - per_byte * 512 * MIB + per_byte * message
+    buckets = -(-message // (25 * MIB))
+    assert _value(dp, "gradient_collectives_per_reduction") == buckets
+    per_bucket = message / buckets
+    assert 16 * MIB < per_bucket <= 32 * MIB          # between the table's 16 MiB and 32 MiB points, 8 ranks
+    low, high = 122.29e-6, 198.66e-6                   # allreduce-nccl-h100-sxm.yaml row 8: 16 MiB, 32 MiB
+    import math
+
+    weight = math.log(per_bucket / (16 * MIB)) / math.log(2)
+    expected = buckets * math.exp((1 - weight) * math.log(low) + weight * math.log(high))
     assert _value(dp, "gradient_all_reduce_seconds") == pytest.approx(expected, rel=1e-3)
 
 

@@ -85,8 +85,11 @@ def test_the_page_asks_for_only_what_it_draws(client):
     # op-level SAC (selective_recompute_policy, sac_recomputed_matmul_parameters_per_layer, sac_activation_width,
     # sac_activation_bytes_per_layer) and tp_, dp_ and shard_collective_table_index (which collectives NCCL's
     # measured tables price); 338: issue 30's runtime memory and gradient timing (allocator_workspace_bytes,
-    # gradients_freed_between_steps, transient_gradient_bytes, gradient_activation_overlap_bytes)
-    assert set(names) < set(every_name) and len(every_name) == 338 and len(names) == 115
+    # gradients_freed_between_steps, transient_gradient_bytes, gradient_activation_overlap_bytes); 348: issue 30's
+    # collectives across nodes (dp_ and shard_ranks_per_node, collective_nvlink_bytes_per_s, collective_node_kind)
+    # and their granularity (collective_root_units, gradient_ and gather_bucket_parameters, gradient_bucket_bytes,
+    # gradient_collectives_per_reduction, parameter_collectives_per_gather)
+    assert set(names) < set(every_name) and len(every_name) == 348 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,

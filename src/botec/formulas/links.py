@@ -48,3 +48,16 @@ formulas.input("pp_link_bytes_per_s", unit="B/s",
                meaning="bandwidth of the tier the pipeline sends cross")
 formulas.input("pp_link_latency_seconds", unit="s",
                meaning="latency per step of the tier the pipeline sends cross")
+
+# Collectives across nodes: what NCCL's cost model needs besides each group's link (botec.formulas.nccl_tuning).
+formulas.input("dp_ranks_per_node", unit="ranks", detail=True,
+               meaning="ranks of one data-parallel gradient all-reduce inside one node (fewer than its ranks: it "
+                       "crosses nodes)")
+formulas.input("shard_ranks_per_node", unit="ranks", detail=True,
+               meaning="ranks of one ZeRO/FSDP shard-group collective inside one node (fewer than its ranks: it "
+                       "crosses nodes)")
+formulas.input("collective_nvlink_bytes_per_s", unit="B/s", detail=True,
+               meaning="one accelerator's NVLink bandwidth (the intra-node tier), the cap of NCCL's NVLS tree")
+formulas.input("collective_node_kind", unit="1", detail=True, labels=("PCIe", "NVLink", "NVLink with NVLS"),
+               meaning="how a node's accelerators talk, for NCCL's model: 0 PCIe, 1 NVLink, 2 NVLink with an NVSwitch "
+                       "that reduces (NVLS: Hopper and later)")

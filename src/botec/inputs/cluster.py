@@ -26,7 +26,7 @@ from botec.inputs.missing import Missing
 from botec.inputs.stated import StatedInputs
 from botec.layout import GROUPS, Layout
 
-__all__ = ["Tier", "Tiers", "Missing", "Placement", "tiers_of", "place", "collective_tables_given"]
+__all__ = ["Tier", "Tiers", "Missing", "Placement", "tiers_of", "place", "collective_tables_given", "cross_node_given"]
 
 _TIER_FIELDS = {"intra": "supply.cluster.intra_node", "inter": "supply.cluster.inter_node"}
 
@@ -276,13 +276,45 @@ def collective_tables_given(device_key: str | None, layout: Layout, tiers: Tiers
             value = index if inside else -1.0
             if not inside:
                 given[f"{group}_collective_table_index"] = Given(
-                    -1.0, "assumed", f"the {carried} cross nodes: the α–β ring of their link", None)
+                    -1.0, "assumed", f"the {carried} cross nodes: NCCL's cost model on their link (data-parallel and "
+                                      f"shard groups; botec.formulas.nccl_tuning), else the α–β ring", None)
                 continue
         given[f"{group}_collective_table_index"] = Given(
             value, "measured", f"the {carried} inside a node priced from NCCL's measured tables at 2, 4 or 8 ranks "
                                f"(other counts, and the tree option: the α–β ring): {tables}",
             "supply.accelerator")
     return given
+
+
+CROSS_NODE_GROUPS = {"dp": "data-parallel gradient all-reduce", "shard": "ZeRO/FSDP shard group's collectives"}
+"""The groups whose collectives across nodes are priced by NCCL's cost model (botec.formulas.nccl_tuning)."""
+
+
+def cross_node_given(device, supply, layout: Layout, tiers: Tiers) -> dict[str, Given]:
+    """What NCCL's cost model needs besides each group's link: the ranks of one collective per node (fewer than its
+    ranks where it crosses nodes), one accelerator's NVLink figure, and how a node's GPUs talk (PCIe, NVLink, or
+    NVLink with an NVSwitch that reduces: NVLS, Hopper and later)."""
+    given = {f"{g}_ranks_per_node": Given(ranks_per_node(layout, g), "assumed", _PER_NODE_SOURCE, None)
+             for g in CROSS_NODE_GROUPS}
+    intra = tiers.intra or tiers.inter
+    given["collective_nvlink_bytes_per_s"] = Given(intra.bytes_per_s.value if intra is not None else 1.0, "assumed",
+                                                   "the intra-node tier's bandwidth", None)
+    cluster = supply.cluster
+    if cluster is not None and cluster.node:
+        from botec.catalog import node_presets
+
+        over_nvlink = (node_presets()[cluster.node].nvlink_domain or 1) > 1
+    else:
+        over_nvlink = device is not None and "nvlink" in str(device.link or "").lower()
+    kind = (2.0 if device.family in ("hopper", "blackwell") else 1.0) if over_nvlink and device is not None else \
+        float(over_nvlink)
+    given["collective_node_kind"] = Given(kind, "assumed", _NODE_KINDS[int(kind)], None)
+    return given
+
+
+_PER_NODE_SOURCE = "ranks of one collective per node: ⌊accelerators per node / stride⌋, at most its ranks"
+_NODE_KINDS = ("PCIe inside a node: no NVLS tree", "NVLink inside a node, no NVLS (before Hopper)",
+               "NVLink with NVSwitch reduction (NVLS tree: Hopper and later)")
 
 
 def _n_rate(bytes_per_s: float) -> str:

@@ -9,7 +9,7 @@ from botec.contract.training import TrainingContract
 from botec.errors import ContractError
 from botec.graph import Given, where
 from botec.inputs import Inputs, Varied, checked
-from botec.inputs.cluster import Tiers, collective_tables_given, place, tiers_of
+from botec.inputs.cluster import Tiers, collective_tables_given, cross_node_given, place, tiers_of
 from botec.inputs.efficiency import efficiency_given
 from botec.inputs.facility import accelerator_given, facility_given, host_given, runtime_given
 from botec.inputs.lora import adapter_state_given, lora_given
@@ -371,6 +371,8 @@ def derive(inputs: Inputs, spec: dict[str, Any], fixed: dict[str, Given], tiers:
         given = dict(fixed) | _layout_given(inputs, layout, spec, rows is None)
         links, placement, missing, unplaced = place(layout, tiers, rows)
         links |= collective_tables_given(_accelerator_key(inputs), layout, tiers, rows)
+        links |= cross_node_given(_accelerator(inputs), inputs.contract.supply, layout, tiers)
+        links |= _granularity(stack_of(inputs.contract).name, layout)
     return Varied(given | links, layout, valid, unplaced, missing, placement)
 
 
@@ -378,6 +380,20 @@ def _accelerator_key(inputs: Inputs) -> str | None:
     """The catalog key of the contract's accelerator (None for one it describes itself)."""
     accelerator = inputs.contract.supply.accelerator
     return accelerator if isinstance(accelerator, str) else None
+
+
+def _granularity(stack_name: str, layout) -> dict[str, Given]:
+    from botec.training.network.granularity import granularity_given  # the graph's own module: loaded already
+
+    return granularity_given(stack_name, layout)
+
+
+def _accelerator(inputs: Inputs):
+    """The catalog entry of the contract's accelerator (None for one it describes itself)."""
+    from botec.catalog import accelerators
+
+    key = _accelerator_key(inputs)
+    return accelerators()[key] if key is not None else None
 
 
 def _gather_policy(fsdp: str | None, when: str) -> str:

@@ -44,6 +44,7 @@ The account's inputs are declared here; its formulas in four parts, listed in ``
 from botec.graph import Formulas
 from botec.training.network.data_parallel import formulas as data_parallel_formulas
 from botec.training.network.exposed import formulas as exposed_formulas
+from botec.training.network.granularity import formulas as granularity_formulas
 from botec.training.network.host_link import formulas as host_link_formulas
 from botec.training.network.model_parallel import formulas as model_parallel_formulas
 
@@ -76,4 +77,4 @@ inputs.input("post_step_parameter_gathers", unit="1", detail=True,
 
 
 # The parts in the order the TRAINING graph lists them (a report lists the quantities in that order).
-PARTS = (inputs, data_parallel_formulas, model_parallel_formulas, host_link_formulas, exposed_formulas)
+PARTS = (inputs, granularity_formulas, data_parallel_formulas, model_parallel_formulas, host_link_formulas, exposed_formulas)

@@ -4,16 +4,26 @@ The dense gradients reduce-scatter over the ZeRO/FSDP shard group and all-reduce
 ZeRO, all-reduce over the data-parallel ranks); the expert gradients do the same over the expert data-parallel
 group, at its own link; ZeRO-3 / FSDP all-gather the weights before each use, ZeRO-1/2 once after the step. Each is
 how many per step × one collective (:mod:`botec.formulas.collectives`); :mod:`botec.training.network` says which.
+Inside one node the dense ones read NCCL's measured tables; across nodes (the data-parallel all-reduce, the shard
+group's reduce-scatter and all-gather) NCCL's own cost model prices them, the algorithm and protocol it would pick
+(:mod:`botec.formulas.nccl_tuning`); the expert group's keep the α–β ring.
 """
 
 from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent,
                                         ring_collectives_seconds)
 from botec.graph import Formulas, where
+from botec.graph.elementwise import is_scalar, minimum
 
 MEASURED = ("NCCL's measured tables of the accelerator where the group sits in one node and its link is the "
             "catalog's (catalog/measurements/operators/<op>-nccl-<accelerator>.yaml, AIConfigurator 0.12.0, 2/4/8 "
             "GPUs, 512 B … 512 MiB: log-log between their points, the α–β line through their last two beyond "
             "512 MiB; botec.formulas.collective_tables.measured_or_modelled); else the α–β ring of the group's link")
+CROSS_NODE = (MEASURED + "; across nodes NCCL's cost model, the least time over ring, tree, NVLS tree and PAT × LL, "
+              "LL128, Simple (NVIDIA/nccl 2.30.7 src/graph/tuning.cc; botec.formulas.nccl_tuning), on the group's "
+              "link with the tier's latency per network step; tested against published nccl-tests "
+              "(tests/test_cross_node_collectives.py)")
+"""The source text of the collective times that cross nodes through NCCL's cost model."""
+CROSS_NODE_SYMBOLS = {"NCCL": "NCCL's cost model on the group's link (botec.formulas.nccl_tuning.cross_node_seconds)"}
 """The source text of every collective time that reads a measured table."""
 
 
@@ -25,6 +35,24 @@ def measured_seconds(op, table_index, ranks, message_bytes, modelled):
     from botec.formulas.collective_tables import measured_or_modelled
 
     return measured_or_modelled(op, table_index, ranks, message_bytes, modelled)
+
+
+def cross_node_or(op, message_bytes, ranks, ranks_per_node, link_bytes_per_s, link_latency_seconds,
+                  collective_nvlink_bytes_per_s, collective_node_kind, within):
+    """One ``op`` collective's seconds: NCCL's cost model where the group crosses nodes (``ranks_per_node`` <
+    ``ranks``: :func:`botec.formulas.nccl_tuning.cross_node_seconds` on the group's link, its latency the network
+    step), else ``within`` (the table or α–β price inside a node). A link whose latency is stated 0 ("latency not
+    modelled") keeps ``within``, the bandwidth term alone. The model is imported only where a group crosses nodes."""
+    crosses = (ranks_per_node < ranks) & (link_latency_seconds > 0)
+    if is_scalar(ranks, ranks_per_node, link_latency_seconds) and not crosses:
+        return within
+    from botec.formulas.nccl_tuning import cross_node_seconds
+
+    across = cross_node_seconds(op, message_bytes, ranks, minimum(ranks_per_node, ranks), link_bytes_per_s,
+                                collective_nvlink_bytes_per_s, collective_node_kind >= 2, collective_node_kind >= 1,
+                                link_latency_seconds)
+    return where(crosses, across, within)
+
 
 formulas = Formulas(account="network")
 
@@ -70,19 +98,28 @@ def gradient_reduce_scatter_bytes_sent_per_step(gradient_reduce_rounds, sharding
     return gradient_reduce_rounds * gather_bytes_sent(dense_gradient_bytes, sharding_degree)
 
 
-@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (measured inside a node, else α–β)",
-                  expression="gradient_reduce_rounds × L_rs(dense_gradient_bytes, sharding_degree) from the measured "
-                             "table if shard_collective_table_index ≥ 0, else gradient_reduce_rounds × "
-                             "((sharding_degree − 1) × shard_link_latency_seconds + (sharding_degree − 1) / "
-                             "sharding_degree × dense_gradient_bytes / shard_link_bytes_per_s)",
-                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=MEASURED)
+@formulas.formula(unit="s", meaning="time per step of that reduce-scatter (measured inside a node, NCCL's model "
+                                    "across nodes)",
+                  expression="gradient_reduce_rounds × k × L_rs(S, sharding_degree) from the measured table if "
+                             "shard_collective_table_index ≥ 0; across nodes (l < sharding_degree) "
+                             "gradient_reduce_rounds × k × NCCL(reduce-scatter, S, sharding_degree, l); else "
+                             "gradient_reduce_rounds × k × ((sharding_degree − 1) × shard_link_latency_seconds + "
+                             "(sharding_degree − 1) / sharding_degree × S / shard_link_bytes_per_s); S = "
+                             "dense_gradient_bytes / k, k = gradient_collectives_per_reduction",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=CROSS_NODE,
+                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node", "k": "gradient_collectives_per_reduction"})
 def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, shard_link_latency_seconds,
-                                    shard_link_bytes_per_s, shard_collective_table_index, dense_gradient_bytes):
+                                    shard_link_bytes_per_s, shard_collective_table_index, dense_gradient_bytes,
+                                    shard_ranks_per_node, collective_nvlink_bytes_per_s, collective_node_kind,
+                                    gradient_collectives_per_reduction):
+    k = gradient_collectives_per_reduction
+    message = dense_gradient_bytes / k
     modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(dense_gradient_bytes, sharding_degree),
-                                        shard_link_bytes_per_s)
-    return gradient_reduce_rounds * measured_seconds("reducescatter", shard_collective_table_index, sharding_degree,
-                                              dense_gradient_bytes, modelled)
+                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
+    modelled = cross_node_or("reducescatter", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
+                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return gradient_reduce_rounds * k * measured_seconds("reducescatter", shard_collective_table_index,
+                                                         sharding_degree, message, modelled)
 
 
 @formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
@@ -110,22 +147,30 @@ def gradient_all_reduce_bytes_sent_per_step(gradient_reduce_rounds, gradient_all
     return gradient_reduce_rounds * all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
 
 
-@formulas.formula(unit="s", meaning="time per step of that all-reduce (measured inside a node, else α–β)",
-                  expression="gradient_reduce_rounds × L_ar(gradient_all_reduce_message_bytes, n) from the measured "
-                             "table if dp_collective_table_index ≥ 0 (NCCL picks its own algorithm: tree is not "
-                             "read), else gradient_reduce_rounds × (steps(n) × dp_link_latency_seconds"
-                             " + 2(n − 1)/n × gradient_all_reduce_message_bytes / dp_link_bytes_per_s);"
-                             " steps = 2(n − 1) for a ring, 2⌈log₂ n⌉ for a tree",
-                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True, source=MEASURED,
-                  symbols={"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree"})
+@formulas.formula(unit="s", meaning="time per step of that all-reduce (measured inside a node, NCCL's model across "
+                                    "nodes)",
+                  expression="gradient_reduce_rounds × k × L_ar(S, n) from the measured table if "
+                             "dp_collective_table_index ≥ 0 (NCCL picks its own algorithm: tree is not read); across "
+                             "nodes (l < n) gradient_reduce_rounds × k × NCCL(all-reduce, S, n, l) (NCCL picks: tree "
+                             "is not read either); else gradient_reduce_rounds × k × (steps(n) × "
+                             "dp_link_latency_seconds + 2(n − 1)/n × S / dp_link_bytes_per_s); steps = 2(n − 1) for a "
+                             "ring, 2⌈log₂ n⌉ for a tree; S = gradient_all_reduce_message_bytes / k, k = "
+                             "gradient_collectives_per_reduction",
+                  zero_when="gradient_all_reduce_ranks == 1", detail=True, prose=True, source=CROSS_NODE,
+                  symbols=CROSS_NODE_SYMBOLS | {"n": "gradient_all_reduce_ranks", "tree": "collective_algorithm_tree",
+                                                "l": "dp_ranks_per_node", "k": "gradient_collectives_per_reduction"})
 def gradient_all_reduce_seconds(gradient_reduce_rounds, gradient_all_reduce_ranks, collective_algorithm_tree,
                                 dp_link_latency_seconds, dp_link_bytes_per_s, dp_collective_table_index,
-                                gradient_all_reduce_message_bytes):
+                                gradient_all_reduce_message_bytes, dp_ranks_per_node, collective_nvlink_bytes_per_s,
+                                collective_node_kind, gradient_collectives_per_reduction):
+    k = gradient_collectives_per_reduction
+    message = gradient_all_reduce_message_bytes / k
     modelled = (all_reduce_latency_steps(gradient_all_reduce_ranks, collective_algorithm_tree) * dp_link_latency_seconds
-                + all_reduce_bytes_sent(gradient_all_reduce_message_bytes, gradient_all_reduce_ranks)
-                / dp_link_bytes_per_s)
-    return gradient_reduce_rounds * measured_seconds("allreduce", dp_collective_table_index, gradient_all_reduce_ranks,
-                                              gradient_all_reduce_message_bytes, modelled)
+                + all_reduce_bytes_sent(message, gradient_all_reduce_ranks) / dp_link_bytes_per_s)
+    modelled = cross_node_or("allreduce", message, gradient_all_reduce_ranks, dp_ranks_per_node, dp_link_bytes_per_s,
+                             dp_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return gradient_reduce_rounds * k * measured_seconds("allreduce", dp_collective_table_index,
+                                                         gradient_all_reduce_ranks, message, modelled)
 
 
 # --- data parallel: the expert gradients, over the expert data-parallel group ------------------------
@@ -296,21 +341,29 @@ def dense_parameter_gather_bytes_sent_per_step(parameter_gathers_per_step, shard
     return parameter_gathers_per_step * gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree)
 
 
-@formulas.formula(unit="s", meaning="time per step of those all-gathers (measured inside a node, else α–β)",
-                  expression="parameter_gathers_per_step × L_ag(dense_parameter_gather_message_bytes, "
-                             "sharding_degree) from the measured table if shard_collective_table_index ≥ 0, else "
-                             "parameter_gathers_per_step × ((sharding_degree − 1) × shard_link_latency_seconds"
-                             " + (sharding_degree − 1) / sharding_degree × dense_parameter_gather_message_bytes"
-                             " / shard_link_bytes_per_s)",
-                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=MEASURED)
+@formulas.formula(unit="s", meaning="time per step of those all-gathers (measured inside a node, NCCL's model "
+                                    "across nodes)",
+                  expression="parameter_gathers_per_step × k × L_ag(S, sharding_degree) from the measured table "
+                             "if shard_collective_table_index ≥ 0; across nodes (l < sharding_degree) "
+                             "parameter_gathers_per_step × k × NCCL(all-gather, S, sharding_degree, l); else "
+                             "parameter_gathers_per_step × k × ((sharding_degree − 1) × shard_link_latency_seconds"
+                             " + (sharding_degree − 1) / sharding_degree × S / shard_link_bytes_per_s); S = "
+                             "dense_parameter_gather_message_bytes / k, k = parameter_collectives_per_gather",
+                  zero_when="zero_stage < 1 or sharding_degree == 1", detail=True, prose=True, source=CROSS_NODE,
+                  symbols=CROSS_NODE_SYMBOLS | {"l": "shard_ranks_per_node", "k": "parameter_collectives_per_gather"})
 def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, shard_link_latency_seconds,
                                    shard_link_bytes_per_s, shard_collective_table_index,
-                                   dense_parameter_gather_message_bytes):
+                                   dense_parameter_gather_message_bytes, shard_ranks_per_node,
+                                   collective_nvlink_bytes_per_s, collective_node_kind,
+                                   parameter_collectives_per_gather):
+    k = parameter_collectives_per_gather
+    message = dense_parameter_gather_message_bytes / k
     modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(dense_parameter_gather_message_bytes, sharding_degree),
-                                        shard_link_bytes_per_s)
-    return parameter_gathers_per_step * measured_seconds("allgather", shard_collective_table_index, sharding_degree,
-                                                  dense_parameter_gather_message_bytes, modelled)
+                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
+    modelled = cross_node_or("allgather", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
+                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
+    return parameter_gathers_per_step * k * measured_seconds("allgather", shard_collective_table_index,
+                                                             sharding_degree, message, modelled)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "
