@@ -154,7 +154,7 @@ def test_the_library_refuses_what_the_command_does():
     from botec.errors import UserError
     from botec.estimation import estimate_file
     from botec.simulate import simulate
-    from botec.simulate.limits import check_replicas
+    from botec.simulation_limits import check_replicas
 
     result = estimate_file(H100, list(FAST[1:]))
     with pytest.raises(UserError, match=r"^--seed: expected a whole number from 0 to 4,294,967,295, got -1$"):

@@ -314,7 +314,7 @@ def test_dev_zero_is_refused_at_once_in_bounded_memory():
 
 
 def test_the_command_refuses_over_the_limits_and_writes_nothing(cli, tmp_path):
-    from botec.simulate.limits import MAX_REQUESTS
+    from botec.simulation_limits import MAX_REQUESTS
 
     target = tmp_path / "report.json"
     for arguments, fragment in (

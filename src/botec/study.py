@@ -46,7 +46,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from botec.errors import ContractError, UserError
-from botec.simulate.limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
+from botec.simulation_limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
 
 __all__ = ["MAX_RUNS", "MAX_STUDY_REQUESTS", "MEASURES", "SIMULATED_CPU_SECONDS_PER_REQUEST", "Run", "Study",
            "StudyFile", "check_work", "columns_of", "load_study", "rows_of", "run_cell", "runs_of", "work_text"]
@@ -142,7 +142,7 @@ class StudyFile(BaseModel):
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, value):
-        from botec.simulate.limits import MAX_SEED
+        from botec.simulation_limits import MAX_SEED
 
         if _whole(value):
             if not 1 <= value <= MAX_SEEDS:
@@ -161,7 +161,7 @@ class StudyFile(BaseModel):
     @field_validator("requests")
     @classmethod
     def _requests(cls, value):
-        from botec.simulate.limits import MAX_REQUESTS
+        from botec.simulation_limits import MAX_REQUESTS
 
         if not _whole(value) or not 1 <= value <= MAX_REQUESTS:
             raise ValueError(f"expected a whole number of requests per run from 1 to {MAX_REQUESTS:,}, got {value!r}")
@@ -170,7 +170,7 @@ class StudyFile(BaseModel):
     @field_validator("replicas")
     @classmethod
     def _replicas(cls, value):
-        from botec.simulate.limits import MAX_REPLICAS
+        from botec.simulation_limits import MAX_REPLICAS
 
         if value is not None and (not _whole(value) or not 1 <= value <= MAX_REPLICAS):
             raise ValueError(f"expected a whole number of replicas from 1 to {MAX_REPLICAS:,}, got {value!r}")
@@ -304,7 +304,7 @@ def runs_of(spec: StudyFile, path: Path, max_requests: int = MAX_STUDY_REQUESTS)
     """Every run of the grid, contracts outermost, then vary points, rates, seeds; the grid's size and work
     checked first (:func:`check_work`), then each configuration."""
     from botec.errors import check_user_path
-    from botec.simulate.limits import check_arrival_span
+    from botec.simulation_limits import check_arrival_span
 
     folder = path.resolve().parent
     fields = list(spec.vary)

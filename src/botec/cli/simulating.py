@@ -84,7 +84,7 @@ def simulate(
     four processes, `--ray auto` on the Ray cluster this machine belongs to (the same figures either way).
     """
     numpy_needed()
-    from botec.simulate.limits import MAX_REQUESTS, check_arrival_span, check_replicas, check_seed
+    from botec.simulation_limits import MAX_REQUESTS, check_arrival_span, check_replicas, check_seed
 
     if rate is not None and (math.isnan(rate) or rate <= 0):
         raise UserError(f"--rate: expected a positive number of requests per second (or inf), got {rate:g}")

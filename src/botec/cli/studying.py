@@ -12,7 +12,7 @@ import typer
 from botec.cli.common import FORCE_HELP, app, emit, is_stdout, numpy_needed
 from botec.cli.quick import echo
 from botec.errors import UserError
-from botec.simulate.limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
+from botec.simulation_limits import MAX_STUDY_REQUESTS, SIMULATED_CPU_SECONDS_PER_REQUEST
 
 
 @app.command()

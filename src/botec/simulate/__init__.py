@@ -200,7 +200,7 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
     from botec.simulate.engine import Engine
     from botec.simulate.fleet import run_fleet
     from botec.simulate.ledger import StreamLedger
-    from botec.simulate.limits import (MAX_REQUESTS, check_arrival_span, check_replicas, check_seed,
+    from botec.simulation_limits import (MAX_REQUESTS, check_arrival_span, check_replicas, check_seed,
                                        check_think_time)
     from botec.simulate.trace import trace_stream
     from botec.simulate.workload import synthetic_stream

@@ -75,7 +75,7 @@ def simulate_closed(result, engine: Engine, requests: int, users: int, think_sec
 
     from botec.errors import UserError
     from botec.simulate import RECORDS, _context_tokens, _simulation, _steady_state, _tally
-    from botec.simulate.limits import MAX_REQUESTS
+    from botec.simulation_limits import MAX_REQUESTS
     from botec.simulate.workload import synthetic_stream
 
     if not 1 <= requests <= MAX_REQUESTS:

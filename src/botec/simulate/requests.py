@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from botec.errors import ContractError
-from botec.simulate.limits import MAX_REQUESTS
+from botec.simulation_limits import MAX_REQUESTS
 
 __all__ = ["Workload", "RequestStream", "TRACE_FIELDS", "BLOCK_REQUESTS", "MAX_REQUESTS", "SHOWN_CHARACTERS",
            "shown", "number_cell", "token_cell", "csv_header", "skipped_csv_row", "csv_row_error"]

@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 
 from botec.errors import ContractError, UserError, check_user_path
-from botec.simulate.limits import MAX_REQUESTS, MAX_SPAN_SECONDS
+from botec.simulation_limits import MAX_REQUESTS, MAX_SPAN_SECONDS
 from botec.simulate.requests import (BLOCK_REQUESTS, TRACE_FIELDS, RequestStream, csv_header, csv_row_error,
                                      number_cell, shown, skipped_csv_row, token_cell)
 
