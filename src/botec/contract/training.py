@@ -160,6 +160,9 @@ class TrainingStrategy(Section):
         "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
     tensor_parallel: PositiveCount = Field(1, description="TP degree")
     sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
+    tp_comm_overlap: bool = Field(
+        False, description="overlap the TP all-gathers and reduce-scatters with the GEMMs they feed (Megatron-Core "
+                           "--tp-comm-overlap, Transformer Engine userbuffers; needs sequence_parallel)")
     pipeline_parallel: PositiveCount = Field(1, description="PP stages")
     pipeline_schedule: Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"] = Field(
         "1f1b", description="1F1B, interleaved 1F1B (virtual_pipeline_stages > 1), zero bubble zb-h1 (a third of "
@@ -234,6 +237,9 @@ class TrainingStrategy(Section):
         if self.offload is not None and self.offload.parameters and self.zero_stage < 3:
             raise ContractError("parameter offloading keeps the weight shards on the host: it needs zero_stage 3 "
                                 "(fsdp: full_shard)", field="strategy.offload.parameters")
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise ContractError("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters: it "
+                                "needs sequence_parallel: true", field="strategy.tp_comm_overlap")
         if self.pipeline_schedule == "interleaved" and self.virtual_pipeline_stages < 2:
             raise ContractError("the interleaved schedule needs virtual_pipeline_stages ≥ 2",
                                 field="strategy.virtual_pipeline_stages")
@@ -348,6 +354,15 @@ class TrainingAssumptions(EfficiencyAssumptions):
                                      minimum=0, maximum=1) = default_range(
         0.0, 0.0, 0.5, "on the critical path, as Megatron-LM runs it without TP communication overlap; "
                        "Transformer Engine's overlapped GEMMs hide part of it")
+    tp_overlap_sm_share: quantity(
+        "ratio", "Share of the accelerator's SMs the communication kernels of an overlapped TP collective take from "
+                 "the GEMM beside it (strategy.tp_comm_overlap)", minimum=0, maximum=0.5) = default_range(
+        16 / 132, 1 / 132, 32 / 132, "Transformer Engine's userbuffers defaults (transformer_engine/pytorch/module/"
+                                     "base.py initialize_ub, get_default_config): the pipelined and bulk overlaps run "
+                                     "their communication on 16 SMs and the GEMM keeps the rest (set_sm_margin), of "
+                                     "an H100's 132; the ring-exchange overlaps send on the copy engines with 1 SM "
+                                     "(the low end); NeMo's tuned H100 configs use 2-24 (the high end allows 32, "
+                                     "TE's UB_MAX_SM)")
     collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 

@@ -56,6 +56,10 @@ inputs.input("data_parallel_overlap", unit="1",
              meaning="share of data-parallel communication hidden behind the backward pass")
 inputs.input("model_parallel_overlap", unit="1", meaning="share of TP, CP, EP and PP communication hidden behind "
                                                          "compute")
+inputs.input("tp_comm_overlap", unit="1", meaning="1 when the TP collectives overlap the GEMMs they feed "
+                                                  "(strategy.tp_comm_overlap), else 0")
+inputs.input("tp_overlap_sm_share", unit="1", detail=True,
+             meaning="share of the SMs an overlapped TP collective's kernels take from the GEMM beside it")
 # Where a group's collectives are priced from NCCL's measured tables (written out: grep finds each name here).
 _TABLE_INDEX = ("the accelerator whose measured NCCL tables price the {} (botec.formulas.collective_tables."
                 "nccl_devices position; −1: none, the α–β ring of the group's link): set where the group sits in one "

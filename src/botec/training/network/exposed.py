@@ -81,11 +81,13 @@ def communication_seconds(gradient_sync_seconds, parameter_gather_seconds, tp_co
 
 @formulas.formula(unit="s", meaning="tensor, pipeline, context and expert communication per step that compute does "
                                     "not hide",
-                  expression="(tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
+                  expression="(exposed_tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
                              " + ep_communication_seconds) × (1 − model_parallel_overlap)")
-def exposed_model_parallel_seconds(tp_communication_seconds, pp_communication_seconds, cp_communication_seconds,
-                                   ep_communication_seconds, model_parallel_overlap):
-    return (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
+def exposed_model_parallel_seconds(exposed_tp_communication_seconds, pp_communication_seconds,
+                                   cp_communication_seconds, ep_communication_seconds, model_parallel_overlap):
+    """TP's part after its own GEMM overlap (strategy.tp_comm_overlap); a stated model_parallel_overlap hides a share
+    of the rest."""
+    return (exposed_tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
             + ep_communication_seconds) * (1 - model_parallel_overlap)
 
 
