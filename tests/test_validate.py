@@ -154,8 +154,9 @@ def test_the_summary_never_averages_across_kinds():
     assert fitted["calibration"]["rows"] == 18
     assert set(fitted["calibration"]["cases"]) == {"train-korthikanti-selene-table5",
                                                    "train-megatron-sc21-weak-scaling"}
-    # the A100 fit was fitted to none of the Hopper case's rows: under it they stay predictions
-    assert set(fitted["prediction"]["cases"]) == {"train-megatron-core-h100-weak-scaling"}
+    # the A100 fit was fitted to none of the Hopper cases' rows: under it they stay predictions
+    assert set(fitted["prediction"]["cases"]) == {"train-megatron-core-h100-weak-scaling",
+                                                  "train-nemo-2502-gpt3-175b-h100"}
 
 
 def test_prediction_rows_time_like_median_within_ten_percent():
@@ -224,7 +225,7 @@ def test_cli_efficiency_set_reports_the_fit_as_calibration_rows(cli):
     kinds = {c["id"]: {row["kind"] for row in c["rows"]} for c in data["cases"]}
     assert kinds["train-korthikanti-selene-table5"] == kinds["train-megatron-sc21-weak-scaling"] == {"calibration"}
     assert kinds["train-gpt3-175b"] == {"consistency"}
-    assert kinds["train-megatron-core-h100-weak-scaling"] == {"prediction"}   # the A100 fit never saw Hopper rows
+    assert kinds["train-megatron-core-h100-weak-scaling"] == kinds["train-nemo-2502-gpt3-175b-h100"] == {"prediction"}
     assert data["summary"]["calibration"]["rows"] == 18
     code, out, err = cli("validate", "train", "--efficiency-set", FIT)
     assert code == 0, err
