@@ -59,3 +59,9 @@ def test_the_flat_compute_model_overlaps_too():
 def test_overlap_without_sequence_parallelism_is_refused():
     with pytest.raises(ContractError, match="tp_comm_overlap"):
         _estimate(sequence_parallel=False, tp_comm_overlap=True)
+
+
+def test_the_split_gemms_add_their_kernels():
+    """TE splits a ring-exchange GEMM into t chunks and a pipelined one into 4: at t = 8 and t0 = 3.5 µs, forward
+    (7 + 3) and backward 7 more kernels per block: 17 × 3.5 µs beside the SM share."""
+    assert _tp_block_exposed(0.1e-3, 10e-3, 1.0, SIGMA, 8, 3.5e-6) == pytest.approx(16 / 116 * 0.3e-3 + 17 * 3.5e-6)

@@ -250,10 +250,10 @@ def test_strict_passes_when_every_target_is_met_and_fails_when_one_is_missed(cli
     assert "targets met 2 of 4." in out and "serve-mlperf-v41-mixtral-offline" in out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30: with the stated --tp-comm-overlap hidden by the GEMMs, botec runs "
-                                       "the 119B-462B rows 15-20 % fast; the table's own small rows (48-96 GPUs, "
-                                       "almost no communication) come out 39-57 % fast, so the op-level compute on "
-                                       "these shapes is optimistic, not the network")
+@pytest.mark.xfail(strict=True, reason="issue 30: with the stated TP and DP overlaps hidden as the schedule hides "
+                                       "them, botec runs the rows 10-19 % fast (119B and 177B outside ±15 %); the "
+                                       "table's own small rows (48-96 GPUs, almost no communication) come out 39-57 % "
+                                       "fast, so the op-level compute on these shapes is optimistic, not the network")
 def test_megatron_core_h100_rows_within_15_percent():
     """Issue 30's done-when: public Hopper runs at 512 GPUs and more, each within 15 % with the defaults (Megatron-LM
     README, July 2024, images/model_table.png: 419.7-474.4 TFLOP/s per GPU on 768-6,144 H100)."""

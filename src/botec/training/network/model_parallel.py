@@ -77,13 +77,22 @@ def tp_communication_seconds(tp_collectives_per_step, tensor_parallel, collectiv
 # the re-gather of the saved input with the QKV (FC1) data-gradient GEMM and the reduce-scatter of its result with the
 # weight-gradient GEMM (bulk, 16 SMs). A block's collectives hide behind its own GEMMs and no others: what exceeds
 # them is exposed, and where they overlap the SM-based ones slow the GEMM by σ / (1 − σ) of the overlapped time.
+# The ring-exchange GEMMs run in t chunks and the pipelined ones in 4 (TE's num_splits defaults): each chunk one more
+# kernel, (t − 1) or 3 more launches and last waves (the family's t0) per split GEMM.
 
-def _tp_block_exposed(collective, gemm, forward_passes, sm_share):
+TP_PIPELINE_SPLITS = 4   # Transformer Engine's num_splits for the pipelined reduce-scatter overlap (initialize_ub)
+
+
+def _tp_block_exposed(collective, gemm, forward_passes, sm_share, tensor_parallel=1, kernel_overhead=0.0):
     """One block (attention or MLP) of one layer and micro-batch: forward 2 collectives beside the block's forward
-    GEMMs g (one of them on SMs), backward 3 beside 2·g (two on SMs), the forward repeated where layers recompute."""
+    GEMMs g (one of them on SMs), backward 3 beside 2·g (two on SMs), the forward repeated where layers recompute;
+    plus the split GEMMs' extra kernels: forward a ring-exchange GEMM in t chunks and a pipelined one in 4, backward
+    one ring-exchange GEMM in t chunks."""
     slowdown = sm_share / (1 - sm_share)
-    forward = maximum(2 * collective - gemm, 0.0) + slowdown * minimum(collective, gemm)
-    backward = maximum(3 * collective - 2 * gemm, 0.0) + slowdown * minimum(2 * collective, 2 * gemm)
+    forward = (maximum(2 * collective - gemm, 0.0) + slowdown * minimum(collective, gemm)
+               + (tensor_parallel - 1 + TP_PIPELINE_SPLITS - 1) * kernel_overhead)
+    backward = (maximum(3 * collective - 2 * gemm, 0.0) + slowdown * minimum(2 * collective, 2 * gemm)
+                + (tensor_parallel - 1) * kernel_overhead)
     return forward_passes * forward + backward
 
 
@@ -96,21 +105,26 @@ _TP_OVERLAP_SOURCE = ("Transformer Engine userbuffers (transformer_engine/pytorc
                   expression="tp_communication_seconds unless tp_comm_overlap; else L × m × Σ over the attention "
                              "(g = attention_projection_seconds) and MLP (g = the layers' mean MLP seconds) blocks of "
                              "(1 + φ) × (max(0, 2c − g) + σ/(1 − σ) × min(c, g)) + max(0, 3c − 2g) + σ/(1 − σ) × "
-                             "min(2c, 2g); c = tp_communication_seconds / (2 × tp_collectives_per_step), one "
+                             "min(2c, 2g) + the split GEMMs' extra kernels, (1 + φ) × (t + 2) × t0 + (t − 1) × t0; "
+                             "c = tp_communication_seconds / (2 × tp_collectives_per_step), one "
                              "reduce-scatter or all-gather", source=_TP_OVERLAP_SOURCE, prose=True,
                   choice=("compute", "op_level"), zero_when="tensor_parallel == 1",
                   symbols={"L": "pipeline_stage_layers", "m": "gradient_accumulation_steps",
-                           "φ": "full_recompute_share", "σ": "tp_overlap_sm_share"})
+                           "φ": "full_recompute_share", "σ": "tp_overlap_sm_share", "t": "tensor_parallel",
+                           "t0": "kernel_overhead_seconds"})
 def exposed_tp_communication_seconds(tp_communication_seconds, tp_collectives_per_step, tp_comm_overlap,
                                      tp_overlap_sm_share, attention_projection_seconds, dense_mlp_seconds,
                                      expert_mlp_seconds, moe_layers, layers, full_recompute_share,
-                                     pipeline_stage_layers, gradient_accumulation_steps):
+                                     pipeline_stage_layers, gradient_accumulation_steps, tensor_parallel,
+                                     kernel_overhead_seconds):
     """Sequential (Megatron's default) the whole TP time; overlapped, block by block as _tp_block_exposed."""
     collective = tp_communication_seconds / maximum(2 * tp_collectives_per_step, 1.0)
     mlp = (dense_mlp_seconds * (layers - moe_layers) + expert_mlp_seconds * moe_layers) / layers
     passes = 1 + full_recompute_share
-    per_layer = (_tp_block_exposed(collective, attention_projection_seconds, passes, tp_overlap_sm_share)
-                 + _tp_block_exposed(collective, mlp, passes, tp_overlap_sm_share))
+    per_layer = (_tp_block_exposed(collective, attention_projection_seconds, passes, tp_overlap_sm_share,
+                                   tensor_parallel, kernel_overhead_seconds)
+                 + _tp_block_exposed(collective, mlp, passes, tp_overlap_sm_share, tensor_parallel,
+                                     kernel_overhead_seconds))
     overlapped = pipeline_stage_layers * gradient_accumulation_steps * per_layer
     return where(tp_comm_overlap > 0, minimum(overlapped, tp_communication_seconds), tp_communication_seconds)
 
