@@ -260,3 +260,17 @@ def test_megatron_core_h100_rows_within_15_percent():
     result = run_case(next(c for c in cases() if c.id == "train-megatron-core-h100-weak-scaling"))
     assert [r.published for r in result.graded] == pytest.approx([419.7e12, 420.5e12, 432.8e12, 474.4e12, 459.9e12])
     assert all(abs(r.error) <= 0.15 for r in result.graded)
+
+
+def test_sc21_holds_its_rising_trend_without_naming_a_stack():
+    """Issue 30's done-when: the SC21 weak-scaling case (Narayanan et al. 2021, Table 1: 137 → 163 TFLOP/s per A100
+    from 1.7B to 1T) still rises with the model when its contract names no framework (the default stack assumed)."""
+    import dataclasses
+
+    from botec.validate import _rising
+
+    case = next(c for c in cases() if c.id == "train-megatron-sc21-weak-scaling")
+    contract = {**case.contract, "strategy": {k: v for k, v in case.contract["strategy"].items() if k != "framework"}}
+    result = run_case(dataclasses.replace(case, contract=contract))
+    assert all(r.botec is not None for r in result.rows)
+    assert _rising([r.botec for r in result.rows])

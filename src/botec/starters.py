@@ -137,7 +137,8 @@ assumptions:
   # attention_kernel: flash is fused attention (FlashAttention, SDPA), no s × s scores kept; eager
   #   materializes the scores (memory grows with the square of the sequence length)
   attention_kernel: flash       # which attention kernel runs
-  data_parallel_overlap: {{value: 0.8, low: 0.5, high: 0.95, source: "assumed: gradient communication overlapped with backward"}}
+  # data_parallel_overlap is derived from the framework's schedule (bucketed reductions behind the last backward,
+  #   FSDP's prefetch); state a measured share here to override it
   runtime_buffer: 3 GB          # CUDA context, allocator slack and temporary buffers per accelerator
   headroom: 0.10                # share of memory kept free on top of the plan
 """
