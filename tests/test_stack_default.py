@@ -32,7 +32,7 @@ def test_a_tpu_contract_that_names_no_stack_runs_on_xla_and_says_so():
         (4, 4, 0, 8)
     # XLA's latency-hiding scheduler: collectives launched asynchronously behind the compute (the share hidden is
     # derived from that schedule, not a preset)
-    assert q["data_parallel_schedule_overlap"].value == 1 and q["parameter_gather_overlap"].value == 1
+    assert q["data_parallel_schedule"].value == 2   # during the backward, the weights' gather under the next forward
     message = _stack_finding(result)
     assert message.startswith("stack: xla (assumed, the default on Google accelerators: state strategy.framework)")
     share = 3 * q["elementwise_seconds"].value / q["layer_seconds"].value

@@ -203,18 +203,6 @@ def optimizer_presets() -> dict[str, OptimizerPreset]:
 
 
 @dataclass(frozen=True)
-class DataParallelSchedule:
-    """How a stack schedules its data-parallel collectives (``stacks.yaml`` data_parallel_schedule)."""
-
-    overlapped: bool                 # bucketed reductions during the backward / FSDP prefetch, or after the backward
-    parameter_gather_overlap: bool   # ZeRO-1/2's all-gather of the updated weights under the next first forward
-    bucket_min_parameters: float     # the last gradient bucket: at least this many parameters,
-    bucket_parameters_per_dp_rank: float   # this many per data-parallel rank,
-    bucket_bytes: float              # or this many bytes of gradients (0: none of these)
-    source: str
-
-
-@dataclass(frozen=True)
 class TrainingStack:
     """A training framework's defaults (``stacks.yaml``): what it runs unless the contract says otherwise."""
 
@@ -225,7 +213,9 @@ class TrainingStack:
     elementwise: str               # fused | eager
     loss: str                      # fused | unfused | chunked
     optimizer: str                 # an optimizers.yaml preset
-    data_parallel_schedule: "DataParallelSchedule"   # how it schedules its data-parallel collectives
+    # how it schedules its data-parallel collectives: overlapped, parameter_gather_overlap (bools), the last gradient
+    # bucket's bucket_min_parameters, bucket_parameters_per_dp_rank, bucket_bytes (floats, 0: none) and source
+    data_parallel_schedule: dict
     source: str
     selective_recompute: str = "attention-core"   # what recompute: selective means here: attention-core | op-sac
 
@@ -251,12 +241,12 @@ def training_stacks() -> StackCatalog:
             key=key, description=entry["description"], attention_kernel=entry["attention_kernel"],
             training_attention=entry["training_attention"], elementwise=entry["elementwise"], loss=entry["loss"],
             optimizer=entry["optimizer"],
-            data_parallel_schedule=DataParallelSchedule(
-                overlapped=bool(schedule["overlapped"]),
-                parameter_gather_overlap=bool(schedule["parameter_gather_overlap"]),
-                bucket_min_parameters=float(bucket.get("min_parameters", 0)),
-                bucket_parameters_per_dp_rank=float(bucket.get("per_dp_rank", 0)),
-                bucket_bytes=float(bucket.get("bytes", 0)), source=str(schedule["source"])),
+            data_parallel_schedule={
+                "overlapped": bool(schedule["overlapped"]),
+                "parameter_gather_overlap": bool(schedule["parameter_gather_overlap"]),
+                "bucket_min_parameters": float(bucket.get("min_parameters", 0)),
+                "bucket_parameters_per_dp_rank": float(bucket.get("per_dp_rank", 0)),
+                "bucket_bytes": float(bucket.get("bytes", 0)), "source": str(schedule["source"])},
             source=str(entry["source"]),
             selective_recompute=str(entry.get("selective_recompute", "attention-core")))
     return StackCatalog(default=data["default"], default_by_vendor=dict(data.get("default_by_vendor") or {}),

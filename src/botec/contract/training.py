@@ -354,15 +354,6 @@ class TrainingAssumptions(EfficiencyAssumptions):
                                      minimum=0, maximum=1) = default_range(
         0.0, 0.0, 0.5, "on the critical path, as Megatron-LM runs it without TP communication overlap; "
                        "Transformer Engine's overlapped GEMMs hide part of it")
-    tp_overlap_sm_share: quantity(
-        "ratio", "Share of the accelerator's SMs the communication kernels of an overlapped TP collective take from "
-                 "the GEMM beside it (strategy.tp_comm_overlap)", minimum=0, maximum=0.5) = default_range(
-        16 / 132, 1 / 132, 32 / 132, "Transformer Engine's userbuffers defaults (transformer_engine/pytorch/module/"
-                                     "base.py initialize_ub, get_default_config): the pipelined and bulk overlaps run "
-                                     "their communication on 16 SMs and the GEMM keeps the rest (set_sm_margin), of "
-                                     "an H100's 132; the ring-exchange overlaps send on the copy engines with 1 SM "
-                                     "(the low end); NeMo's tuned H100 configs use 2-24 (the high end allows 32, "
-                                     "TE's UB_MAX_SM)")
     collective_algorithm: Literal["ring", "tree"] = Field("ring", description="all-reduce algorithm")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 

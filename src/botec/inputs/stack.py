@@ -118,25 +118,21 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
     }
     assumptions = contract.assumptions
     schedule = catalog.stacks[stack.name].data_parallel_schedule
-    where = f"the {stack.name} stack's: {schedule.source}"
+    where = f"the {stack.name} stack's: {schedule['source']}"
     given |= {
-        "data_parallel_schedule_overlap": Given(float(schedule.overlapped), "catalog", where, "strategy.framework"),
-        "parameter_gather_overlap": Given(float(schedule.parameter_gather_overlap), "catalog", where,
-                                          "strategy.framework"),
-        "gradient_bucket_min_parameters": Given(schedule.bucket_min_parameters, "catalog", where,
+        "data_parallel_schedule": Given(float(schedule["overlapped"]) * (1 + schedule["parameter_gather_overlap"]),
+                                        "catalog", where, "strategy.framework"),
+        "gradient_bucket_min_parameters": Given(schedule["bucket_min_parameters"], "catalog", where,
                                                 "strategy.framework"),
-        "gradient_bucket_parameters_per_dp_rank": Given(schedule.bucket_parameters_per_dp_rank, "catalog", where,
+        "gradient_bucket_parameters_per_dp_rank": Given(schedule["bucket_parameters_per_dp_rank"], "catalog", where,
                                                         "strategy.framework"),
-        "gradient_bucket_bytes": Given(schedule.bucket_bytes, "catalog", where, "strategy.framework"),
+        "gradient_bucket_bytes": Given(schedule["bucket_bytes"], "catalog", where, "strategy.framework"),
     }
     # a stated share overrides the schedule's derivation (still bounded by the compute it can hide behind)
     if "data_parallel_overlap" in assumptions.model_fields_set:
         given["data_parallel_overlap_stated"] = stated.given(
             "data_parallel_overlap_stated", assumptions.data_parallel_overlap, "assumptions.data_parallel_overlap")
-        given["data_parallel_overlap_is_stated"] = Given(1.0, "assumed", None, "assumptions.data_parallel_overlap")
     else:
-        given["data_parallel_overlap_stated"] = Given(0.0, "assumed", "not stated: derived from the schedule",
+        given["data_parallel_overlap_stated"] = Given(-1.0, "assumed", "not stated: derived from the schedule",
                                                       "assumptions.data_parallel_overlap")
-        given["data_parallel_overlap_is_stated"] = Given(0.0, "assumed", "not stated: derived from the schedule",
-                                                         "assumptions.data_parallel_overlap")
     return given

@@ -53,14 +53,12 @@ inputs = Formulas(account="network")
 inputs.input("collective_algorithm_tree", unit="1",
              meaning="all-reduce algorithm: 0 ring, 1 tree (fewer latency steps, same bytes)")
 inputs.input("data_parallel_overlap_stated", unit="1", detail=True,
-             meaning="the share of data-parallel communication the contract states hidden (0 when none is stated)")
-inputs.input("data_parallel_overlap_is_stated", unit="1", detail=True,
-             meaning="1 when the contract states data_parallel_overlap (it overrides the schedule's share), else 0")
-inputs.input("data_parallel_schedule_overlap", unit="1", detail=True,
-             meaning="1 when the stack launches data-parallel collectives during the backward (buckets, FSDP "
-                     "prefetch), 0 when it runs them after it")
-inputs.input("parameter_gather_overlap", unit="1", detail=True,
-             meaning="1 when ZeRO-1/2's all-gather of the updated weights runs under the next step's first forward")
+             meaning="the share of data-parallel communication the contract states hidden; −1 when none is stated "
+                     "(derived from the schedule)")
+inputs.input("data_parallel_schedule", unit="1", detail=True,
+             labels=("after the backward", "during the backward", "during the backward, weights under the next forward"),
+             meaning="when the stack runs its data-parallel collectives: 0 after the backward, 1 during it (buckets, "
+                     "FSDP prefetch), 2 also ZeRO-1/2's weight all-gather under the next step's first forward")
 inputs.input("gradient_bucket_min_parameters", unit="parameters", detail=True,
              meaning="the stack's gradient bucket: at least this many parameters (0: no such floor)")
 inputs.input("gradient_bucket_parameters_per_dp_rank", unit="parameters", detail=True,
@@ -69,7 +67,7 @@ inputs.input("gradient_bucket_bytes", unit="B", detail=True,
              meaning="the stack's gradient bucket in bytes of gradients (DDP's bucket_cap_mb; 0: none)")
 inputs.input("model_parallel_overlap", unit="1", meaning="share of TP, CP, EP and PP communication hidden behind "
                                                          "compute")
-inputs.input("tp_comm_overlap", unit="1", meaning="1 when the TP collectives overlap the GEMMs they feed "
+inputs.input("tp_comm_overlap", unit="1", detail=True, meaning="1 when the TP collectives overlap the GEMMs they feed "
                                                   "(strategy.tp_comm_overlap), else 0")
 inputs.input("tp_overlap_sm_share", unit="1", detail=True,
              meaning="share of the SMs an overlapped TP collective's kernels take from the GEMM beside it")

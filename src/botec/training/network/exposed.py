@@ -155,71 +155,62 @@ def data_parallel_overlap_window_seconds(microbatch_backward_seconds, gradient_r
                  microbatch_backward_seconds * gradient_reduce_rounds)
 
 
-@formulas.formula(unit="parameters", meaning="parameters in the stack's last gradient bucket, the one reduced after "
-                                             "the backward ends",
-                  expression="max(gradient_bucket_min_parameters, gradient_bucket_parameters_per_dp_rank × "
-                             "data_parallel_degree, gradient_bucket_bytes / gradient_bytes_per_parameter)",
-                  source="the stack's bucket (stacks.yaml data_parallel_schedule): Megatron-Core max(40M, 1M × DP) "
-                         "parameters, PyTorch DDP 25 MiB of gradients, DeepSpeed 5e8 elements", detail=True)
-def gradient_bucket_parameters(gradient_bucket_min_parameters, gradient_bucket_parameters_per_dp_rank,
-                               data_parallel_degree, gradient_bucket_bytes, gradient_bytes_per_parameter):
-    return maximum(maximum(gradient_bucket_min_parameters,
-                           gradient_bucket_parameters_per_dp_rank * data_parallel_degree),
-                   gradient_bucket_bytes / maximum(gradient_bytes_per_parameter, 1e-9))
-
-
 @formulas.formula(unit="fraction", meaning="share of a replicated step's gradients and gathered weights in the one "
                                            "bucket the schedule cannot hide (the last reduced, the first gathered)",
-                  expression="min(1, gradient_bucket_parameters / trainable_parameters_per_device)", detail=True,
-                  zero_when="trainable_parameters_per_device == 0")
-def exposed_bucket_share(gradient_bucket_parameters, trainable_parameters_per_device):
-    return minimum(gradient_bucket_parameters / maximum(trainable_parameters_per_device, 1.0), 1.0)
+                  expression="min(1, max(gradient_bucket_min_parameters, gradient_bucket_parameters_per_dp_rank × "
+                             "data_parallel_degree, gradient_bucket_bytes / gradient_bytes_per_parameter) / "
+                             "trainable_parameters_per_device)",
+                  source="the stack's bucket (stacks.yaml data_parallel_schedule): Megatron-Core max(40M, 1M × DP) "
+                         "parameters, PyTorch DDP 25 MiB of gradients, DeepSpeed 5e8 elements", detail=True)
+def exposed_bucket_share(gradient_bucket_min_parameters, gradient_bucket_parameters_per_dp_rank, data_parallel_degree,
+                         gradient_bucket_bytes, gradient_bytes_per_parameter, trainable_parameters_per_device):
+    bucket = maximum(maximum(gradient_bucket_min_parameters, gradient_bucket_parameters_per_dp_rank
+                             * data_parallel_degree),
+                     gradient_bucket_bytes / maximum(gradient_bytes_per_parameter, 1e-9))
+    return minimum(bucket / maximum(trainable_parameters_per_device, 1.0), 1.0)
 
 
-@formulas.formula(unit="s", meaning="data-parallel communication per step the schedule hides behind compute",
-                  expression="stated: min(data_parallel_overlap_stated × D, window + q × F); derived, weights gathered "
-                             "per micro-batch (G > 0, ZeRO-3 / FSDP): s × min(D, window); replicated (G = 0): s × "
-                             "(min((1 − k) × gradient_sync_seconds, window) + q × min((1 − k) × parameter_gather_seconds, "
-                             "F)); D = data_parallel_communication_seconds, F = microbatch_compute_seconds − "
-                             "microbatch_backward_seconds",
+@formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
+                  expression="D − hidden; hidden: stated (data_parallel_overlap_stated ≥ 0), "
+                             "min(data_parallel_overlap_stated × D, window + q × F); "
+                             "derived, weights gathered per micro-batch (G > 0, ZeRO-3 / FSDP): s × min(D, window); "
+                             "replicated (G = 0): s × (min((1 − k) × gradient_sync_seconds, window) + q × min((1 − k) "
+                             "× parameter_gather_seconds, F)); D = data_parallel_communication_seconds, F = "
+                             "microbatch_compute_seconds − microbatch_backward_seconds",
                   source="Megatron-Core and PyTorch DDP launch each gradient bucket's reduction as its gradients are "
                          "ready in the last micro-batch's backward, so all but the last bucket (k) hide behind it; "
                          "Megatron-Core's --overlap-param-gather all-gathers the updated weights bucket by bucket under "
                          "the next step's first forward (q); FSDP and ZeRO-3 prefetch one layer ahead (the window); a "
                          "stack that reduces after the backward (s = 0) hides nothing",
-                  prose=True, detail=True,
-                  symbols={"s": "data_parallel_schedule_overlap", "q": "parameter_gather_overlap",
+                  prose=True,
+                  symbols={"s": "data_parallel_schedule ≥ 1", "q": "data_parallel_schedule = 2",
                            "k": "exposed_bucket_share", "G": "parameter_gathers_per_microbatch",
                            "window": "data_parallel_overlap_window_seconds"})
-def data_parallel_hidden_seconds(data_parallel_communication_seconds, gradient_sync_seconds, parameter_gather_seconds,
-                                 data_parallel_overlap_window_seconds, microbatch_compute_seconds,
-                                 microbatch_backward_seconds, parameter_gathers_per_microbatch, exposed_bucket_share,
-                                 data_parallel_schedule_overlap, parameter_gather_overlap,
-                                 data_parallel_overlap_stated, data_parallel_overlap_is_stated):
+def exposed_data_parallel_seconds(data_parallel_communication_seconds, gradient_sync_seconds, parameter_gather_seconds,
+                                  data_parallel_overlap_window_seconds, microbatch_compute_seconds,
+                                  microbatch_backward_seconds, parameter_gathers_per_microbatch, exposed_bucket_share,
+                                  data_parallel_schedule, data_parallel_overlap_stated):
+    overlapped = where(data_parallel_schedule >= 1, 1.0, 0.0)
+    gathers_under_forward = where(data_parallel_schedule >= 2, 1.0, 0.0)
     forward = maximum(microbatch_compute_seconds - microbatch_backward_seconds, 0.0)
     kept = 1 - exposed_bucket_share
     replicated = (minimum(kept * gradient_sync_seconds, data_parallel_overlap_window_seconds)
-                  + parameter_gather_overlap * minimum(kept * parameter_gather_seconds, forward))
+                  + gathers_under_forward * minimum(kept * parameter_gather_seconds, forward))
     sharded = minimum(data_parallel_communication_seconds, data_parallel_overlap_window_seconds)
-    derived = data_parallel_schedule_overlap * where(parameter_gathers_per_microbatch > 0, sharded, replicated)
-    stated = minimum(data_parallel_overlap_stated * data_parallel_communication_seconds,
-                     data_parallel_overlap_window_seconds + parameter_gather_overlap * forward)
-    return where(data_parallel_overlap_is_stated > 0, stated, derived)
+    derived = overlapped * where(parameter_gathers_per_microbatch > 0, sharded, replicated)
+    stated = minimum(maximum(data_parallel_overlap_stated, 0.0) * data_parallel_communication_seconds,
+                     data_parallel_overlap_window_seconds + gathers_under_forward * forward)
+    return data_parallel_communication_seconds - where(data_parallel_overlap_stated >= 0, stated, derived)
 
 
-@formulas.formula(unit="fraction", meaning="share of the data-parallel communication hidden behind compute: derived "
-                                           "from the stack's schedule, or the stated share as far as compute hides it",
-                  expression="data_parallel_hidden_seconds / data_parallel_communication_seconds",
-                  zero_when="data_parallel_communication_seconds == 0")
-def data_parallel_overlap(data_parallel_hidden_seconds, data_parallel_communication_seconds):
-    """An output: what the schedule hides (``assumptions.data_parallel_overlap`` stated overrides the derivation)."""
-    return data_parallel_hidden_seconds / maximum(data_parallel_communication_seconds, 1e-30)
-
-
-@formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
-                  expression="data_parallel_communication_seconds − data_parallel_hidden_seconds")
-def exposed_data_parallel_seconds(data_parallel_communication_seconds, data_parallel_hidden_seconds):
-    return data_parallel_communication_seconds - data_parallel_hidden_seconds
+@formulas.formula(unit="fraction", meaning="data-parallel share hidden behind compute",
+                  expression="1 − exposed_data_parallel_seconds / data_parallel_communication_seconds (0 without any)")
+def data_parallel_overlap(exposed_data_parallel_seconds, data_parallel_communication_seconds):
+    """An output: what the stack's schedule hides (exposed_data_parallel_seconds shows how); a stated
+    ``assumptions.data_parallel_overlap`` overrides the derivation, as far as compute hides it."""
+    communication = maximum(data_parallel_communication_seconds, 1e-30)
+    return (communication - exposed_data_parallel_seconds) / communication - where(
+        data_parallel_communication_seconds > 0, 0.0, 1.0)
 
 
 @formulas.formula(unit="s", meaning="communication per step that compute does not hide",

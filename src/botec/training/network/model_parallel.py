@@ -108,7 +108,7 @@ _TP_OVERLAP_SOURCE = ("Transformer Engine userbuffers (transformer_engine/pytorc
                              "min(2c, 2g) + the split GEMMs' extra kernels, (1 + φ) × (t + 2) × t0 + (t − 1) × t0; "
                              "c = tp_communication_seconds / (2 × tp_collectives_per_step), one "
                              "reduce-scatter or all-gather", source=_TP_OVERLAP_SOURCE, prose=True,
-                  choice=("compute", "op_level"), zero_when="tensor_parallel == 1",
+                  choice=("compute", "op_level"),
                   symbols={"L": "pipeline_stage_layers", "m": "gradient_accumulation_steps",
                            "φ": "full_recompute_share", "σ": "tp_overlap_sm_share", "t": "tensor_parallel",
                            "t0": "kernel_overhead_seconds"})
@@ -133,12 +133,11 @@ def exposed_tp_communication_seconds(tp_communication_seconds, tp_collectives_pe
                   expression="tp_communication_seconds unless tp_comm_overlap; else L × m × the one-block form of the "
                              "op-level formula with g = microbatch_compute_seconds / (3 × L) and twice the "
                              "collectives (a flat compute model does not split a layer's GEMMs)",
-                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "model_flops"), zero_when="tensor_parallel == 1",
+                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "model_flops"),
                   symbols={"L": "pipeline_stage_layers", "m": "gradient_accumulation_steps"})
 @formulas.formula(unit="s", meaning="tensor-parallel communication per step that the GEMMs do not hide",
                   expression="as with model_flops: the one-block form with g = microbatch_compute_seconds / (3 × L)",
-                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "hardware_flops"),
-                  zero_when="tensor_parallel == 1")
+                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "hardware_flops"))
 def exposed_tp_communication_seconds(tp_communication_seconds, tp_collectives_per_step, tp_comm_overlap,  # noqa: F811
                                      tp_overlap_sm_share, microbatch_compute_seconds, full_recompute_share,
                                      pipeline_stage_layers, gradient_accumulation_steps):
