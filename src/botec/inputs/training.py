@@ -45,6 +45,9 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         raise ContractError("eager attention keeps the s × s scores, which need the attention heads: give the model "
                             "as a catalog name, a config.json or an architecture (or use attention_kernel: flash)",
                             field="assumptions.attention_kernel")
+    if strategy.tp_comm_overlap and not strategy.sequence_parallel:
+        raise ContractError("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters: it needs "
+                            "sequence_parallel: true", field="strategy.tp_comm_overlap")
     stated = StatedInputs()
     fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
     fixed |= {
