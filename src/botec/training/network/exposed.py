@@ -204,10 +204,12 @@ def exposed_data_parallel_seconds(data_parallel_communication_seconds, gradient_
 
 
 @formulas.formula(unit="fraction", meaning="data-parallel share hidden behind compute",
-                  expression="1 − exposed_data_parallel_seconds / data_parallel_communication_seconds (0 without any)")
+                  expression="1 − exposed_data_parallel_seconds / data_parallel_communication_seconds",
+                  zero_when="data_parallel_communication_seconds == 0")
 def data_parallel_overlap(exposed_data_parallel_seconds, data_parallel_communication_seconds):
     """An output: what the stack's schedule hides (exposed_data_parallel_seconds shows how); a stated
-    ``assumptions.data_parallel_overlap`` overrides the derivation, as far as compute hides it."""
+    ``assumptions.data_parallel_overlap`` overrides the derivation, as far as compute hides it. 0 where there is no
+    data-parallel communication."""
     communication = maximum(data_parallel_communication_seconds, 1e-30)
     return (communication - exposed_data_parallel_seconds) / communication - where(
         data_parallel_communication_seconds > 0, 0.0, 1.0)
