@@ -84,8 +84,10 @@ def test_the_page_asks_for_only_what_it_draws(client):
     # daly_interval_wall_seconds (the optimal interval is the better of Daly's and the stated one); 334: issue 30's
     # op-level SAC (selective_recompute_policy, sac_recomputed_matmul_parameters_per_layer, sac_activation_width,
     # sac_activation_bytes_per_layer) and tp_, dp_ and shard_collective_table_index (which collectives NCCL's
-    # measured tables price)
-    assert set(names) < set(every_name) and len(every_name) == 334 and len(names) == 115
+    # measured tables price); 343: issue 30's overlap from the schedule (tp_comm_overlap, tp_overlap_sm_share,
+    # exposed_tp_communication_seconds; data_parallel_overlap_stated, data_parallel_schedule, the three
+    # gradient_bucket_* inputs, exposed_bucket_share; data_parallel_overlap an output instead of an input)
+    assert set(names) < set(every_name) and len(every_name) == 343 and len(names) == 115
     assert "tensor_parallel" in every_name and "tensor_parallel" not in names        # the layout line says it
     assert "pipeline_bubble_seconds" in every_name and "pipeline_bubble_seconds" not in names   # 0 s: one stage
     terminal = subprocess.run([str(Path(sys.executable).with_name("botec")), "estimate"], capture_output=True,
