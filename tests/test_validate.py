@@ -151,9 +151,12 @@ def test_the_summary_never_averages_across_kinds():
     assert summary["prediction"]["time_like"]["median_abs_error"] == pytest.approx(
         (time_like[(len(time_like) - 1) // 2] + time_like[len(time_like) // 2]) / 2)
     fitted = summarize(run_all(["train"], efficiency_set=FIT))
-    assert fitted["calibration"]["rows"] == 18 and fitted["prediction"]["rows"] == 0
+    assert fitted["calibration"]["rows"] == 18
     assert set(fitted["calibration"]["cases"]) == {"train-korthikanti-selene-table5",
                                                    "train-megatron-sc21-weak-scaling"}
+    # the A100 fit was fitted to none of the Hopper cases' rows: under it they stay predictions
+    assert set(fitted["prediction"]["cases"]) == {"train-megatron-core-h100-weak-scaling",
+                                                  "train-nemo-2502-gpt3-175b-h100"}
 
 
 def test_prediction_rows_time_like_median_within_ten_percent():
@@ -222,7 +225,8 @@ def test_cli_efficiency_set_reports_the_fit_as_calibration_rows(cli):
     kinds = {c["id"]: {row["kind"] for row in c["rows"]} for c in data["cases"]}
     assert kinds["train-korthikanti-selene-table5"] == kinds["train-megatron-sc21-weak-scaling"] == {"calibration"}
     assert kinds["train-gpt3-175b"] == {"consistency"}
-    assert data["summary"]["calibration"]["rows"] == 18 and data["summary"]["prediction"]["rows"] == 0
+    assert kinds["train-megatron-core-h100-weak-scaling"] == kinds["train-nemo-2502-gpt3-175b-h100"] == {"prediction"}
+    assert data["summary"]["calibration"]["rows"] == 18
     code, out, err = cli("validate", "train", "--efficiency-set", FIT)
     assert code == 0, err
     assert "Calibration rows" in out and "train-korthikanti-selene-table5 [calibration: megatron-2022-fit]" in out
@@ -230,7 +234,9 @@ def test_cli_efficiency_set_reports_the_fit_as_calibration_rows(cli):
 
 
 def test_strict_passes_when_every_target_is_met_and_fails_when_one_is_missed(cli):
-    code, out, err = cli("validate", "train", "mem", "net", "--strict", "-f", "markdown")
+    # the Hopper weak-scaling case is left out: it misses its ±15 % (test_megatron_core_h100_rows_within_15_percent)
+    code, out, err = cli("validate", "train-korthikanti", "train-megatron-sc21", "train-chinchilla", "train-gpt3", "mem",
+                         "net", "--strict", "-f", "markdown")
     assert code == 0, err
     assert "### Prediction rows" in out and "### Calibration rows" in out and "### Consistency checks" in out
     assert "targets met 4 of 4." in out and "targets met 5 of 5." in out    # prediction; consistency
@@ -242,3 +248,29 @@ def test_strict_passes_when_every_target_is_met_and_fails_when_one_is_missed(cli
     code, out, err = cli("validate", "serve", "--strict", "-f", "markdown")
     assert code == 1
     assert "targets met 2 of 4." in out and "serve-mlperf-v41-mixtral-offline" in out
+
+
+@pytest.mark.xfail(strict=True, reason="issue 30: with the stated TP and DP overlaps hidden as the schedule hides "
+                                       "them, botec runs the rows 10-19 % fast (119B and 177B outside ±15 %); the "
+                                       "table's own small rows (48-96 GPUs, almost no communication) come out 39-57 % "
+                                       "fast, so the op-level compute on these shapes is optimistic, not the network")
+def test_megatron_core_h100_rows_within_15_percent():
+    """Issue 30's done-when: public Hopper runs at 512 GPUs and more, each within 15 % with the defaults (Megatron-LM
+    README, July 2024, images/model_table.png: 419.7-474.4 TFLOP/s per GPU on 768-6,144 H100)."""
+    result = run_case(next(c for c in cases() if c.id == "train-megatron-core-h100-weak-scaling"))
+    assert [r.published for r in result.graded] == pytest.approx([419.7e12, 420.5e12, 432.8e12, 474.4e12, 459.9e12])
+    assert all(abs(r.error) <= 0.15 for r in result.graded)
+
+
+def test_sc21_holds_its_rising_trend_without_naming_a_stack():
+    """Issue 30's done-when: the SC21 weak-scaling case (Narayanan et al. 2021, Table 1: 137 → 163 TFLOP/s per A100
+    from 1.7B to 1T) still rises with the model when its contract names no framework (the default stack assumed)."""
+    import dataclasses
+
+    from botec.validate import _rising
+
+    case = next(c for c in cases() if c.id == "train-megatron-sc21-weak-scaling")
+    contract = {**case.contract, "strategy": {k: v for k, v in case.contract["strategy"].items() if k != "framework"}}
+    result = run_case(dataclasses.replace(case, contract=contract))
+    assert all(r.botec is not None for r in result.rows)
+    assert _rising([r.botec for r in result.rows])

@@ -137,8 +137,10 @@ assumptions:
   # attention_kernel: flash is fused attention (FlashAttention, SDPA), no s × s scores kept; eager
   #   materializes the scores (memory grows with the square of the sequence length)
   attention_kernel: flash       # which attention kernel runs
-  data_parallel_overlap: {{value: 0.8, low: 0.5, high: 0.95, source: "assumed: gradient communication overlapped with backward"}}
-  runtime_buffer: 3 GB          # CUDA context, allocator slack and temporary buffers per accelerator
+  # data_parallel_overlap is derived from the framework's schedule (bucketed reductions behind the last backward,
+  #   FSDP's prefetch); state a measured share here to override it
+  # runtime_buffer is the runtime's memory outside the allocator (the CUDA context: catalog/runtime.yaml), the
+  #   workspaces inside it follow the accelerator; state a measured figure here to override it
   headroom: 0.10                # share of memory kept free on top of the plan
 """
 

@@ -220,7 +220,9 @@ class TrainingStack:
     elementwise: str               # fused | eager
     loss: str                      # fused | unfused | chunked
     optimizer: str                 # an optimizers.yaml preset
-    data_parallel_overlap: tuple[float, float, float, str]   # value, low, high, source
+    # how it schedules its data-parallel collectives: overlapped, parameter_gather_overlap (bools) and source (its
+    # buckets: training/network/granularity.py)
+    data_parallel_schedule: dict
     source: str
     selective_recompute: str = "attention-core"   # what recompute: selective means here: attention-core | op-sac
     gradients: str = "kept"        # freed (set to None after each step) | kept (persistent gradient buffers)
@@ -242,13 +244,15 @@ def training_stacks() -> StackCatalog:
     data = _load_yaml("stacks.yaml")
     stacks = {}
     for key, entry in data["stacks"].items():
-        overlap = entry["data_parallel_overlap"]
+        schedule = entry["data_parallel_schedule"]
         stacks[key] = TrainingStack(
             key=key, description=entry["description"], attention_kernel=entry["attention_kernel"],
             training_attention=entry["training_attention"], elementwise=entry["elementwise"], loss=entry["loss"],
             optimizer=entry["optimizer"],
-            data_parallel_overlap=(float(overlap["value"]), float(overlap["low"]), float(overlap["high"]),
-                                   str(overlap["source"])),
+            data_parallel_schedule={
+                "overlapped": bool(schedule["overlapped"]),
+                "parameter_gather_overlap": bool(schedule["parameter_gather_overlap"]),
+                "source": str(schedule["source"])},
             source=str(entry["source"]),
             selective_recompute=str(entry.get("selective_recompute", "attention-core")),
             gradients=str(entry.get("gradients", "kept")))

@@ -161,6 +161,8 @@ class TrainingStrategy(Section):
         "replicated", description="DP degree = N / (TP × PP × CP); 'replicated' derives it, a number is checked")
     tensor_parallel: PositiveCount = Field(1, description="TP degree")
     sequence_parallel: bool = Field(False, description="split the TP region's activations over the TP ranks (SP)")
+    tp_comm_overlap: bool = Field(False, description="overlap TP's all-gathers and reduce-scatters with their GEMMs "
+                                                     "(Megatron-Core --tp-comm-overlap; needs sequence_parallel)")
     pipeline_parallel: PositiveCount = Field(1, description="PP stages")
     pipeline_schedule: Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"] = Field(
         "1f1b", description="1F1B, interleaved 1F1B (virtual_pipeline_stages > 1), zero bubble zb-h1 (a third of "
@@ -168,14 +170,12 @@ class TrainingStrategy(Section):
                             "2023), or DeepSeek-V3's dualpipe (two copies of each stage's parameters)")
     virtual_pipeline_stages: PositiveCount = Field(1, description="model chunks per stage (interleaved: > 1)")
     pipeline_stage_layers: Optional[list[PositiveCount]] = Field(
-        None, description="transformer layers of each pipeline stage, first to last (default: L/p each when p "
-                          "divides L, else the first and last stages one layer fewer: they hold the embedding "
-                          "and the LM head)")
+        None, description="transformer layers of each pipeline stage, first to last (default: L/p each when p divides "
+                          "L, else the first and last stages one layer fewer: they hold the embedding and the LM head)")
     context_parallel: PositiveCount = Field(1, description="CP degree: ranks splitting each sequence")
     expert_parallel: PositiveCount = Field(1, description="EP degree (MoE), carved out of the DP ranks")
-    zero_stage: Literal[0, 1, 2, 3] = Field(
-        0, description="ZeRO stage over the data-parallel group: 0 none, 1 optimizer state, 2 + gradients, "
-                       "3 + weights (FSDP full shard)")
+    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage over the data-parallel group: 0 none, 1 "
+                                            "optimizer state, 2 + gradients, 3 + weights (FSDP full shard)")
     fsdp: Optional[Literal["no_shard", "shard_grad_op", "full_shard", "hybrid_shard"]] = Field(
         None, description="PyTorch FSDP's name for the sharding: sets zero_stage (0, 2, 3, 3); hybrid_shard shards "
                           "within a node and replicates across nodes")

@@ -121,14 +121,19 @@ def stack_given(contract, stack: Stack, stated) -> dict[str, Given]:
                                             "strategy.framework"),
     }
     assumptions = contract.assumptions
+    schedule = catalog.stacks[stack.name].data_parallel_schedule
+    where = f"the {stack.name} stack's: {schedule['source']}"
+    given |= {
+        "data_parallel_schedule": Given(float(schedule["overlapped"]) * (1 + schedule["parameter_gather_overlap"]),
+                                        "catalog", where, "strategy.framework"),
+    }
+    # a stated share overrides the schedule's derivation (still bounded by the compute it can hide behind)
     if "data_parallel_overlap" in assumptions.model_fields_set:
-        given["data_parallel_overlap"] = stated.given("data_parallel_overlap", assumptions.data_parallel_overlap,
-                                                      "assumptions.data_parallel_overlap")
+        given["data_parallel_overlap_stated"] = stated.given(
+            "data_parallel_overlap_stated", assumptions.data_parallel_overlap, "assumptions.data_parallel_overlap")
     else:
-        value, low, high, source = catalog.stacks[stack.name].data_parallel_overlap
-        given["data_parallel_overlap"] = Given(value, "catalog", f"the {stack.name} stack's: {source}",
-                                               "assumptions.data_parallel_overlap", low, high)
-        stated.fields.setdefault("assumptions.data_parallel_overlap", []).append("data_parallel_overlap")
+        given["data_parallel_overlap_stated"] = Given(-1.0, "assumed", "not stated: derived from the schedule",
+                                                      "assumptions.data_parallel_overlap")
     return given
 
 

@@ -18,6 +18,14 @@ from botec.inputs.stack import stack_given, stack_of
 from botec.inputs.stated import StatedInputs
 from botec.layout import Layout, PipelineSchedule, Recompute, layout_of
 
+# The SMs an overlapped TP collective takes from the GEMM beside it (strategy.tp_comm_overlap).
+TP_OVERLAP_SM_SHARE = 16 / 132
+TP_OVERLAP_SM_SOURCE = ("Transformer Engine's userbuffers defaults (transformer_engine/pytorch/module/base.py "
+                        "initialize_ub, get_default_config): the pipelined and bulk overlaps run their communication "
+                        "on 16 SMs, the GEMM on the rest (set_sm_margin), of an H100's 132; the ring-exchange ones on "
+                        "the copy engines with 1 SM (the low end); NeMo's tuned H100 configs use 2-24, TE allows 32 "
+                        "(UB_MAX_SM: the high end)")
+
 __all__ = ["build", "derive"]
 
 _SPEC_STATED = ("supply.count", "strategy.micro_batch_size", "strategy.gradient_accumulation_steps",
@@ -37,6 +45,9 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         raise ContractError("eager attention keeps the s × s scores, which need the attention heads: give the model "
                             "as a catalog name, a config.json or an architecture (or use attention_kernel: flash)",
                             field="assumptions.attention_kernel")
+    if strategy.tp_comm_overlap and not strategy.sequence_parallel:
+        raise ContractError("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters: it needs "
+                            "sequence_parallel: true", field="strategy.tp_comm_overlap")
     stated = StatedInputs()
     fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
     fixed |= {
@@ -60,6 +71,9 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         "headroom": stated.given("headroom", assumptions.headroom, "assumptions.headroom"),
         "model_parallel_overlap": stated.given("model_parallel_overlap", assumptions.model_parallel_overlap,
                                                "assumptions.model_parallel_overlap"),
+        "tp_overlap_sm_share": Given(TP_OVERLAP_SM_SHARE, "catalog", TP_OVERLAP_SM_SOURCE, "strategy.tp_comm_overlap",
+                                     1 / 132, 32 / 132),
+        "tp_comm_overlap": Given(float(strategy.tp_comm_overlap), "assumed", None, "strategy.tp_comm_overlap"),
         "collective_algorithm_tree": Given(float(assumptions.collective_algorithm == "tree"), "assumed",
                                            assumptions.collective_algorithm, "assumptions.collective_algorithm"),
         "fused_attention": Given(float(stack.attention_kernel == "flash"), "assumed",

@@ -53,10 +53,19 @@ inputs = Formulas(account="network")
 
 inputs.input("collective_algorithm_tree", unit="1",
              meaning="all-reduce algorithm: 0 ring, 1 tree (fewer latency steps, same bytes)")
-inputs.input("data_parallel_overlap", unit="1",
-             meaning="share of data-parallel communication hidden behind the backward pass")
+inputs.input("data_parallel_overlap_stated", unit="1", detail=True,
+             meaning="the share of data-parallel communication the contract states hidden; −1 when none is stated "
+                     "(derived from the schedule)")
+inputs.input("data_parallel_schedule", unit="1", detail=True,
+             labels=("after the backward", "during the backward", "during the backward, weights under the next forward"),
+             meaning="when the stack runs its data-parallel collectives: 0 after the backward, 1 during it (buckets, "
+                     "FSDP prefetch), 2 also ZeRO-1/2's weight all-gather under the next step's first forward")
 inputs.input("model_parallel_overlap", unit="1", meaning="share of TP, CP, EP and PP communication hidden behind "
                                                          "compute")
+inputs.input("tp_comm_overlap", unit="1", detail=True, meaning="1 when the TP collectives overlap the GEMMs they feed "
+                                                  "(strategy.tp_comm_overlap), else 0")
+inputs.input("tp_overlap_sm_share", unit="1", detail=True,
+             meaning="share of the SMs an overlapped TP collective's kernels take from the GEMM beside it")
 # Where a group's collectives are priced from NCCL's measured tables (written out: grep finds each name here).
 _TABLE_INDEX = ("the accelerator whose measured NCCL tables price the {} (botec.formulas.collective_tables."
                 "nccl_devices position; −1: none, the α–β ring of the group's link): set where the group sits in one "

@@ -1,8 +1,10 @@
 """Network, the totals: the bytes each accelerator sends per step, the bandwidth floor, and what is exposed.
 
-The model-parallel share ``1 − model_parallel_overlap`` is exposed; the data-parallel share
-``1 − data_parallel_overlap``, but never more hidden than the backward it overlaps or, for weights gathered per
-micro-batch (ZeRO-3, FSDP), than each layer's compute hides of the next layer's gather and reduce-scatter.
+The model-parallel share ``1 − model_parallel_overlap`` is exposed (TP's after its own GEMM overlap). The data-parallel
+share hidden is derived from the stack's schedule (``data_parallel_overlap`` is an output): bucketed reductions hide
+behind the last micro-batch's backward except the last bucket, Megatron-Core's weight all-gathers behind the next
+first forward, FSDP / ZeRO-3 gathers and reduce-scatters layer by layer behind one layer's compute; a stated
+``assumptions.data_parallel_overlap`` overrides it, still bounded by that compute.
 """
 
 from botec.graph import Formulas, maximum, minimum, where
@@ -81,11 +83,13 @@ def communication_seconds(gradient_sync_seconds, parameter_gather_seconds, tp_co
 
 @formulas.formula(unit="s", meaning="tensor, pipeline, context and expert communication per step that compute does "
                                     "not hide",
-                  expression="(tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
+                  expression="(exposed_tp_communication_seconds + pp_communication_seconds + cp_communication_seconds"
                              " + ep_communication_seconds) × (1 − model_parallel_overlap)")
-def exposed_model_parallel_seconds(tp_communication_seconds, pp_communication_seconds, cp_communication_seconds,
-                                   ep_communication_seconds, model_parallel_overlap):
-    return (tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
+def exposed_model_parallel_seconds(exposed_tp_communication_seconds, pp_communication_seconds,
+                                   cp_communication_seconds, ep_communication_seconds, model_parallel_overlap):
+    """TP's part after its own GEMM overlap (strategy.tp_comm_overlap); a stated model_parallel_overlap hides a share
+    of the rest."""
+    return (exposed_tp_communication_seconds + pp_communication_seconds + cp_communication_seconds
             + ep_communication_seconds) * (1 - model_parallel_overlap)
 
 
@@ -151,14 +155,62 @@ def data_parallel_overlap_window_seconds(microbatch_backward_seconds, gradient_r
                  microbatch_backward_seconds * gradient_reduce_rounds)
 
 
+@formulas.formula(unit="fraction", meaning="share of a replicated step's gradients and gathered weights in the one "
+                                           "bucket the schedule cannot hide (the last reduced, the first gathered)",
+                  expression="min(1, max(gradient_bucket_parameters, gradient_bucket_bytes / "
+                             "gradient_bytes_per_parameter) / trainable_parameters_per_device)",
+                  source="the stack's bucket, as its collectives are split (network/granularity.py GRANULARITY): "
+                         "Megatron-Core max(40M, 1M × DP) parameters, PyTorch DDP 25 MiB of gradients, DeepSpeed 5e8 "
+                         "elements", detail=True)
+def exposed_bucket_share(gradient_bucket_parameters, gradient_bucket_bytes, gradient_bytes_per_parameter,
+                         trainable_parameters_per_device):
+    bucket = maximum(gradient_bucket_parameters, gradient_bucket_bytes / maximum(gradient_bytes_per_parameter, 1e-9))
+    return minimum(bucket / maximum(trainable_parameters_per_device, 1.0), 1.0)
+
+
 @formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
-                  expression="data_parallel_communication_seconds − min(data_parallel_overlap"
-                             " × data_parallel_communication_seconds, data_parallel_overlap_window_seconds)",
-                  source="the share stated as data_parallel_overlap, bounded by the compute it can hide behind")
-def exposed_data_parallel_seconds(data_parallel_communication_seconds, data_parallel_overlap,
-                                  data_parallel_overlap_window_seconds):
-    hidden = minimum(data_parallel_overlap * data_parallel_communication_seconds, data_parallel_overlap_window_seconds)
-    return data_parallel_communication_seconds - hidden
+                  expression="D − hidden; hidden: stated (data_parallel_overlap_stated ≥ 0), "
+                             "min(data_parallel_overlap_stated × D, window + q × F); "
+                             "derived, weights gathered per micro-batch (G > 0, ZeRO-3 / FSDP): s × min(D, window); "
+                             "replicated (G = 0): s × (min((1 − k) × gradient_sync_seconds, window) + q × min((1 − k) "
+                             "× parameter_gather_seconds, F)); D = data_parallel_communication_seconds, F = "
+                             "microbatch_compute_seconds − microbatch_backward_seconds",
+                  source="Megatron-Core and PyTorch DDP launch each gradient bucket's reduction as its gradients are "
+                         "ready in the last micro-batch's backward, so all but the last bucket (k) hide behind it; "
+                         "Megatron-Core's --overlap-param-gather all-gathers the updated weights bucket by bucket under "
+                         "the next step's first forward (q); FSDP and ZeRO-3 prefetch one layer ahead (the window); a "
+                         "stack that reduces after the backward (s = 0) hides nothing",
+                  prose=True,
+                  symbols={"s": "data_parallel_schedule ≥ 1", "q": "data_parallel_schedule = 2",
+                           "k": "exposed_bucket_share", "G": "parameter_gathers_per_microbatch",
+                           "window": "data_parallel_overlap_window_seconds"})
+def exposed_data_parallel_seconds(data_parallel_communication_seconds, gradient_sync_seconds, parameter_gather_seconds,
+                                  data_parallel_overlap_window_seconds, microbatch_compute_seconds,
+                                  microbatch_backward_seconds, parameter_gathers_per_microbatch, exposed_bucket_share,
+                                  data_parallel_schedule, data_parallel_overlap_stated):
+    overlapped = where(data_parallel_schedule >= 1, 1.0, 0.0)
+    gathers_under_forward = where(data_parallel_schedule >= 2, 1.0, 0.0)
+    forward = maximum(microbatch_compute_seconds - microbatch_backward_seconds, 0.0)
+    kept = 1 - exposed_bucket_share
+    replicated = (minimum(kept * gradient_sync_seconds, data_parallel_overlap_window_seconds)
+                  + gathers_under_forward * minimum(kept * parameter_gather_seconds, forward))
+    sharded = minimum(data_parallel_communication_seconds, data_parallel_overlap_window_seconds)
+    derived = overlapped * where(parameter_gathers_per_microbatch > 0, sharded, replicated)
+    stated = minimum(maximum(data_parallel_overlap_stated, 0.0) * data_parallel_communication_seconds,
+                     data_parallel_overlap_window_seconds + gathers_under_forward * forward)
+    return data_parallel_communication_seconds - where(data_parallel_overlap_stated >= 0, stated, derived)
+
+
+@formulas.formula(unit="fraction", meaning="data-parallel share hidden behind compute",
+                  expression="1 − exposed_data_parallel_seconds / data_parallel_communication_seconds",
+                  zero_when="data_parallel_communication_seconds == 0")
+def data_parallel_overlap(exposed_data_parallel_seconds, data_parallel_communication_seconds):
+    """An output: what the stack's schedule hides (exposed_data_parallel_seconds shows how); a stated
+    ``assumptions.data_parallel_overlap`` overrides the derivation, as far as compute hides it. 0 where there is no
+    data-parallel communication."""
+    communication = maximum(data_parallel_communication_seconds, 1e-30)
+    return (communication - exposed_data_parallel_seconds) / communication - where(
+        data_parallel_communication_seconds > 0, 0.0, 1.0)
 
 
 @formulas.formula(unit="s", meaning="communication per step that compute does not hide",

@@ -8,7 +8,7 @@ gathers (context parallel) and the experts' dispatch and combine all-to-alls (ex
 from botec.formulas.collectives import (all_reduce_bytes_sent, all_reduce_latency_steps, gather_bytes_sent,
                                         ring_collectives_seconds)
 from botec.formulas.transformer import TP_ALL_REDUCES_PER_LAYER_FORWARD
-from botec.graph import Formulas, where
+from botec.graph import Formulas, maximum, minimum, where
 from botec.training.network.data_parallel import MEASURED, measured_seconds
 
 formulas = Formulas(account="network")
@@ -67,6 +67,86 @@ def tp_communication_seconds(tp_collectives_per_step, tensor_parallel, collectiv
     single = measured_seconds("allreduce", tp_collective_table_index, tensor_parallel, layer_activation_bytes,
                               modelled)
     return tp_collectives_per_step * where(sequence_parallel, pair, single)
+
+
+# --- tensor-parallel communication overlapped with the GEMMs (Megatron-Core --tp-comm-overlap) -------------------
+# Transformer Engine's userbuffers (transformer_engine/pytorch/module/base.py, initialize_ub) pair every collective of
+# a sequence-parallel block with a GEMM of the same block: forward, the all-gather before QKV (FC1) with the QKV (FC1)
+# GEMM (ring exchange) and the reduce-scatter after the output projection (FC2) with that GEMM (pipelined, 16 SMs);
+# backward, the all-gather of the output gradient with the projection's (FC2's) data-gradient GEMM (ring exchange),
+# the re-gather of the saved input with the QKV (FC1) data-gradient GEMM and the reduce-scatter of its result with the
+# weight-gradient GEMM (bulk, 16 SMs). A block's collectives hide behind its own GEMMs and no others: what exceeds
+# them is exposed, and where they overlap the SM-based ones slow the GEMM by σ / (1 − σ) of the overlapped time.
+# The ring-exchange GEMMs run in t chunks and the pipelined ones in 4 (TE's num_splits defaults): each chunk one more
+# kernel, (t − 1) or 3 more launches and last waves (the family's t0) per split GEMM.
+
+TP_PIPELINE_SPLITS = 4   # Transformer Engine's num_splits for the pipelined reduce-scatter overlap (initialize_ub)
+
+
+def _tp_block_exposed(collective, gemm, forward_passes, sm_share, tensor_parallel=1, kernel_overhead=0.0):
+    """One block (attention or MLP) of one layer and micro-batch: forward 2 collectives beside the block's forward
+    GEMMs g (one of them on SMs), backward 3 beside 2·g (two on SMs), the forward repeated where layers recompute;
+    plus the split GEMMs' extra kernels: forward a ring-exchange GEMM in t chunks and a pipelined one in 4, backward
+    one ring-exchange GEMM in t chunks."""
+    slowdown = sm_share / (1 - sm_share)
+    forward = (maximum(2 * collective - gemm, 0.0) + slowdown * minimum(collective, gemm)
+               + (tensor_parallel - 1 + TP_PIPELINE_SPLITS - 1) * kernel_overhead)
+    backward = (maximum(3 * collective - 2 * gemm, 0.0) + slowdown * minimum(2 * collective, 2 * gemm)
+                + (tensor_parallel - 1) * kernel_overhead)
+    return forward_passes * forward + backward
+
+
+_TP_OVERLAP_SOURCE = ("Transformer Engine userbuffers (transformer_engine/pytorch/module/base.py initialize_ub: ring "
+                      "exchange for qkv/fc1 fprop and proj/fc2 dgrad, pipeline for proj/fc2 fprop, bulk for qkv/fc1 "
+                      "dgrad and wgrad; 16 SMs for pipeline and bulk by default); Megatron-Core --tp-comm-overlap")
+
+
+@formulas.formula(unit="s", meaning="tensor-parallel communication per step that the GEMMs do not hide",
+                  expression="tp_communication_seconds unless tp_comm_overlap; else L × m × Σ over the attention "
+                             "(g = attention_projection_seconds) and MLP (g = the layers' mean MLP seconds) blocks of "
+                             "(1 + φ) × (max(0, 2c − g) + σ/(1 − σ) × min(c, g)) + max(0, 3c − 2g) + σ/(1 − σ) × "
+                             "min(2c, 2g) + the split GEMMs' extra kernels, (1 + φ) × (t + 2) × t0 + (t − 1) × t0; "
+                             "c = tp_communication_seconds / (2 × tp_collectives_per_step), one "
+                             "reduce-scatter or all-gather", source=_TP_OVERLAP_SOURCE, prose=True,
+                  choice=("compute", "op_level"),
+                  symbols={"L": "pipeline_stage_layers", "m": "gradient_accumulation_steps",
+                           "φ": "full_recompute_share", "σ": "tp_overlap_sm_share", "t": "tensor_parallel",
+                           "t0": "kernel_overhead_seconds"})
+def exposed_tp_communication_seconds(tp_communication_seconds, tp_collectives_per_step, tp_comm_overlap,
+                                     tp_overlap_sm_share, attention_projection_seconds, dense_mlp_seconds,
+                                     expert_mlp_seconds, moe_layers, layers, full_recompute_share,
+                                     pipeline_stage_layers, gradient_accumulation_steps, tensor_parallel,
+                                     kernel_overhead_seconds):
+    """Sequential (Megatron's default) the whole TP time; overlapped, block by block as _tp_block_exposed."""
+    collective = tp_communication_seconds / maximum(2 * tp_collectives_per_step, 1.0)
+    mlp = (dense_mlp_seconds * (layers - moe_layers) + expert_mlp_seconds * moe_layers) / layers
+    passes = 1 + full_recompute_share
+    per_layer = (_tp_block_exposed(collective, attention_projection_seconds, passes, tp_overlap_sm_share,
+                                   tensor_parallel, kernel_overhead_seconds)
+                 + _tp_block_exposed(collective, mlp, passes, tp_overlap_sm_share, tensor_parallel,
+                                     kernel_overhead_seconds))
+    overlapped = pipeline_stage_layers * gradient_accumulation_steps * per_layer
+    return where(tp_comm_overlap > 0, minimum(overlapped, tp_communication_seconds), tp_communication_seconds)
+
+
+@formulas.formula(unit="s", meaning="tensor-parallel communication per step that the GEMMs do not hide",
+                  expression="tp_communication_seconds unless tp_comm_overlap; else L × m × the one-block form of the "
+                             "op-level formula with g = microbatch_compute_seconds / (3 × L) and twice the "
+                             "collectives (a flat compute model does not split a layer's GEMMs)",
+                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "model_flops"),
+                  symbols={"L": "pipeline_stage_layers", "m": "gradient_accumulation_steps"})
+@formulas.formula(unit="s", meaning="tensor-parallel communication per step that the GEMMs do not hide",
+                  expression="as with model_flops: the one-block form with g = microbatch_compute_seconds / (3 × L)",
+                  source=_TP_OVERLAP_SOURCE, prose=True, choice=("compute", "hardware_flops"))
+def exposed_tp_communication_seconds(tp_communication_seconds, tp_collectives_per_step, tp_comm_overlap,  # noqa: F811
+                                     tp_overlap_sm_share, microbatch_compute_seconds, full_recompute_share,
+                                     pipeline_stage_layers, gradient_accumulation_steps):
+    layers = maximum(pipeline_stage_layers, 1.0)
+    collective = tp_communication_seconds / maximum(2 * tp_collectives_per_step, 1.0)
+    gemm = microbatch_compute_seconds / (3 * layers) / 2   # each of two blocks' share of a layer's forward
+    per_layer = 2 * _tp_block_exposed(collective, gemm, 1 + full_recompute_share, tp_overlap_sm_share)
+    overlapped = pipeline_stage_layers * gradient_accumulation_steps * per_layer
+    return where(tp_comm_overlap > 0, minimum(overlapped, tp_communication_seconds), tp_communication_seconds)
 
 
 @formulas.formula(unit="1", meaning="pipeline sends per step: activations forward, gradients backward, per "
