@@ -367,7 +367,9 @@ def test_one_request_at_a_time_waits_as_m_g_1(lengths):
         return prefill, prefill + decode
 
     rate = 0.5 / prefill_and_service(1024, 256)[1]              # ρ ≈ 0.5
-    run = simulated(H100, overrides, requests=20_000, rate=rate, replicas=1, seed=0)
+    # 10,000 requests (9,500 measured), seed 0: the fixed lengths' mean wait +1.9 % from Pollaczek–Khinchine
+    # (20,000 requests: +1.3 %, for twice the CPU: 11 s a length distribution), inside the 5 % asked
+    run = simulated(H100, overrides, requests=10_000, rate=rate, replicas=1, seed=0)
     measured = run.records["measured"]
     prompts, outputs = run.records["prompt_tokens"][measured], run.records["output_tokens"][measured]
     prefill, service = np.array([prefill_and_service(p, o) for p, o in zip(prompts.tolist(), outputs.tolist())]).T
