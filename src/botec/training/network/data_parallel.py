@@ -112,14 +112,24 @@ def gradient_reduce_scatter_seconds(gradient_reduce_rounds, sharding_degree, sha
                                     shard_link_bytes_per_s, shard_collective_table_index, dense_gradient_bytes,
                                     shard_ranks_per_node, collective_nvlink_bytes_per_s, collective_node_kind,
                                     gradient_collectives_per_reduction):
-    k = gradient_collectives_per_reduction
-    message = dense_gradient_bytes / k
-    modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
-    modelled = cross_node_or("reducescatter", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
-                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
-    return gradient_reduce_rounds * k * measured_seconds("reducescatter", shard_collective_table_index,
-                                                         sharding_degree, message, modelled)
+    return gradient_reduce_rounds * sharded_collective_seconds(
+        "reducescatter", dense_gradient_bytes, gradient_collectives_per_reduction, sharding_degree,
+        shard_link_latency_seconds, shard_link_bytes_per_s, shard_collective_table_index, shard_ranks_per_node,
+        collective_nvlink_bytes_per_s, collective_node_kind)
+
+
+def sharded_collective_seconds(op, total_bytes, collectives, ranks, link_latency_seconds, link_bytes_per_s,
+                               table_index, ranks_per_node, nvlink_bytes_per_s, node_kind):
+    """k × L(S, n): a reduce-scatter or all-gather (``op``) of ``total_bytes`` over the n = ``ranks`` of the shard
+    group, split into k = ``collectives`` messages of S = total / k each (the stack's granularity), each priced from
+    the measured table where one applies, by NCCL's model across nodes, else the α–β ring
+    ((n − 1)·α + (n − 1)/n · S / β)."""
+    message = total_bytes / collectives
+    modelled = ring_collectives_seconds(1, ranks, link_latency_seconds, gather_bytes_sent(message, ranks),
+                                        link_bytes_per_s)
+    modelled = cross_node_or(op, message, ranks, ranks_per_node, link_bytes_per_s, link_latency_seconds,
+                             nvlink_bytes_per_s, node_kind, modelled)
+    return collectives * measured_seconds(op, table_index, ranks, message, modelled)
 
 
 @formulas.formula(unit="B", meaning="the dense gradients each all-reduce carries (ZeRO: one shard)",
@@ -356,14 +366,10 @@ def dense_parameter_gather_seconds(parameter_gathers_per_step, sharding_degree, 
                                    dense_parameter_gather_message_bytes, shard_ranks_per_node,
                                    collective_nvlink_bytes_per_s, collective_node_kind,
                                    parameter_collectives_per_gather):
-    k = parameter_collectives_per_gather
-    message = dense_parameter_gather_message_bytes / k
-    modelled = ring_collectives_seconds(1, sharding_degree, shard_link_latency_seconds,
-                                        gather_bytes_sent(message, sharding_degree), shard_link_bytes_per_s)
-    modelled = cross_node_or("allgather", message, sharding_degree, shard_ranks_per_node, shard_link_bytes_per_s,
-                             shard_link_latency_seconds, collective_nvlink_bytes_per_s, collective_node_kind, modelled)
-    return parameter_gathers_per_step * k * measured_seconds("allgather", shard_collective_table_index,
-                                                             sharding_degree, message, modelled)
+    return parameter_gathers_per_step * sharded_collective_seconds(
+        "allgather", dense_parameter_gather_message_bytes, parameter_collectives_per_gather, sharding_degree,
+        shard_link_latency_seconds, shard_link_bytes_per_s, shard_collective_table_index, shard_ranks_per_node,
+        collective_nvlink_bytes_per_s, collective_node_kind)
 
 
 @formulas.formula(unit="B", meaning="bytes each accelerator sends per step all-gathering the sharded expert weights "
