@@ -169,21 +169,22 @@ def exposed_bucket_share(gradient_bucket_parameters, gradient_bucket_bytes, grad
 
 
 @formulas.formula(unit="s", meaning="data-parallel communication per step that compute does not hide",
-                  expression="D − hidden; hidden: stated (data_parallel_overlap_stated ≥ 0), "
-                             "min(data_parallel_overlap_stated × D, window + q × F); "
-                             "derived, weights gathered per micro-batch (G > 0, ZeRO-3 / FSDP): s × min(D, window); "
-                             "replicated (G = 0): s × (min((1 − k) × gradient_sync_seconds, window) + q × min((1 − k) "
-                             "× parameter_gather_seconds, F)); D = data_parallel_communication_seconds, F = "
-                             "microbatch_compute_seconds − microbatch_backward_seconds",
+                  expression="D − hidden; hidden: a stated share o (o ≥ 0): min(o × D, window + q × F); else, "
+                             "weights gathered per micro-batch (G > 0, ZeRO-3 / FSDP): s × min(D, window); else "
+                             "(replicated, G = 0): s × (min((1 − k) × R, window) + q × min((1 − k) × W, F))",
                   source="Megatron-Core and PyTorch DDP launch each gradient bucket's reduction as its gradients are "
                          "ready in the last micro-batch's backward, so all but the last bucket (k) hide behind it; "
                          "Megatron-Core's --overlap-param-gather all-gathers the updated weights bucket by bucket under "
                          "the next step's first forward (q); FSDP and ZeRO-3 prefetch one layer ahead (the window); a "
                          "stack that reduces after the backward (s = 0) hides nothing",
                   prose=True,
-                  symbols={"s": "data_parallel_schedule ≥ 1", "q": "data_parallel_schedule = 2",
+                  symbols={"D": "data_parallel_communication_seconds",
+                           "o": "data_parallel_overlap_stated (−1: none stated)",
+                           "s": "data_parallel_schedule ≥ 1", "q": "data_parallel_schedule = 2",
                            "k": "exposed_bucket_share", "G": "parameter_gathers_per_microbatch",
-                           "window": "data_parallel_overlap_window_seconds"})
+                           "window": "data_parallel_overlap_window_seconds", "R": "gradient_sync_seconds",
+                           "W": "parameter_gather_seconds",
+                           "F": "microbatch_compute_seconds − microbatch_backward_seconds (the forward)"})
 def exposed_data_parallel_seconds(data_parallel_communication_seconds, gradient_sync_seconds, parameter_gather_seconds,
                                   data_parallel_overlap_window_seconds, microbatch_compute_seconds,
                                   microbatch_backward_seconds, parameter_gathers_per_microbatch, exposed_bucket_share,
