@@ -128,6 +128,20 @@ def _flags(result) -> list[str]:
     return [f"{finding.account}: {finding.message}" for finding in result.findings if finding.level in ("warn", "fail")]
 
 
+def test_init_70b_past_one_node_hybrid_shards_over_the_fewest_nodes_and_flags_nothing(cli, tmp_path):
+    """Llama 3.1 70B on 1,024 H100s: its state needs more than one node's ranks, so init writes hybrid shard groups of
+    the fewest whole nodes it fits in (64 ranks, 8 nodes); the gathers then cross nodes, which its estimate says
+    (information: the advice, hybrid sharding, is already taken) without a warning it could not act on."""
+    path = _init(cli, tmp_path, "llama-3.1-70b", 1024)
+    strategy = yaml.safe_load(path.read_text())["strategy"]
+    assert strategy["fsdp"] == "hybrid_shard" and strategy["sharding_group"] == 64
+    result = botec.estimate(path)
+    assert result.value("sharding_degree") == 64
+    assert _flags(result) == []
+    crossing = [x for x in result.findings if "shard group's collectives cross" in x.message]
+    assert len(crossing) == 1 and crossing[0].level == "info" and "hybrid shard groups of 64" in crossing[0].message
+
+
 def test_init_past_one_node_shards_within_a_node(cli, tmp_path):
     """1,024 H100s (128 nodes of 8): hybrid sharding, FSDP within each node and replicas across nodes (torchtitan's
     dp_shard 8 × dp_replicate 128), not one shard group over every rank; its own estimate flags nothing."""

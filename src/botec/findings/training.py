@@ -350,6 +350,16 @@ def _network(inputs, q: dict[str, Quantity], components: bool, f) -> list[Findin
     for seconds, group, advice in _CROSSING:
         place = inputs.placement.get(group)
         if place is not None and place.crosses_nodes and seconds in q and q[seconds].value > 0:
+            if group == "shard" and is_scalar(inputs.layout.hybrid_shard) and inputs.layout.hybrid_shard:
+                # already hybrid: the group is as large as the state needs (strategy.sharding_group), nothing to
+                # move; say what it costs, the share the schedule leaves exposed included
+                found.append(Finding(
+                    "network", "info",
+                    f"{place.carried} cross the inter-node tier ({f(seconds)} per step; hybrid shard groups of "
+                    f"{format_number(place.span)} accelerators, a node has {format_number(per_node)}): "
+                    f"{f('exposed_data_parallel_seconds')} of the data-parallel communication is exposed",
+                    (seconds, "accelerators_per_node", "exposed_data_parallel_seconds")))
+                continue
             found.append(Finding(
                 "network", "warn",
                 f"{place.carried} cross the inter-node tier ({f(seconds)} per step; the group spans "
