@@ -34,6 +34,7 @@ the first and last stages, and the largest chunk, ⌈L_max / v⌉ layers, paces 
 Adding a parallelism (a new parallel dimension, e.g. what ``context_parallel`` / CP needed; grep
 ``context_parallel`` and ``"cp"`` for each step's model):
 
+0. ``layout/parallelisms.py``: its record (``tests/test_parallelisms.py`` checks it against the places below);
 1. ``layout/dims.py``: the degree as a :class:`Layout` field (default 1), its place in the rank order
    (:meth:`Layout.span`), what it divides (``data_parallel`` = N / (TP × PP × CP)), and its group in
    :data:`GROUPS` when its collectives cross a network tier;
