@@ -11,7 +11,6 @@ network tier the contract does not state, are left out, not estimated.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
