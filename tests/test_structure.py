@@ -196,3 +196,30 @@ def test_the_reader_rule_finds_a_planted_parser():
                "def lazily(text):\n    import json as j\n    parse = j.load\n    return json.dumps(text), y.safe_dump({})\n")
     assert direct_parser_calls(planted) == ["line 3: from json import loads", "line 6: json.loads",
                                             "line 6: yaml.load_all", "line 6: yaml.safe_load", "line 9: json.load"]
+
+
+PROCESS_WIDE = {"mallopt", "freeze", "set_threshold"}   # glibc's allocator; the garbage collector (gc.*)
+
+
+def _process_wide_calls(source: str) -> list[str]:
+    """The process-wide settings a module's source makes: calls of ``mallopt``, ``gc.freeze``, ``gc.set_threshold``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            if name == "mallopt" or (name in PROCESS_WIDE and owner == "gc"):
+                found.append(name)
+    return found
+
+
+def test_process_wide_settings_only_at_entry_points():
+    planted = "import gc, ctypes\ngc.freeze()\ngc.set_threshold(1)\nctypes.CDLL('libc.so.6').mallopt(-1, 2)\n"
+    assert sorted(_process_wide_calls(planted)) == ["freeze", "mallopt", "set_threshold"]
+    root = Path(__file__).resolve().parents[1] / "src" / "botec"
+    offenders = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                       if path.parent != root / "cli" and _process_wide_calls(path.read_text(encoding="utf-8")))
+    assert offenders == [], "library code sets what belongs to the process: make it in src/botec/cli/"
+    assert sorted(_process_wide_calls((root / "cli" / "_process.py").read_text(encoding="utf-8"))) == \
+        ["freeze", "mallopt", "mallopt", "set_threshold"]

@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 
+from botec.cli._process import keep_freed_arrays
 from botec.cli.fanning import RAY_HELP, WORKERS_HELP, interrupted_note
 from botec.cli.common import (CONTRACT_HELP, FORCE_HELP, OUTPUT_HELP, SET_HELP, Format, TableFormat, Units, app, emit,
                               emit_drawn, emit_text, is_stdout, load_estimate, load_inputs, numpy_needed, units_of)
@@ -70,6 +71,7 @@ def sweep(
     parsed = parse_axes(axes, inputs, None if force else cap, advice="; narrow it or pass --force")
     space = Space(inputs, parsed)
     fan = fanout_options(workers, ray, space.size, IN_PROCESS_BELOW_ROWS)
+    keep_freed_arrays()
     from botec.report.progress import space_progress
 
     with space_progress() as progress:
@@ -242,6 +244,7 @@ def search(
 
     axes = default_axes(inputs)
     fan = fanout_options(workers, ray, Space(inputs, axes).size, IN_PROCESS_BELOW_CANDIDATES)
+    keep_freed_arrays()
     with space_progress() as progress:
         result = run_search(inputs, objective, top, axes, progress=progress, **fan)
     if result.examined < result.candidates:

@@ -49,7 +49,7 @@ def serve(
                + (" ; /docs loads swagger-ui from cdn.jsdelivr.net" if docs else ""), err=True)
     # the import string lets uvicorn start worker processes; a request still running DRAIN_SECONDS after SIGTERM
     # or Ctrl-C gets a 503 and is abandoned, so the server always exits
-    uvicorn.run("botec.web.app:app", host=host, port=port, workers=workers, log_level="warning",
+    uvicorn.run("botec.cli._process:served_app", factory=True, host=host, port=port, workers=workers, log_level="warning",
                 **server_options())
     sys.stdout.flush()
     sys.stderr.flush()

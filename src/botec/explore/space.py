@@ -11,7 +11,6 @@ network tier the contract does not state, are left out, not estimated.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -255,7 +254,6 @@ def evaluate_rows(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, dict]
     (columns, valid mask, counts), the columns as :func:`evaluate_space` has them over the chunk's rows."""
     inputs, axes, start, stop, (targets, strict, *_) = task
     inputs = inputs.value
-    _keep_freed_arrays()
     counts = {"evaluated": 0, "unplaced": {}}
     columns = _grid(axes, start, stop)
     valid, quantities = _evaluate_rows(inputs, columns, targets, strict, counts)
@@ -265,29 +263,6 @@ def evaluate_rows(task: tuple) -> tuple[dict[str, np.ndarray], np.ndarray, dict]
             value[valid] = quantities[name].value   # an array over the valid rows, or one number for all
         columns[name] = value
     return columns, valid, counts
-
-
-@functools.cache
-def _keep_freed_arrays() -> None:
-    """Let the C allocator keep the arrays a chunk frees for the next chunk to reuse (glibc only; once per process).
-
-    Every chunk allocates and frees the same few hundred arrays. glibc hands a freed heap top back to the system
-    past a threshold it adapts (about twice the largest array freed), so each chunk faulted its pages in afresh:
-    the search over GPT-3's 161,280 layouts took 0.31 s instead of 0.18 s. Freed memory up to 256 MB stays in the
-    heap (M_TRIM_THRESHOLD) and arrays up to 32 MB come from it (M_MMAP_THRESHOLD); the peak is unchanged (10^7
-    candidates: 144 MB). A user's own MALLOC_TRIM_THRESHOLD_ or MALLOC_MMAP_THRESHOLD_ is kept."""
-    import ctypes
-    import os
-
-    if any(name in os.environ for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")):
-        return
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):   # not glibc (macOS, Windows, musl): its allocator as it is
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3   # glibc's <malloc.h>
-    mallopt(m_trim_threshold, 256 * 1024 * 1024)
-    mallopt(m_mmap_threshold, 32 * 1024 * 1024)
 
 
 def _evaluate_rows(inputs: Inputs, columns: dict[str, np.ndarray], targets: list[str], strict: bool,

@@ -45,16 +45,8 @@ __all__ = ["ALLOWED_HOSTS_ENV", "DOCS_ENV", "MAX_BODY_BYTES", "MAX_SWEEP", "app"
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
-    """At start-up, import what the handlers use (the first request is not the one that pays for it), then freeze
-    what is alive into the garbage collector's permanent generation: the catalog, the graphs and the framework's
-    objects are never garbage, and a full collection that no longer walks them is several times cheaper (a
-    request allocates enough to trigger collections). Collections are made rarer too (the young generation every
-    200,000 allocations rather than 700, each older one every 100 of the younger's rather than 10): a collection
-    holds the interpreter's lock, the event loop's with it, and a 250 KB contract's parse allocates enough to
-    set off several; /api/health's worst latency under four such parses fell from 0.39-0.57 s to 0.16-0.19 s
-    (a loaded 2-core machine, benchmarks/web_load.py's last round)."""
-    import gc
-
+    """At start-up, import what the handlers use and load the catalogs (the first request is not the one that pays
+    for it). (`botec serve` settles the garbage collector too: :func:`botec.cli._process.served_app`)."""
     import botec.estimation
     import botec.report.figures
     import botec.report.html
@@ -63,9 +55,6 @@ async def _lifespan(app: FastAPI):
     from botec.catalog import accelerators, node_presets
 
     accelerators(), node_presets(), model_catalog()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(200_000, 100, 100)
     yield
 
 
