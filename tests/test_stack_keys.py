@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from importlib import resources
+
+import pytest
 
 from botec.catalog import training_stacks
 from botec.contract import parse_contract, read_contract_data
