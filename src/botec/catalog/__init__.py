@@ -18,13 +18,19 @@ from botec.units import parse_quantity
 __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", "FAMILIES", "accelerators",
            "node_presets", "optimizer_presets", "did_you_mean", "did_you_mean_quantity", "catalog_revised"]
 
-FAMILIES = ("volta", "turing", "ampere", "ampere-geforce", "ada", "ada-geforce", "hopper", "blackwell",
-            "blackwell-geforce", "cdna3", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p")
-"""Architecture generations an accelerator's ``family`` may name (efficiency curves are keyed by them).
+def __getattr__(name: str):
+    """``FAMILIES``: the architecture generations an accelerator's ``family`` may name, read when first asked for.
 
-``<generation>-geforce``: cards of that generation whose 16-bit tensor rate with FP32 accumulation is half the
-FP16-accumulate rate (GeForce, and AWS's A10G); they sustain a larger share of that halved peak, so they get
-their own curve."""
+    They are the families efficiency.yaml defines, not those hardware.yaml happens to use: an accelerator is only
+    estimable on a family with efficiency figures, so a new family is added by giving it an efficiency.yaml block.
+    ``<generation>-geforce``: cards of that generation whose 16-bit tensor rate with FP32 accumulation is half the
+    FP16-accumulate rate (GeForce, and AWS's A10G); they sustain a larger share of that halved peak, so they get
+    their own curve."""
+    if name == "FAMILIES":
+        from botec.catalog.efficiency import families
+
+        return tuple(families())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CatalogError(ValueError):
@@ -50,7 +56,7 @@ class CatalogAccelerator:
     key: str
     name: str
     vendor: str
-    family: str  # architecture generation, one of FAMILIES
+    family: str  # architecture generation, one of FAMILIES (efficiency.yaml's families)
     peak_flops_per_s: dict[str, float]  # by precision: bf16, fp16, fp8, fp4 (FLOP/s), int8 (OP/s)
     memory_bytes: float
     memory_bandwidth_bytes_per_s: float | None
@@ -131,9 +137,12 @@ def _host_link(key: str, entry: dict) -> tuple[str | None, float | None]:
 
 
 def _family(key: str, entry: dict) -> str:
-    family = entry.get("family")
-    if family not in FAMILIES:
-        raise CatalogError(f"hardware.yaml: {key}.family must be one of {', '.join(FAMILIES)} (got {family!r})")
+    from botec.catalog.efficiency import families
+
+    family, known = entry.get("family"), tuple(families())
+    if family not in known:
+        raise CatalogError(f"hardware.yaml: {key}.family must be one of {', '.join(known)} (the families of "
+                           f"efficiency.yaml; got {family!r})")
     return family
 
 

@@ -10,6 +10,7 @@ from botec.contract.defaults import FLAT_MFU, FLEET_FAILURE_RATE_SOURCE
 from botec.contract.efficiency import OP_LEVEL_FIGURES, EfficiencyAssumptions
 from botec.contract.model import ModelField
 from botec.contract.sections import ContractBase, BY_NAME, INLINE, Section, by_name_or_inline
+from botec.contract.stack_keys import ElementwiseName, LossName, StackName
 from botec.contract.stated import PositiveCount, Stated, below_whole_bound, default, default_range, quantity
 from botec.contract.supply import TrainingSupply
 from botec.errors import ContractError
@@ -145,15 +146,14 @@ class OffloadPolicy(Section):
 class TrainingStrategy(Section):
     """How the job runs: parallelism, precision, optimizer, batch, checkpoints, retention."""
 
-    framework: Optional[Literal["megatron-2022", "megatron-core", "torchtitan", "torchtune", "deepspeed",
-                                "hf-trainer", "xla"]] = Field(
+    framework: StackName = Field(
         None, description="the training stack (catalog/stacks.yaml), whose defaults apply where the contract is "
                           "silent: attention kernel, elementwise ops, loss, optimizer storage, data-parallel "
                           "overlap (default: xla on Google TPUs, else torchtitan, PyTorch FSDP2 in eager mode)")
-    elementwise: Optional[Literal["fused", "eager"]] = Field(
+    elementwise: ElementwiseName = Field(
         None, description="norms, RoPE, activation and residual ops: fused kernels (Megatron/Transformer Engine, "
                           "torch.compile) or eager PyTorch, one kernel per op (default: the framework's)")
-    loss: Optional[Literal["fused", "unfused", "chunked", "fused-linear"]] = Field(
+    loss: LossName = Field(
         None, description="the cross entropy: fused (vocabulary-parallel, FP32 logits kept: 4 B per logit), unfused "
                           "(the Hugging Face loss: 10 B), chunked (torchtune: 6 B) or fused-linear (Liger, Cut "
                           "Cross-Entropy: no logits kept) (default: the framework's)")
