@@ -271,3 +271,19 @@ def test_the_length_rule_finds_growth_new_and_shrunk():
     assert "past its ceiling" in long_function_problems(lengths, {"m:f": (90, "")})[0]
     assert long_function_problems(lengths, {"m:f": (91, ""), "m:C.g": (2, "")}) == [
         "m:C.g: 2 now: take it off LONG_FUNCTIONS_ALLOWED"]
+
+
+def readme_map_names(readme: str) -> set[str]:
+    """The top-level entries of src/botec/ that the README's development map names (``name.py`` or ``name/``)."""
+    block = readme.split("## Development", 1)[1].split("```", 2)[1]
+    lines = block.split("src/botec/", 1)[1].splitlines()
+    return {line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")}
+
+
+def test_the_readme_map_names_every_top_level_module_and_package():
+    readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
+    entries = {path.name + ("/" if path.is_dir() else "") for path in PACKAGE.iterdir()
+               if (path.suffix == ".py" and not path.name.startswith("__")) or (path / "__init__.py").exists()}
+    named = readme_map_names(readme)
+    assert "units.py" in named and "cli/" in named   # the map was found and read
+    assert sorted(entries - named) == []
