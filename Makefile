@@ -26,7 +26,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/botec estimate
 
+# ruff first (its rules: pyproject.toml's [tool.ruff]): a defect it finds fails before the long suite.
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -221,7 +221,6 @@ def botec_step_terms(quantities, decode_tokens, decode_context, prefill_tokens, 
     """botec's step as the sum of its own terms: each isolated by calling engine_step_seconds with the others
     zero (its GEMM term is max(g·T, w + x·share), attention max(compute, KV read)); the fixed cost split by
     fixed_seconds_per_step (kernels and the engine; the all-reduces are their own term)."""
-    from botec.serving import step_costs
     from botec.serving.step import StepModel
 
     model = StepModel.from_quantities(quantities)

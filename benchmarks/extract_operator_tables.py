@@ -144,7 +144,7 @@ def write_gemm_grids(read, key: str, system: str, version: str, path: str, origi
         table = rows.groupby(["n", "k", "m"]).latency.median()
         k_grid = [v for v in NK_GRID if v in set(rows.k)]
 
-        def complete(n):
+        def complete(n, table=table, k_grid=k_grid):   # this iteration's table (B023)
             return all(table.get((n, k, m)) is not None for k in k_grid for m in M_GRID)
 
         n_grid = [v for v in NK_GRID if v in set(rows.n)]
@@ -183,7 +183,7 @@ def write_moe_grids(read, key: str, system: str, version: str, path: str, origin
     frame = read(path)
     for name, theirs in MOE_FORMATS.items():
         shapes = []
-        for model, (hidden, ffn, experts, top_k, skewed), distribution in (
+        for model, (hidden, ffn, experts, top_k, _skewed), distribution in (
                 (model, shape, distribution) for model, shape in MOE_SHAPES.items()
                 for distribution in ("balanced", shape[-1])):
             rows = frame[(frame.moe_dtype == theirs) & (frame.hidden_size == hidden) & (frame.inter_size == ffn)

@@ -223,3 +223,94 @@ def test_process_wide_settings_only_at_entry_points():
     assert offenders == [], "library code sets what belongs to the process: make it in src/botec/cli/"
     assert sorted(_process_wide_calls((root / "cli" / "_process.py").read_text(encoding="utf-8"))) == \
         ["freeze", "mallopt", "mallopt", "set_threshold"]
+
+
+MAX_FUNCTION_LINES = 80
+_IN_FLIGHT = "in flight, issue 31: split per contract section / per step"
+# Today's long functions, each with its length now as its ceiling: the list only shrinks (issue 31).
+LONG_FUNCTIONS_ALLOWED = {
+    "botec.simulate.replica:Replica._run": (376, _IN_FLIGHT),
+    "botec.measure.calibrate.serving:calibrate_serving": (269, _IN_FLIGHT),
+    "botec.inputs.serving:build": (146, _IN_FLIGHT),
+    "botec.measure.calibrate.training_log:calibrate_log": (143, _IN_FLIGHT),
+    "botec.inputs.training:build": (138, _IN_FLIGHT),
+    "botec.measure.harness:measure": (128, _IN_FLIGHT),
+    "botec.cli.simulating:simulate": (120, _IN_FLIGHT),
+    "botec.serving.step:scalar_engine_step": (116, _IN_FLIGHT),
+    "botec.web.app:create_app": (115, _IN_FLIGHT),
+    "botec.findings.training:training_findings": (115, _IN_FLIGHT),
+    "botec.findings.serving:serving_findings": (112, _IN_FLIGHT),
+    "botec.measure.gemm_curve:measure": (103, _IN_FLIGHT),
+    "botec.cli.measuring:calibrate": (98, _IN_FLIGHT),
+    "botec.cli.measuring:measure": (94, _IN_FLIGHT),
+    "botec.simulate:simulate": (93, _IN_FLIGHT),
+    "botec.cli.exploring:solve": (91, _IN_FLIGHT),
+    "botec.serving.step:engine_step_seconds": (82, _IN_FLIGHT),
+}
+
+
+def function_lengths(module: str, source: str) -> dict[str, int]:
+    """Each function's and method's length in lines, ``end_lineno - lineno + 1`` (its ``def`` line on: the
+    decorators are not counted), keyed ``module:qualname`` (a nested one under ``<locals>``)."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lengths[f"{module}:{prefix}{child.name}"] = child.end_lineno - child.lineno + 1
+                visit(child, f"{prefix}{child.name}.<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def long_function_problems(lengths: dict[str, int], allowed: dict[str, tuple[int, str]]) -> list[str]:
+    """What breaks the length rule: an unlisted function over the limit, a listed one past its ceiling, and a
+    listed one at the limit or below (then it leaves the list) or gone."""
+    problems = [f"{name}: {length} lines (at most {MAX_FUNCTION_LINES}; split it)"
+                for name, length in lengths.items() if length > MAX_FUNCTION_LINES and name not in allowed]
+    for name, (ceiling, _reason) in allowed.items():
+        length = lengths.get(name)
+        if length is None or length <= MAX_FUNCTION_LINES:
+            problems.append(f"{name}: {length or 'gone'} now: take it off LONG_FUNCTIONS_ALLOWED")
+        elif length > ceiling:
+            problems.append(f"{name}: {length} lines, past its ceiling of {ceiling}")
+    return problems
+
+
+def test_no_function_over_80_lines_but_the_listed_ones():
+    lengths: dict[str, int] = {}
+    for module, path in MODULES.items():
+        lengths.update(function_lengths(module, path.read_text(encoding="utf-8")))
+    assert long_function_problems(lengths, LONG_FUNCTIONS_ALLOWED) == []
+
+
+def test_the_length_rule_finds_growth_new_and_shrunk():
+    body = "def f():\n" + "    x = 1\n" * 90 + "class C:\n    @property\n    def g(self):\n        return 1\n"
+    lengths = function_lengths("m", body)
+    assert lengths == {"m:f": 91, "m:C.g": 2}
+    assert long_function_problems(lengths, {}) == ["m:f: 91 lines (at most 80; split it)"]
+    assert long_function_problems(lengths, {"m:f": (91, "")}) == []
+    assert "past its ceiling" in long_function_problems(lengths, {"m:f": (90, "")})[0]
+    assert long_function_problems(lengths, {"m:f": (91, ""), "m:C.g": (2, "")}) == [
+        "m:C.g: 2 now: take it off LONG_FUNCTIONS_ALLOWED"]
+
+
+def readme_map_names(readme: str) -> set[str]:
+    """The top-level entries of src/botec/ that the README's development map names (``name.py`` or ``name/``)."""
+    block = readme.split("## Development", 1)[1].split("```", 2)[1]
+    lines = block.split("src/botec/", 1)[1].splitlines()
+    return {line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("   ")}
+
+
+def test_the_readme_map_names_every_top_level_module_and_package():
+    readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
+    entries = {path.name + ("/" if path.is_dir() else "") for path in PACKAGE.iterdir()
+               if (path.suffix == ".py" and not path.name.startswith("__")) or (path / "__init__.py").exists()}
+    named = readme_map_names(readme)
+    assert "units.py" in named and "cli/" in named   # the map was found and read
+    assert sorted(entries - named) == []

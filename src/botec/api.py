@@ -127,7 +127,7 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
     Outputs of configurations that are not valid are NaN.
     """
     try:
-        import numpy as np
+        import numpy  # noqa: F401 (only checks that numpy is installed)
     except ImportError:
         raise ImportError("botec.sweep evaluates the formulas on arrays: pip install 'botec[array]' (numpy)") from None
     from botec.explore.space import Space, evaluate_space, fit_quantities, fits_mask, parse_axes

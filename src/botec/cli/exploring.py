@@ -188,7 +188,7 @@ def solve(
     if solution.verdict == "fits_device":   # say that the answer eats the headroom, and what keeps it
         headroom = format_number(100 * inputs.given["headroom"].value)
         lines += [f"  fits_device: the plan fits the device, its {headroom} % headroom eaten (assumptions.headroom)",
-                  f"  with the headroom kept (--subject-to fits): "
+                  "  with the headroom kept (--subject-to fits): "
                   + (f"{variable} = {format_number(kept)}" if kept is not None else "no value tried")]
     done(lines, {"variable": variable, "value": number(solution.value), "feasible": solution.feasible,
                  "evaluated": solution.evaluated, "verdict": solution.verdict,

@@ -205,12 +205,12 @@ class Graph:
                 return False
             zero_rows = None
             if definition.zero_when:
-                held, zero_rows = _held(definition.zero_when, resolved, resolve, path + (name,))
+                held, zero_rows = _held(definition.zero_when, resolved, resolve, path + (name,))  # noqa: F821 (see del)
                 if held is not None:
                     resolved[name] = Quantity(definition, 0.0, "derived", definition.source,
                                               inputs=(held.name,), condition=held.text)
                     return True
-            if not all(resolve(i, path + (name,)) for i in definition.inputs):
+            if not all(resolve(i, path + (name,)) for i in definition.inputs):  # noqa: F821 (see del)
                 unresolvable.add(name)
                 return False
             value = _apply(definition.function, [resolved[i].value for i in definition.inputs], zero_rows)
@@ -242,9 +242,9 @@ class Graph:
                 missing.append(current)
                 return
             for condition in definition.zero_when:
-                walk(condition.name)
+                walk(condition.name)  # noqa: F821 (bound; ruff counts the del below)
             for input_name in definition.inputs:
-                walk(input_name)
+                walk(input_name)  # noqa: F821 (bound; ruff counts the del below)
 
         walk(name)
         del walk   # (a closure that reads itself: break the cycle)

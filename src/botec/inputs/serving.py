@@ -254,7 +254,7 @@ def _counted_per_unit(engine: str, layout: Layout, limits: dict[str, Given], sta
             out[name] = given
             continue
         n = counting_units(figure.per, ranks, layout.tensor_parallel * layout.pipeline_parallel)
-        scale = (lambda x: None if x is None else x * n)
+        scale = (lambda x, n=n: None if x is None else x * n)   # n bound now, not at the loop's end
         unit = {"replica": "per replica", "dp_rank": "per data-parallel attention rank", "gpu": "per accelerator"}
         out[name] = Given(given.value * n, "catalog", f"{given.source}; counted {unit[figure.per]} "
                           f"({figure.per_source}){'' if figure.per == 'replica' else ': × the instance’s units'}",

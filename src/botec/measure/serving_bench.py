@@ -202,11 +202,10 @@ def _objects(text: str, origin: str, format: str) -> list[dict]:
             value = load_json_text(line, origin, line_offset=number - 1)
         except json.JSONDecodeError as error:
             if not objects:  # not JSON lines: say where the one object breaks off
-                error = whole_error
-                where = f"at line {error.lineno}, column {error.colno}"
+                broken, where = whole_error, f"at line {whole_error.lineno}, column {whole_error.colno}"
             else:
-                where = f"at line {number}, column {error.colno}"
-            raise ContractError(f"corrupt or truncated JSON {where} ({error.msg}); expected {EXPECTED[format]}",
+                broken, where = error, f"at line {number}, column {error.colno}"
+            raise ContractError(f"corrupt or truncated JSON {where} ({broken.msg}); expected {EXPECTED[format]}",
                                 origin=origin) from None
         if not isinstance(value, dict):
             raise ContractError(f"line {number}: expected a JSON object per run, found a JSON "

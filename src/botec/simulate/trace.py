@@ -176,7 +176,7 @@ def _requests(path, origin: str, max_bytes: int, block: int):
     """Blocks of ``block`` requests (the last shorter): arrival seconds, prompt and output tokens (numpy) and the
     line of each, every line checked (see :func:`_checked`)."""
     chunks = _chunks(path, origin, max_bytes)
-    for number, text, lines in chunks:
+    for number, text, lines in chunks:   # noqa: B007 (all three are read after the loop's break)
         start = next((k for k, line in enumerate(lines) if line.strip()), None)
         if start is not None:
             break
@@ -220,7 +220,7 @@ def _checked(arrivals: list, prompts: list, outputs: list, lines: list, origin: 
             arrival = number_cell(raw, "arrival_s", line, origin)
             if arrival < 0:
                 raise ContractError(f"expected seconds of at least 0, got {shown(raw)}",
-                                    field=f"line {line}: arrival_s", origin=origin)
+                                    field=f"line {line}: arrival_s", origin=origin) from None
             values[0][k] = arrival
             for column, name, raw in ((1, "prompt_tokens", prompts[k]), (2, "output_tokens", outputs[k])):
                 values[column][k] = token_cell(raw.strip() if isinstance(raw, str) else raw, name, line, origin)
@@ -288,8 +288,8 @@ def _csv_pieces(chunks, origin: str):
         if '"' in text:                       # from here on, row by row through one reader
             last = [""]                       # the line the reader read last (for an error's cell)
 
-            def read():
-                for _, _, chunk in _chain((number, text, lines), chunks):
+            def read(first=(number, text, lines), last=last):   # this chunk's, bound now (B023)
+                for _, _, chunk in _chain(first, chunks):
                     for last[0] in chunk:
                         yield last[0]
 

@@ -50,8 +50,6 @@ def calibrated_data(contract_path: str | Path | None, calibration: Calibration,
     """The contract's raw mapping with the ``--set`` overrides the calibration ran with and the back-solved
     assumptions written in (measured, with their source); its relative paths rewritten for ``output_folder``
     (:func:`rewrite_relative_paths`; None: the contract's own folder)."""
-    import yaml
-
     from botec.contract import apply_overrides, read_contract_data, remove_field, set_field
     from botec.estimation import reference_contract_path
 
