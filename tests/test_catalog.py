@@ -359,7 +359,12 @@ def test_host_link_needs_both_fields():
 def test_every_family_has_an_efficiency_curve():
     from botec.catalog.efficiency import families
 
-    assert set(FAMILIES) <= set(families())
+    from botec.catalog import CatalogError, _family
+
+    # the families are efficiency.yaml's (issue 31): one it defines is accepted, one it lacks is refused
+    assert _family("x", {"family": "hopper"}) == "hopper" and "hopper" in FAMILIES
+    with pytest.raises(CatalogError, match=r"x\.family must be one of .*hopper.*got 'cdna9'"):
+        _family("x", {"family": "cdna9"})
     turing = families()["turing"]
     # T4, best square FP16 torch.matmul 41.9 and 42.7 of 65 TFLOP/s (zzc0721/torch-performance-test-data): 0.64-0.66;
     # the curve is the measurement itself (no longer 0.9 of it: that ratio was botec 0.6's Ampere fit's).
