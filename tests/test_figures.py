@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from botec.estimation import estimate_file  # noqa: E402
+from botec.explore.figure_data import figure_data, load_sweep  # noqa: E402
 from botec.report.figures import figures  # noqa: E402
 
 from conftest import EXAMPLES, LESSON  # noqa: E402
@@ -22,7 +23,8 @@ def specs():
     """Each example's figures as plotly dicts, by figure title."""
     found = {}
     for path in (LESSON, EXAMPLES / "llama3.1-70b-pretrain.yaml", EXAMPLES / "serve-llama3.1-8b-h100.yaml"):
-        found[path.stem] = {f["layout"]["title"]["text"]: f for f in figures(estimate_file(path))}
+        result = estimate_file(path)
+        found[path.stem] = {f["layout"]["title"]["text"]: f for f in figures(result, figure_data(result))}
     return found
 
 
@@ -44,7 +46,8 @@ def test_specs_are_plain_json_that_plotly_accepts(specs):
 def test_figures_import_no_plotly():
     """The web app builds the figures on every page request: plotly (a 100 ms figure build) stays out of it."""
     code = ("import sys; from botec.estimation import estimate_file; from botec.report.figures import figures; "
-            f"specs = figures(estimate_file({str(LESSON)!r})); "
+            "from botec.explore.figure_data import figure_data; "
+            f"result = estimate_file({str(LESSON)!r}); specs = figures(result, figure_data(result)); "
             "print(len(specs), sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "4 []"
@@ -158,5 +161,5 @@ def test_a_target_reads_in_the_house_units():
     result = estimate_file(EXAMPLES / "serve-llama3.1-8b-h100.yaml", ["workload.latency.time_to_first_token=2 s"])
     from botec.report.figures import load_figure
 
-    texts = [a["text"] for a in load_figure(result)["layout"]["annotations"]]
+    texts = [a["text"] for a in load_figure(result, load_sweep(result))["layout"]["annotations"]]
     assert "TTFT target 2 s" in texts and "TPOT target 40 ms" in texts

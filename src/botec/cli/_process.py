@@ -48,6 +48,7 @@ def served_app():
     import gc
 
     import botec.estimation
+    import botec.explore.figure_data
     import botec.report.figures
     import botec.report.html
     import botec.report.json_report  # noqa: F401

@@ -114,9 +114,10 @@ def report(
     except ImportError:
         raise UserError("the HTML report draws with plotly and sweeps with numpy: pip install 'botec[report]'") \
             from None
+    from botec.explore.figure_data import figure_data
     from botec.report.html import render as render_html
 
-    emit(render_html(result, units.value), output, force=force)
+    emit(render_html(result, figure_data(result), units.value), output, force=force)
 
 
 @app.command()

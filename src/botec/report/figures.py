@@ -2,20 +2,22 @@
 (``{"data": [...], "layout": {...}}``), built without importing plotly, so the web app serves them
 cheaply and plotly.js draws them as they are; ``botec report`` hands them to plotly to write HTML.
 
-Each figure is computed through the quantity graph: the sweeps (run time against accelerator
-count, TPOT against batch, concurrency against context length) re-evaluate the estimate's own
-inputs with one of them changed; every bar is a named quantity; nothing here re-derives a number.
+Every bar is a named quantity of the estimate; the sweeps (run time against accelerator count, latency
+against load, concurrency against context length) and the tornado's swings are computed by
+:mod:`botec.explore.figure_data` and handed in: this module only draws, nothing here re-derives a number.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from botec.estimation import Estimate
-from botec.graph import Given
 from botec.units import format_quantity
+
+if TYPE_CHECKING:   # types only: report/ draws what it is handed and imports no estimate
+    from botec.estimation import Estimate
+    from botec.explore.figure_data import FigureData, Sweep, Tornado
 
 GB = 1e9
 Spec = dict[str, Any]   # {"data": [trace, ...], "layout": {...}}: what plotly.js's newPlot takes
@@ -158,17 +160,11 @@ def step_figure(result: Estimate) -> Spec:
     return _spec(_bars(parts, "s", horizontal=True), {"barmode": "stack"}, title, "", "time (s)")
 
 
-def scaling_figure(result: Estimate) -> Spec:
-    """Run time and cost against the number of accelerators (training)."""
-    import numpy as np
-
-    from botec.explore.space import Axis, Space, evaluate_space
-
+def scaling_figure(result: Estimate, sweep: Sweep) -> Spec:
+    """Run time and cost against the number of accelerators (training; ``sweep``:
+    :func:`botec.explore.figure_data.scaling_sweep`)."""
     count = int(result.value("accelerators"))
-    counts = sorted({max(1, int(count * 2 ** k)) for k in range(-3, 4)})
-    wanted = ["run_seconds"] + (["training_cost_usd"] if "training_cost_usd" in result.quantities else [])
-    columns, valid, _ = evaluate_space(Space(result.inputs, [Axis("supply.count", np.array(counts, float))]),
-                                       wanted=wanted)
+    counts, columns, valid = sweep.values, sweep.outputs, sweep.valid
     shown = [i for i in range(len(counts)) if valid[i]]
     x = [counts[i] for i in shown]
     data = [{"type": "scatter", "x": x, "y": [_finite(columns["run_seconds"][i] / 3600) for i in shown],
@@ -183,26 +179,11 @@ def scaling_figure(result: Estimate) -> Spec:
                  "accelerators (log scale)")
 
 
-def _serving_sweep(result: Estimate, name: str, values: list[float], outputs: list[str]) -> dict[str, list[float]]:
-    """The serving graph with one input (given or derived) pinned to each value."""
-    inputs = result.inputs
-    series = {output: [] for output in outputs}
-    for value in values:
-        changed = dict(inputs.given)
-        changed[name] = Given(float(value), "assumed")
-        quantities = inputs.graph.evaluate(changed, wanted=outputs, choices=inputs.choices)
-        for output in outputs:
-            series[output].append(quantities[output].value)
-    return series
-
-
-def load_figure(result: Estimate) -> Spec:
-    """Serving: TTFT and TPOT, mean and at the targets' percentile, against the load on one replica."""
+def load_figure(result: Estimate, sweep: Sweep) -> Spec:
+    """Serving: TTFT and TPOT, mean and at the targets' percentile, against the load on one replica
+    (``sweep``: :func:`botec.explore.figure_data.load_sweep`)."""
     capacity = result.value("offline_requests_per_s_per_replica")
-    loads = [capacity * f for f in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)]
-    outputs = ["time_to_first_token_seconds", "time_to_first_token_percentile_seconds",
-               "time_per_output_token_seconds", "time_per_output_token_percentile_seconds"]
-    series = _serving_sweep(result, "requests_per_s_on_a_replica", loads, outputs)
+    loads, series = sweep.values, sweep.outputs
     percentile = f"P{round(result.value('latency_percentile') * 100)}"
     data = [{"type": "scatter", "x": [_finite(x) for x in loads], "y": [_finite(t * 1e3) for t in series[name]],
              "name": f"{label} (ms)", "mode": "lines+markers", "xaxis": "x", "yaxis": "y2" if secondary else "y"}
@@ -228,11 +209,10 @@ def load_figure(result: Estimate) -> Spec:
                  "requests/s on one replica (saturation: {:.3g} requests/s)".format(capacity))
 
 
-def context_figure(result: Estimate) -> Spec:
-    """Serving: the concurrency that fits against the context length."""
-    window = result.value("attention_window_tokens")
-    contexts = [c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072) if c <= max(window, 512)]
-    series = _serving_sweep(result, "mean_kv_tokens_per_request", contexts, ["max_concurrent_requests"])
+def context_figure(result: Estimate, sweep: Sweep) -> Spec:
+    """Serving: the concurrency that fits against the context length (``sweep``:
+    :func:`botec.explore.figure_data.context_sweep`)."""
+    contexts, series = sweep.values, sweep.outputs
     data = [{"type": "scatter", "x": contexts, "y": [_finite(v) for v in series["max_concurrent_requests"]],
              "mode": "lines+markers", "name": "concurrent requests"}]
     layout: dict = {"xaxis": {"type": "log"}}
@@ -249,13 +229,12 @@ def _change(value: float, unit: str) -> str:
     return ("+" if value > 0 else "−") + format_quantity(abs(value), unit)
 
 
-def sensitivity_figure(result: Estimate, output: str) -> Optional[Spec]:
+def sensitivity_figure(result: Estimate, tornado: Tornado) -> Optional[Spec]:
     """A tornado: each ranged assumption from its low to its high end, the two ends side by side on the
     assumption's row (each with its own label, so a label never lies on another), one row per assumption
-    (20 pixels each, so the names on the category axis never overprint)."""
-    from botec.explore.uncertainty import sensitivity
-
-    swings = sensitivity(result, output)
+    (20 pixels each, so the names on the category axis never overprint). ``tornado``:
+    :func:`botec.explore.figure_data.tornado_data`."""
+    output, swings = tornado.output, tornado.swings
     if not swings:
         return None
     base = result.value(output)
@@ -274,25 +253,14 @@ def sensitivity_figure(result: Estimate, output: str) -> Optional[Spec]:
                  f"change in {output} ({label})")
 
 
-def tornado_figure(result: Estimate) -> Optional[Spec]:
-    """The sensitivity tornado of the estimate's headline output: run time (training); cost per million output
-    tokens, else TPOT (serving). The costliest figure (two estimates per ranged assumption; about 1 s for a
-    serving contract), so the web page asks for it after the rest."""
-    if result.kind == "serving":
-        output = "cost_per_million_output_tokens_usd" if "cost_per_million_output_tokens_usd" in result.quantities \
-            else "time_per_output_token_seconds"
-    else:
-        output = "run_seconds"
-    return sensitivity_figure(result, output)
-
-
-def figures(result: Estimate, tornado: bool = True) -> list[Spec]:
-    """Every figure that applies to the estimate, in reading order, as plotly figure specs (plain dicts);
-    ``tornado=False`` leaves out the sensitivity tornado (:func:`tornado_figure`)."""
+def figures(result: Estimate, data: FigureData) -> list[Spec]:
+    """Every figure that applies to the estimate, in reading order, as plotly figure specs (plain dicts), from
+    the sweeps ``data`` holds (:func:`botec.explore.figure_data.figure_data`); the sensitivity tornado when
+    ``data.tornado`` is there and an assumption is ranged."""
     found = [memory_figure(result), step_figure(result)]
     if result.kind == "serving":
-        found += [load_figure(result), context_figure(result)]
+        found += [load_figure(result, data.load), context_figure(result, data.context)]
     else:
-        found.append(scaling_figure(result))
-    sensitivity = tornado_figure(result) if tornado else None
+        found.append(scaling_figure(result, data.scaling))
+    sensitivity = sensitivity_figure(result, data.tornado) if data.tornado is not None else None
     return found + ([sensitivity] if sensitivity is not None else [])

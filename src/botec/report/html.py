@@ -6,9 +6,14 @@ from __future__ import annotations
 from functools import lru_cache
 from html import escape
 
-from botec.estimation import Estimate
+from typing import TYPE_CHECKING
+
 from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, described, headline, layout_line, methods,
                           provenance)
+
+if TYPE_CHECKING:   # types only: report/ draws what it is handed and imports no estimate
+    from botec.estimation import Estimate
+    from botec.explore.figure_data import FigureData
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2rem auto;padding:0 1rem;
@@ -21,14 +26,15 @@ text-align:left;vertical-align:top}td.value{text-align:right;white-space:nowrap}
 _MARKS = {"ok": "✔", "warn": "!", "fail": "✘", "info": "·"}
 
 
-def figure_divs(result: Estimate, include_plotlyjs: bool = True) -> list[str]:
-    """Each figure as an HTML <div>; the first carries plotly's JavaScript when ``include_plotlyjs``."""
+def figure_divs(result: Estimate, data: FigureData, include_plotlyjs: bool = True) -> list[str]:
+    """Each figure (drawn from ``data``: :func:`botec.explore.figure_data.figure_data`) as an HTML <div>; the
+    first carries plotly's JavaScript when ``include_plotlyjs``."""
     import plotly.io
 
     from botec.report.figures import figures
 
     divs = []
-    for index, spec in enumerate(figures(result)):   # plotly checks each spec against its schema here
+    for index, spec in enumerate(figures(result, data)):   # plotly checks each spec against its schema here
         divs.append(plotly.io.to_html(spec, full_html=False, include_plotlyjs=include_plotlyjs and index == 0,
                                       config={"displaylogo": False, "responsive": True},
                                       div_id=f"figure-{index}"))
@@ -77,12 +83,14 @@ def tables_data(result: Estimate, system: str = "decimal", details: bool = True)
                          for account, rows in account_rows(result, system, details).items()]}
 
 
-def render(result: Estimate, system: str = "decimal") -> str:
+def render(result: Estimate, figure_data: FigureData, system: str = "decimal") -> str:
+    """The whole page; ``figure_data`` (:func:`botec.explore.figure_data.figure_data`) holds what the figures
+    sweep."""
     contract = result.contract
     title = escape(contract.name or "unnamed contract")
     method_lines = "".join(f"<li>{escape(m)}</li>" for m in methods(result) + [layout_line(result)])
     method_lines += "".join(f"<li>note: {escape(note)}</li>" for note in contract.notes)
-    figures = "\n".join(f'<div class="figure">{div}</div>' for div in figure_divs(result))
+    figures = "\n".join(f'<div class="figure">{div}</div>' for div in figure_divs(result, figure_data))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>botec estimate: {title}</title>
 <style>{_STYLE}</style></head><body>

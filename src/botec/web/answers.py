@@ -136,9 +136,10 @@ def estimate_answer(request: EstimateRequest) -> Response:
         payload["units"] = {name: q.unit for name, q in result.quantities.items()}
     payload["figures"] = []
     if request.figures:
+        from botec.explore.figure_data import figure_data
         from botec.report.figures import figures
 
-        payload["figures"] = figures(result, tornado=request.tornado)   # plain dicts, plotly's JSON schema
+        payload["figures"] = figures(result, figure_data(result, tornado=request.tornado))   # plotly's JSON schema
     if request.detail == "page":
         from botec.report.html import tables_data
 
@@ -149,9 +150,11 @@ def estimate_answer(request: EstimateRequest) -> Response:
 def sensitivity_answer(request: EstimateRequest) -> Response:
     """The sensitivity tornado of the contract's headline output (``/api/sensitivity``)."""
     from botec.estimation import estimate
-    from botec.report.figures import tornado_figure
+    from botec.explore.figure_data import tornado_data
+    from botec.report.figures import sensitivity_figure
 
-    return json_response({"figure": tornado_figure(estimate(load(request)[1]))})
+    result = estimate(load(request)[1])
+    return json_response({"figure": sensitivity_figure(result, tornado_data(result))})
 
 
 def explain_answer(request: ExplainRequest) -> Response:
@@ -181,9 +184,10 @@ def report_answer(request: EstimateRequest, format: str) -> Response:
 
         return PlainTextResponse(render(result, request.units), media_type="text/markdown",
                                  headers=_download_headers(name, ".md"))
+    from botec.explore.figure_data import figure_data
     from botec.report.html import render
 
-    return HTMLResponse(render(result, request.units), headers=_download_headers(name, ".html"))
+    return HTMLResponse(render(result, figure_data(result), request.units), headers=_download_headers(name, ".html"))
 
 
 def sweep_answer(request: SweepRequest) -> Response:

@@ -48,6 +48,7 @@ async def _lifespan(app: FastAPI):
     """At start-up, import what the handlers use and load the catalogs (the first request is not the one that pays
     for it). (`botec serve` settles the garbage collector too: :func:`botec.cli._process.served_app`)."""
     import botec.estimation
+    import botec.explore.figure_data
     import botec.report.figures
     import botec.report.html
     import botec.report.json_report  # noqa: F401
