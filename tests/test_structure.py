@@ -32,12 +32,32 @@ def _resolve(name: str) -> str | None:
     return None
 
 
-def _imports(module: str) -> set[str]:
-    """botec modules that ``module`` imports (``from p import m`` counts as p.m when m is a module)."""
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _run_time_nodes(tree: ast.AST):
+    """Every node but those under ``if TYPE_CHECKING:`` (a block that never runs: an import an annotation needs is
+    no dependency; report/ knows the Estimate that way, so the Estimate can show itself through report/)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+
+
+def _imports(module: str, source: str | None = None) -> set[str]:
+    """botec modules that ``module`` imports at run time (``from p import m`` counts as p.m when m is a module)."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    source = path.read_text(encoding="utf-8") if source is None else source
+    for node in _run_time_nodes(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -136,8 +156,19 @@ NEVERS = [
      "formulas know no screen; the core never imports torch"),
     (("botec.inputs",), ("botec.measure",), "the curve file's format lives in catalog/"),
     (("botec.report",), ("botec.cli", "botec.web"), "a report knows no front-end"),
-    (("botec.estimate", "botec.estimation"), ("botec.report", "botec.api"), "display lives in the API"),
+    (("botec.estimate", "botec.estimation"), ("botec.api", "botec.cli", "botec.web"),
+     "an estimate knows no front end (it shows itself through report/)"),
+    (("botec.report",), ("botec.estimation", "botec.explore"),
+     "report/ draws what it is handed: the Estimate is a type to it, the figures' sweeps are explore/'s"),
 ]
+
+
+def test_an_import_only_for_types_is_no_dependency():
+    """The check can fail: a run-time import counts, the same import under ``if TYPE_CHECKING:`` does not (and
+    one in its ``else`` does)."""
+    planted = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from botec.estimation import Estimate\n"
+               "else:\n    from botec.units import format_number\n\ndef draw():\n    import botec.explore.space\n")
+    assert _imports("botec.report.markdown", planted) == {"botec.units", "botec.explore.space"}
 
 
 @pytest.mark.parametrize("who, whom, why", NEVERS, ids=[f"{n[0][0]}-never-{n[1][0]}" for n in NEVERS])

@@ -15,9 +15,8 @@ Fields are changed as keywords, ``__`` standing for the dots (``supply__count=8`
 ``overrides={"supply.count": 8}``; values are what the contract file would hold (``"64 GB"``, ``8``,
 ``"full"``). Bad input raises the same one-line :class:`botec.errors.ContractError` as the CLI.
 
-Display lives here, not in :mod:`botec.estimation` (which knows no screen): importing this module binds
-:func:`notebook_html`, :func:`notebook_markdown` and :func:`to_dataframe` to :class:`Estimate` as
-``_repr_html_``, ``_repr_markdown_`` and ``to_dataframe``, so every estimate a notebook holds shows itself.
+Every :class:`Estimate` shows itself, whatever was imported: its ``_repr_html_``, ``_repr_markdown_`` and
+``to_dataframe`` are its own methods (drawn by :mod:`botec.report`, imported when first called).
 """
 
 from __future__ import annotations
@@ -160,35 +159,15 @@ def sweep(source=None, axes: Mapping[str, Any] | None = None, outputs: list[str]
 
 
 def to_dataframe(result: Estimate):
-    """Every quantity as a row of a pandas DataFrame indexed by name (value in base units, unit, meaning, ...)."""
-    try:
-        import pandas
-    except ImportError:
-        raise ImportError("Estimate.to_dataframe needs pandas: pip install 'botec[pandas]'") from None
-    from botec.report.json_report import quantity_record
-
-    rows = []
-    for quantity in result.quantities.values():
-        record = quantity_record(quantity)
-        source = record.pop("source")
-        rows.append(record | {"provenance": source["provenance"], "field": source["field"], "source": source["note"]})
-    return pandas.DataFrame(rows).set_index("name")
+    """``result.to_dataframe()`` (kept for scripts written against 0.7, when the API bound the method)."""
+    return result.to_dataframe()
 
 
 def notebook_html(result: Estimate) -> str:
-    """What Jupyter shows for an estimate: its findings and the accounts' tables (HTML)."""
-    from botec.report.html import notebook_html as html
-
-    return html(result)
+    """``result._repr_html_()``: what Jupyter shows for an estimate (kept for scripts written against 0.7)."""
+    return result._repr_html_()
 
 
 def notebook_markdown(result: Estimate) -> str:
-    """The estimate as Markdown (for front ends that render Markdown rather than HTML)."""
-    from botec.report.markdown import render
-
-    return render(result)
-
-
-Estimate._repr_html_ = notebook_html
-Estimate._repr_markdown_ = notebook_markdown
-Estimate.to_dataframe = to_dataframe
+    """``result._repr_markdown_()``: the estimate as Markdown (kept for scripts written against 0.7)."""
+    return result._repr_markdown_()

@@ -40,8 +40,9 @@ def reference_contract_path():
 class Estimate:
     """A contract's inputs, every quantity they resolve to, and what they mean.
 
-    Its notebook display (``_repr_html_``, ``_repr_markdown_``) and ``to_dataframe`` are the API's
-    (:mod:`botec.api` binds them when it is imported, as ``botec.estimate`` and ``botec.Estimate`` do).
+    It shows itself in a notebook (``_repr_html_``, ``_repr_markdown_``) and as a table (``to_dataframe``),
+    whatever was imported: report/ draws it (imported when first asked), and report/ knows the Estimate only as
+    a type, so the two never import each other at run time.
     """
 
     inputs: Inputs
@@ -100,6 +101,25 @@ class Estimate:
         if self.kind == "serving":
             return q["max_concurrent_requests"].value >= 1 and q["targets_reachable"].value >= 1
         return bool(plan_fits(spares_of(q), verdict))
+
+    def to_dataframe(self):
+        """Every quantity as a row of a pandas DataFrame indexed by name (value in base units, unit, meaning,
+        formula, source; ``pip install 'botec[pandas]'``): :func:`botec.report.json_report.quantity_frame`."""
+        from botec.report.json_report import quantity_frame
+
+        return quantity_frame(self)
+
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: the headline, the findings, then the accounts' tables."""
+        from botec.report.html import notebook_html
+
+        return notebook_html(self)
+
+    def _repr_markdown_(self) -> str:
+        """The estimate as Markdown (for front ends that render Markdown rather than HTML)."""
+        from botec.report.markdown import render
+
+        return render(self)
 
     def explain(self, name: str, system: str = "decimal") -> str:
         """How ``name`` is derived, with the values substituted, down to the assumptions (as ``botec explain``)."""

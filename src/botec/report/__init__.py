@@ -8,13 +8,15 @@ used (:func:`methods`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from botec import __version__
-from botec.estimation import Estimate
 from botec.graph import Quantity
 from botec.layout import Recompute
 from botec.units import format_number, format_quantity
+
+if TYPE_CHECKING:   # a type only: report/ draws the Estimate it is handed (botec.estimation shows itself through it)
+    from botec.estimation import Estimate
 
 __all__ = ["ACCOUNT_TITLES", "LAYOUT_INPUTS", "AssumptionRow", "QuantityRow", "assumption_rows", "account_rows",
            "state_table_rows", "described", "methods", "headline", "layout_line", "provenance"]

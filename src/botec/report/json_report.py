@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from botec import __version__
-from botec.estimation import Estimate
 from botec.report import layout_line, methods
+
+if TYPE_CHECKING:   # a type only: report/ draws the Estimate it is handed (botec.estimation shows itself through it)
+    from botec.estimation import Estimate
 
 
 _CANDIDATE_FIGURES = ("replicas", "serving_accelerators", "decode_batch_size", "time_per_output_token_seconds",
@@ -30,6 +33,21 @@ def quantity_record(q) -> dict:
         "low": q.low,
         "high": q.high,
     }
+
+
+def quantity_frame(result: Estimate):
+    """Every quantity as a row of a pandas DataFrame indexed by name: value (base units), unit, meaning, formula,
+    ..., and its source as three columns (provenance, field, source). ``Estimate.to_dataframe``."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("Estimate.to_dataframe needs pandas: pip install 'botec[pandas]'") from None
+    rows = []
+    for quantity in result.quantities.values():
+        record = quantity_record(quantity)
+        source = record.pop("source")
+        rows.append(record | {"provenance": source["provenance"], "field": source["field"], "source": source["note"]})
+    return pandas.DataFrame(rows).set_index("name")
 
 
 def to_dict(result: Estimate) -> dict:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from botec.estimation import Estimate
+from typing import TYPE_CHECKING
+
 from botec.report.tables import markdown_table
 from botec.units import format_number
 from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, described, headline, layout_line, methods,
                           provenance, state_table_rows)
+
+if TYPE_CHECKING:   # a type only: report/ draws the Estimate it is handed (botec.estimation shows itself through it)
+    from botec.estimation import Estimate
 
 _MARKS = {"ok": "✅", "warn": "⚠️", "fail": "❌", "info": "ℹ️"}
 

@@ -10,13 +10,17 @@ and JSON reports carry them too). The parallel layout is summarized on one line 
 
 from __future__ import annotations
 
-from botec.estimation import Estimate
+from typing import TYPE_CHECKING
+
 from botec.report import (ACCOUNT_TITLES, account_rows, assumption_rows, described, headline, layout_line, methods,
                           provenance, state_table_rows)
 from botec.report import width as _width
 from botec.report.tables import rich_table
 from botec.report.width import REPORT_WIDTH, print_table, say as _say  # noqa: F401   (REPORT_WIDTH: the rule)
 from botec.units import format_number
+
+if TYPE_CHECKING:   # a type only: report/ draws the Estimate it is handed (botec.estimation shows itself through it)
+    from botec.estimation import Estimate
 
 _STYLES = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "bold red"), "info": ("·", "cyan")}
 _NAME_COLUMNS = 40   # a quantity's name is kept whole up to this many characters (the longest are some 45)
