@@ -262,9 +262,8 @@ _IN_FLIGHT = "in flight, issue 31: split per contract section / per step"
 LONG_FUNCTIONS_ALLOWED = {
     "botec.simulate.replica:Replica._run": (376, _IN_FLIGHT),
     "botec.measure.calibrate.serving:calibrate_serving": (269, _IN_FLIGHT),
-    "botec.inputs.serving:build": (146, _IN_FLIGHT),
+    "botec.inputs.serving:build": (140, _IN_FLIGHT),
     "botec.measure.calibrate.training_log:calibrate_log": (143, _IN_FLIGHT),
-    "botec.inputs.training:build": (138, _IN_FLIGHT),
     "botec.measure.harness:measure": (128, _IN_FLIGHT),
     "botec.cli.simulating:simulate": (120, _IN_FLIGHT),
     "botec.serving.step:scalar_engine_step": (116, _IN_FLIGHT),
@@ -345,3 +344,75 @@ def test_the_readme_map_names_every_top_level_module_and_package():
     named = readme_map_names(readme)
     assert "units.py" in named and "cli/" in named   # the map was found and read
     assert sorted(entries - named) == []
+
+
+# Issue 31, "one way through": outside contract/ and inputs/ nothing reads the raw contract; the Inputs carry what
+# was resolved from it (stack, engine preset, traffic, PEFT, options, name, notes). Each reader left is named here
+# with its count as its ceiling and why: the list only shrinks.
+_AS_WRITTEN = "the report's 'as written' header: the contract's own fields, quoted as the user wrote them"
+_ISSUE_32 = "launch/ is rewritten by issue 32 (each degree written and read through its layout record)"
+_MEASURE = "a measurement repeats the contract's stated choices (optimizer as named, attention count): in flight"
+RAW_CONTRACT_READS_ALLOWED = {
+    "botec.report": (1, _AS_WRITTEN),
+    "botec.report.terminal": (1, _AS_WRITTEN),
+    "botec.report.markdown": (1, _AS_WRITTEN),
+    "botec.report.html": (2, _AS_WRITTEN),
+    "botec.report.json_report": (2, "the JSON report carries the contract as written and the loader's notes"),
+    "botec.estimation": (1, "Estimate.contract: the API's one view of the contract as written"),
+    "botec.explore.space": (1, "hands the contract back to inputs.build_inputs in a worker process (Rebuilt)"),
+    "botec.simulate.replications": (1, "hands the contract back to the estimate in a worker process (Rebuilt)"),
+    "botec.web.answers": (2, "the request body's contract text (request.contract), before anything is loaded"),
+    "botec.validate": (1, "a validation case's contract data (case.contract), before it is loaded"),
+    "botec.measure.command": (2, _MEASURE),
+    "botec.measure.calibrate.training_log": (1, _MEASURE),
+    "botec.measure.gemm_curve": (1, _MEASURE),
+    "botec.launch.plan": (3, _ISSUE_32),
+    "botec.launch.serving_plan": (5, _ISSUE_32),
+    "botec.launch.torchtitan": (1, _ISSUE_32),
+    "botec.launch.megatron": (1, _ISSUE_32),
+    "botec.launch.deepspeed": (1, _ISSUE_32),
+    "botec.launch.accelerate": (1, _ISSUE_32),
+    "botec.launch.kubernetes": (1, _ISSUE_32),
+}
+_CONTRACT_OWNERS = ("botec.contract", "botec.inputs")
+
+
+def raw_contract_reads(source: str) -> list[int]:
+    """The lines where ``source`` reads an attribute named ``contract`` (``result.contract``,
+    ``self.inputs.contract``, an alias ``contract = estimate.contract``), run-time code only; ``botec.contract`` the
+    module is no read."""
+    return sorted(node.lineno for node in _run_time_nodes(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and node.attr == "contract"
+                  and not (isinstance(node.value, ast.Name) and node.value.id == "botec"))
+
+
+def raw_contract_problems(reads: dict[str, list[int]], allowed: dict[str, tuple[int, str]]) -> list[str]:
+    """What breaks the one-way rule: an unlisted module that reads the raw contract, a listed one past its ceiling,
+    and a listed one that reads it less than listed (then lower the ceiling, or take it off)."""
+    problems = [f"{module}: reads the raw contract at lines {lines} (read it from result.inputs)"
+                for module, lines in reads.items() if lines and module not in allowed]
+    for module, (ceiling, _why) in allowed.items():
+        count = len(reads.get(module, []))
+        if count > ceiling:
+            problems.append(f"{module}: {count} raw-contract reads, past its ceiling of {ceiling}")
+        elif count < ceiling:
+            problems.append(f"{module}: {count} raw-contract reads now: lower RAW_CONTRACT_READS_ALLOWED")
+    return problems
+
+
+def test_nothing_outside_contract_and_inputs_reads_the_raw_contract():
+    reads = {module: raw_contract_reads(path.read_text(encoding="utf-8")) for module, path in MODULES.items()
+             if not module.startswith(_CONTRACT_OWNERS)}
+    assert raw_contract_problems(reads, RAW_CONTRACT_READS_ALLOWED) == []
+
+
+def test_the_one_way_rule_finds_a_planted_read():
+    planted = ("import botec.contract\nfrom typing import TYPE_CHECKING\n"
+               "def f(result, self):\n    contract = result.contract\n    return self.inputs.contract.strategy\n"
+               "if TYPE_CHECKING:\n    x = result.contract\n")
+    assert raw_contract_reads(planted) == [4, 5]
+    assert raw_contract_problems({"m": [4, 5]}, {}) == ["m: reads the raw contract at lines [4, 5] (read it from "
+                                                        "result.inputs)"]
+    assert raw_contract_problems({"m": [4, 5]}, {"m": (2, "")}) == []
+    assert "past its ceiling" in raw_contract_problems({"m": [4, 5]}, {"m": (1, "")})[0]
+    assert "lower" in raw_contract_problems({"m": [4]}, {"m": (2, "")})[0]

@@ -176,7 +176,7 @@ def estimate_inputs(inputs: Inputs, compare: bool = True) -> Estimate:
 
         relief = memory_relief(inputs, quantities)
     candidates = []
-    if compare and inputs.kind == "serving" and inputs.contract.supply.candidates:
+    if compare and inputs.kind == "serving" and inputs.names_candidates:
         candidates = compare_accelerators(inputs, quantities)
     return Estimate(inputs, quantities, findings_for(inputs, quantities, relief), relief, candidates)
 
@@ -234,23 +234,13 @@ def check_fit(result: Estimate, system: str = "decimal") -> None:
         f"{q['device_memory_bytes'].formatted(system)}{eaten}; {advice}{relief}", field="strategy.micro_batch_size")
 
 
-def accelerator_options(contract) -> list[tuple]:
-    """(catalog key, price) of the contract's accelerator and of each candidate it names."""
-    supply = contract.supply
-    options = [(supply.accelerator, supply.price_per_accelerator_hour)] if isinstance(supply.accelerator, str) else []
-    options += [(c.accelerator, c.price_per_accelerator_hour) for c in supply.candidates or []
-                if c.accelerator != supply.accelerator]
-    return options
-
-
 def compare_accelerators(inputs: Inputs, own: dict[str, Quantity] | None = None) -> list[tuple[str, dict | str]]:
     """The same serving contract on each candidate accelerator: (key, quantities) or (key, why it cannot). ``own``: the
     contract's quantities, already evaluated, which are its own accelerator's row (the same contract at the same price,
     less its candidates, which no formula reads), so that accelerator is not evaluated twice."""
     rows = []
-    supply = inputs.contract.supply
-    for key, price in accelerator_options(inputs.contract):
-        if own is not None and key == supply.accelerator:   # listed once, at the contract's own price
+    for key, price in inputs.options:
+        if own is not None and key == inputs.accelerator:   # listed once, at the contract's own price
             rows.append((key, unreachable_target(own) or own))
             continue
         try:

@@ -387,7 +387,7 @@ def run_cell(run: Run) -> dict:
     try:
         sim = simulate(result, requests=run.requests, seed=run.seed, rate=run.rate_per_s, replicas=run.replicas)
     except UserError as error:
-        return {"contract_name": result.contract.name, "status": str(error)}
+        return {"contract_name": result.inputs.name, "status": str(error)}
     verdicts = {v.metric.lower(): v for v in sim.verdicts}
     row = {"contract_name": sim.contract_name, "status": "ok", "replicas": sim.replicas,
            "accelerators": sim.accelerators, "offered_requests_per_s": sim.offered_requests_per_s,

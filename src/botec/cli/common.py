@@ -64,7 +64,7 @@ def load_inputs(contract: Optional[Path], overrides: List[str] = ()):
         base = None
     else:
         loaded, base = load_contract(contract, list(overrides)), contract.resolve().parent
-    print_notes(loaded)
+    print_notes(loaded.notes)
     return build_inputs(loaded, base)
 
 

@@ -231,7 +231,7 @@ def search(
             return
         if not rows:
             raise UserError("no accelerator and tensor-parallel degree holds a request and meets the latency targets")
-        percentile = inputs.contract.workload.latency.percentile
+        percentile = round(inputs.given["latency_percentile"].value * 100)   # P99 stated as 0.99
         if format is Format.markdown:
             emit("\n".join(view.serving_search_markdown(rows, units.value, percentile)), output, force=force)
         else:

@@ -93,8 +93,8 @@ def emit_drawn(draw, output: Optional[Path] = None, force: bool = False) -> None
         emit(buffer.getvalue(), output, force=force)
 
 
-def print_notes(contract) -> None:
-    for note in contract.notes:
+def print_notes(notes) -> None:
+    for note in notes:
         echo(f"botec: note: {note}", err=True)
 
 
@@ -102,7 +102,7 @@ def load_estimate(contract: Optional[Path], overrides: list[str]):
     from botec.estimation import estimate_file
 
     result = estimate_file(contract, overrides)
-    print_notes(result.contract)
+    print_notes(result.inputs.notes)
     return result
 
 

@@ -93,17 +93,16 @@ def compare_recipes(inputs, recipes: tuple[str, ...] = RECIPES) -> list[RecipeRe
 
         raise UserError(f"--recipes: unknown recipe {unknown[0]!r}{did_you_mean(unknown[0], RECIPES)} "
                         f"(recipes: {', '.join(RECIPES)})")
-    contract = inputs.contract
-    lora = contract.strategy.lora
+    lora = inputs.peft
     stated_lora = lora.model_dump(mode="json", exclude_unset=True) if lora is not None else {}
-    accelerators = int(contract.supply.count.value)
+    accelerators = int(inputs.spec["supply.count"])
     results = []
     for recipe in recipes:
-        strategy = _strategy_changes(recipe, stated_lora, accelerators, contract.supply.host_memory is not None)
+        strategy = _strategy_changes(recipe, stated_lora, accelerators, "host_memory_bytes" in inputs.fixed)
         last_error, tried = "", None
         loss = None
         attempts = [(recompute, {}) for recompute in RECOMPUTE_ORDER]
-        if contract.strategy.loss is None:
+        if not inputs.stack.loss_stated:
             attempts.append(("full", {"loss": "fused-linear"}))
         for recompute, extra in attempts:
             if extra and tried is not None and tried[1].fits:

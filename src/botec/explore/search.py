@@ -222,13 +222,13 @@ def search_serving(inputs: Inputs, top: int = 10) -> list[dict]:
     """Serving: each accelerator (the contract's and its candidates) × each tensor-parallel degree that
     divides the heads within a node, ranked by cost per day (accelerators when no price is stated);
     only replicas that hold a request and meet the stated latency targets are kept."""
-    from botec.estimation import accelerator_options, evaluate_inputs, unreachable_target
+    from botec.estimation import evaluate_inputs, unreachable_target
 
-    options = accelerator_options(inputs.contract) or [(None, None)]
+    options = inputs.options or ((None, None),)
     per_node = inputs.tiers.accelerators_per_node
     largest = int(per_node.value) if per_node is not None else SEARCH_BOUNDS.max_serving_tensor_parallel
     degrees = [t for t in range(1, largest + 1) if inputs.model.attention_heads % t == 0]
-    stated = int(inputs.contract.strategy.tensor_parallel)   # the starting point: a replica across nodes included
+    stated = int(inputs.spec["strategy.tensor_parallel"])   # the starting point: a replica across nodes included
     degrees = sorted(set(degrees) | {stated})
     found = []
     for accelerator, price in options:

@@ -42,7 +42,7 @@ def memory_relief(inputs, quantities: dict, system: str = "decimal") -> str:
             options.append((rank, new_zero, new_recompute, q["planned_device_bytes"].value,
                             varied.layout.sharding_degree))
     if not options:
-        adapters = "" if inputs.contract.strategy.lora is not None else \
+        adapters = "" if inputs.peft is not None else \
             ", or train adapters or offload state (`botec recipes CONTRACT` compares LoRA, QLoRA and CPU offload)"
         return ("; no ZeRO stage or recomputation makes it fit: add tensor or pipeline parallelism, more accelerators "
                 f"or a larger device{adapters}")

@@ -98,7 +98,7 @@ def training_findings(inputs, q: dict[str, Quantity], relief: str = "", system: 
             ("planned_device_bytes", "device_memory_bytes", "state_bytes", "activation_bytes", "max_micro_batch_size")))
 
     if "frozen_weight_memory_bytes" in q and q["frozen_base"].value:
-        lora = inputs.contract.strategy.lora
+        lora = inputs.peft
         total = q["parameters"].value + q["trainable_parameters"].value     # PEFT's "all params"
         adapters = q["state_bytes"].value - q["frozen_weight_memory_bytes"].value
         found.append(Finding(
@@ -142,11 +142,9 @@ def _stack(inputs, q: dict[str, Quantity]) -> Finding:
     its elementwise ops' share of a layer's time, 3·t_e / t_layer (forward, and the backward's two passes over the
     same bytes), and the bytes per logit its loss keeps, so the user sees what naming another would move."""
     from botec.catalog import training_stacks
-    from botec.inputs.stack import stack_of
-
-    stack = stack_of(inputs.contract)
+    stack = inputs.stack
     attention = f"{stack.training_attention} attention" if stack.attention_kernel == "flash" else "eager attention"
-    calibration = inputs.contract.assumptions.efficiency_set
+    calibration = inputs.calibration
     figures = (f"calibration {calibration}: figures fitted to end-to-end runs" if calibration
                else "operator measurements (catalog/efficiency.yaml)")
     text = (f"stack: {stack.name} ({stack.how}): {attention}, {stack.elementwise} elementwise ops, {stack.loss} "

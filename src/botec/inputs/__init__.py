@@ -24,7 +24,7 @@ from botec.inputs.cluster import Placement, Tiers
 from botec.inputs.missing import Missing
 from botec.layout import Layout, ModelFacts
 
-__all__ = ["Inputs", "Varied", "Missing", "Placement", "build_inputs", "checked"]
+__all__ = ["Inputs", "Varied", "Missing", "Placement", "accelerator_options", "build_inputs", "checked"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,13 @@ class Inputs:
     absent: dict[str, Missing]      # optional inputs the contract does not state (a price, a target)
     derive: Callable[..., Varied] = field(repr=False, compare=False)
     base: Varied = field(default=None, repr=False, compare=False)
+    # resolved once here, so nothing downstream re-reads the contract for them (issue 31: data flows one way)
+    stack: Any = None               # training: the Stack the op-level step assumes (botec.inputs.stack.stack_of)
+    engine: Any = None              # serving: the engine preset (botec.catalog.engines) the engine step assumes
+    traffic: Any = None             # serving: the traffic as stated (arrivals, rate, lengths), what a simulation replays
+    peft: Any = None                # training: the LoRA / QLoRA policy as stated, None when every parameter trains
+    calibration: str | None = None  # training: the named efficiency calibration (assumptions.efficiency_set), if any
+    options: tuple = ()             # the accelerators to compare: ((key, price per hour), ...), the contract's first
 
     @property
     def layout(self) -> Layout:
@@ -72,6 +79,27 @@ class Inputs:
     @property
     def given(self) -> dict[str, Given]:
         return self.base.given
+
+    @property
+    def name(self) -> str | None:
+        """The contract's name as written (``name:``), None when it has none."""
+        return self.contract.name
+
+    @property
+    def accelerator(self) -> Any:
+        """The contract's accelerator as stated: a catalog key (str), or the inline description (its ``name``)."""
+        return self.contract.supply.accelerator
+
+    @property
+    def names_candidates(self) -> bool:
+        """Whether a serving contract names ``supply.candidates`` (then the estimate compares each of
+        :attr:`options`)."""
+        return bool(getattr(self.contract.supply, "candidates", None))
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the loader ignored or changed in the contract as written (``contract.notes``), in order."""
+        return tuple(self.contract.notes)
 
     @property
     def missing(self) -> dict[str, Missing]:
@@ -191,3 +219,11 @@ def build_inputs(contract, base_dir: Path | None = None) -> Inputs:
         from botec.inputs.training import build
     inputs = build(contract, base_dir)
     return replace(inputs, base=inputs.derive(inputs, inputs.spec, inputs.fixed, inputs.tiers, None))
+
+
+def accelerator_options(supply) -> tuple[tuple[str, Any], ...]:
+    """(catalog key, price per hour) of a serving supply's accelerator and of each candidate it names."""
+    options = [(supply.accelerator, supply.price_per_accelerator_hour)] if isinstance(supply.accelerator, str) else []
+    options += [(c.accelerator, c.price_per_accelerator_hour) for c in supply.candidates or []
+                if c.accelerator != supply.accelerator]
+    return tuple(options)

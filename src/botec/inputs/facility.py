@@ -1,5 +1,5 @@
-"""The accelerator's figures (catalog or inline), the facility's power, PUE and price, and the runtime's own device
-memory, as inputs."""
+"""The accelerator's figures (catalog or inline), the facility's power, PUE and price, a hosted API's token price,
+and the runtime's own device memory, as inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from botec.errors import ContractError
 from botec.graph import Given
 from botec.inputs.stated import StatedInputs
 
-__all__ = ["accelerator_given", "facility_given", "host_given", "runtime_given"]
+__all__ = ["accelerator_given", "api_price_given", "facility_given", "host_given", "runtime_given"]
 
 
 def accelerator_given(supply, device, precision: str, precision_field: str, stated: StatedInputs,
@@ -162,3 +162,17 @@ def runtime_given(contract, stack_name: str, device, stated) -> dict[str, Given]
         workspace = Given(0.0, "assumed", "no measured workspace for this runtime (inside the placeholder buffer)",
                           "supply.accelerator")
     return {"runtime_buffer_bytes": outside, "allocator_workspace_bytes": workspace}
+
+
+def api_price_given(api, stated: StatedInputs) -> dict[str, Given]:
+    """``supply.api_price``: a hosted API's price per million input and output tokens (the block's source for each
+    that names none), to compare the fleet's cost against; empty when the contract states none."""
+    if api is None:
+        return {}
+    given = {}
+    for name, value, key in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
+                             ("api_price_per_million_output_tokens", api.output_per_million, "output_per_million")):
+        if value.source is None and api.source:
+            value = value.model_copy(update={"source": api.source})
+        given[name] = stated.given(name, value, f"supply.api_price.{key}")
+    return given

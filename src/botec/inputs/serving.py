@@ -11,11 +11,11 @@ from botec.contract.stated import default
 from botec.errors import ContractError
 from botec.graph import Given
 from botec.graph.elementwise import minimum
-from botec.inputs import Inputs, Varied, checked
+from botec.inputs import Inputs, Varied, accelerator_options, checked
 from botec.inputs.cluster import Tiers, place, ranks_per_node, tiers_of
 from botec.catalog.engines import counting_units, engine_presets
 from botec.inputs.efficiency import efficiency_given
-from botec.inputs.facility import accelerator_given, facility_given
+from botec.inputs.facility import accelerator_given, api_price_given, facility_given
 from botec.inputs.model import model_facts, model_given, resolve_architecture
 from botec.inputs.speculation import draft_architecture, draft_kv_split, speculation_given
 from botec.inputs.stated import StatedInputs
@@ -175,14 +175,7 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
         fixed["kernel_overhead_seconds"] = _engine_given(strategy.engine, "kernel_overhead", "assumptions.kernel_overhead")
     if supply.replicas is not None:   # a pinned fleet: the graph's sizing formula is replaced, not consulted
         fixed["replicas"] = stated.given("replicas", supply.replicas, "supply.replicas")
-    if supply.api_price is not None:
-        api = supply.api_price
-        for name, value, key in (("api_price_per_million_input_tokens", api.input_per_million, "input_per_million"),
-                                 ("api_price_per_million_output_tokens", api.output_per_million,
-                                  "output_per_million")):
-            if value.source is None and api.source:
-                value = value.model_copy(update={"source": api.source})
-            fixed[name] = stated.given(name, value, f"supply.api_price.{key}")
+    fixed |= api_price_given(supply.api_price, stated)
     choices["expert_placement"] = "busiest"   # EPLB's redundant experts, uneven placements: the busiest rank
     spec = {"strategy.tensor_parallel": strategy.tensor_parallel, "strategy.pipeline_parallel":
             strategy.pipeline_parallel, "strategy.expert_parallel": strategy.expert_parallel}
@@ -190,7 +183,8 @@ def build(contract: ServingContract, base_dir: Path | None) -> Inputs:
                   model=model_facts(workload.model, arch), graph=SERVING, choices=choices, accelerator_label=label,
                   formats_label=f"{precision} weights, {strategy.kv_cache_precision} KV cache", spec=spec, spec_given={},
                   fixed=fixed, tiers=tiers_of(supply, device, stated),
-                  stated_fields={k: tuple(v) for k, v in stated.fields.items()}, absent=stated.absent, derive=derive)
+                  stated_fields={k: tuple(v) for k, v in stated.fields.items()}, absent=stated.absent, derive=derive,
+                  engine=preset, traffic=traffic, options=accelerator_options(supply))
 
 
 def _attention_width(arch, prefill: bool = False) -> int:

@@ -44,6 +44,7 @@ class Stack:
     description: str
     selective_recompute: str = "attention-core"   # a key of SELECTIVE_RECOMPUTE_POLICY
     gradients: str = "kept"                        # freed | kept between steps (stacks.yaml)
+    loss_stated: bool = False                      # strategy.loss named by the contract (not the stack's default)
 
     @property
     def how(self) -> str:
@@ -81,7 +82,7 @@ def stack_of(contract) -> Stack:
         loss=strategy.loss or preset.loss,
         optimizer=strategy.optimizer if "optimizer" in stated_strategy else preset.optimizer,
         description=preset.description, selective_recompute=preset.selective_recompute,
-        gradients=preset.gradients)
+        gradients=preset.gradients, loss_stated=strategy.loss is not None)
 
 
 def _vendor(accelerator) -> str:

@@ -34,7 +34,7 @@ _SPEC_STATED = ("supply.count", "strategy.micro_batch_size", "strategy.gradient_
 
 def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
     """Everything but the layout-derived inputs, which :func:`derive` adds (for the contract, or varied)."""
-    from botec.catalog import accelerators, optimizer_presets
+    from botec.catalog import accelerators
     from botec.training import TRAINING
 
     workload, supply, strategy, assumptions = contract.workload, contract.supply, contract.strategy, \
@@ -50,7 +50,67 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
                             "sequence_parallel: true", field="strategy.tp_comm_overlap")
     stated = StatedInputs()
     fixed = model_given(workload.model, arch, assumptions.attention_flops, stated)
-    fixed |= {
+    fixed |= _sections_given(contract, stack, stated)
+    thresholds = assumptions.thresholds
+    fixed |= stack_given(contract, stack, stated)
+    for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share", "goodput"):
+        fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
+                                                  f"assumptions.thresholds.{name}")
+
+    formats, optimizer = _optimizer_given(strategy, stack, stated)
+    fixed |= optimizer
+    if strategy.precision == "fp16":
+        formats += "; FP16 with dynamic loss scaling"
+    # LoRA / QLoRA: the adapters' shapes, the frozen base's format, the bytes per trainable parameter.
+    fixed |= lora_given(strategy.lora, arch) | adapter_state_given(strategy.lora)
+    if strategy.lora is not None:
+        formats += (f"; LoRA r = {strategy.lora.rank} ({strategy.lora.adapter_precision} adapters) on a frozen "
+                    f"{strategy.lora.base_weights} base")
+
+    device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
+    label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
+    fixed |= accelerator
+    fixed |= runtime_given(contract, stack.name, device, stated)
+    fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
+                             "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
+                                                               "write bandwidth")
+    fixed |= facility_given(supply, device, stated)
+    fixed |= host_given(supply, device, stated)
+    fixed |= _failure_given(contract, "host_link_bytes_per_s" in fixed, stated)
+    fixed |= _savers_given(contract, "host_memory_bytes" in fixed, "host_link_bytes_per_s" in fixed, stated)
+    tiers = tiers_of(supply, device, stated)
+
+    spec, spec_given = _layout_spec(supply, strategy, stated)
+    for path in spec:
+        stated.fields.pop(path, None)  # layout numbers are varied through the layout, not replaced as inputs
+    model = model_facts(workload.model, arch, int(workload.sequence_length.value))
+    # The op-level model puts memory-bound ops on the memory bandwidth: by default only where the device has one.
+    op_level_possible = arch is not None and ("memory_bandwidth_bytes_per_s" in accelerator
+                                              or assumptions.compute_model == "op_level")
+    step_time = _step_time(contract, model, spec, tiers)
+    compute = assumptions.compute(op_level_possible) if step_time == "components" else "model_flops"
+    for name, value in assumptions.efficiency(op_level_possible, step_time).items():
+        fixed[name] = stated.given(name, value, f"assumptions.{name}")
+    if compute == "op_level":
+        fixed |= efficiency_given(assumptions, supply, device, strategy.precision, base_dir, stated,
+                                  training_attention_kernel=stack.training_attention)
+    if step_time == "efficiency" and assumptions.hardware_flops_basis:
+        step_time = "efficiency_hfu"  # the graph's option for a stated utilization of executed FLOPs
+    return Inputs(kind="training", contract=contract, base_dir=base_dir, architecture=arch,
+                  model=model, graph=TRAINING,
+                  choices={"step_time": step_time, "activations": assumptions.activations,
+                           "compute": compute},
+                  accelerator_label=label, formats_label=formats, spec=spec, spec_given=spec_given, fixed=fixed,
+                  tiers=tiers, stated_fields={k: tuple(v) for k, v in stated.fields.items()},
+                  absent=stated.absent, derive=derive, stack=stack, peft=strategy.lora,
+                  calibration=assumptions.efficiency_set)
+
+
+def _sections_given(contract: TrainingContract, stack, stated: StatedInputs) -> dict[str, Given]:
+    """The workload's token counts, the strategy's checkpoint and retention, and the assumptions' factors and
+    switches: each a stated input (or an assumed switch) named by its contract field."""
+    workload, strategy, assumptions = contract.workload, contract.strategy, contract.assumptions
+    return {
         "tokens": stated.given("tokens", workload.tokens, "workload.tokens"),
         "sequence_length": stated.given("sequence_length", workload.sequence_length, "workload.sequence_length"),
         "token_bytes": stated.given("token_bytes", workload.token_bytes, "workload.token_bytes"),
@@ -83,13 +143,14 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         "expert_load_imbalance": stated.given("expert_load_imbalance", assumptions.expert_load_imbalance,
                                               "assumptions.expert_load_imbalance"),
     }
-    thresholds = assumptions.thresholds
-    fixed |= stack_given(contract, stack, stated)
-    for name in ("collective_overlap_share", "checkpoint_pause_share", "pipeline_bubble_share", "goodput"):
-        fixed[f"{name}_threshold"] = stated.given(f"{name}_threshold", getattr(thresholds, name),
-                                                  f"assumptions.thresholds.{name}")
 
-    # The optimizer: a preset from the catalog, or bytes per parameter stated in the contract.
+
+def _optimizer_given(strategy, stack, stated: StatedInputs) -> tuple[str, dict[str, Given]]:
+    """The optimizer: a preset from the catalog (the stack's unless the contract names one), or bytes per parameter
+    stated in the contract. Returns the formats label and the four bytes-per-parameter inputs."""
+    from botec.catalog import optimizer_presets
+
+    fixed: dict[str, Given] = {}
     components = ("weight", "gradient", "master_weight", "optimizer_state")
     if isinstance(stack.optimizer, str):
         preset = optimizer_presets()[stack.optimizer]
@@ -104,27 +165,12 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
             fixed[f"{part}_bytes_per_parameter"] = stated.given(f"{part}_bytes_per_parameter",
                                                                 getattr(strategy.optimizer, key),
                                                                 f"strategy.optimizer.{key}")
-    if strategy.precision == "fp16":
-        formats += "; FP16 with dynamic loss scaling"
-    # LoRA / QLoRA: the adapters' shapes, the frozen base's format, the bytes per trainable parameter.
-    fixed |= lora_given(strategy.lora, arch) | adapter_state_given(strategy.lora)
-    if strategy.lora is not None:
-        formats += (f"; LoRA r = {strategy.lora.rank} ({strategy.lora.adapter_precision} adapters) on a frozen "
-                    f"{strategy.lora.base_weights} base")
+    return formats, fixed
 
-    device = accelerators()[supply.accelerator] if isinstance(supply.accelerator, str) else None
-    label, accelerator = accelerator_given(supply, device, strategy.precision, "strategy.precision", stated)
-    fixed |= accelerator
-    fixed |= runtime_given(contract, stack.name, device, stated)
-    fixed |= stated.optional("storage_write_bytes_per_s", supply.storage.write_bandwidth if supply.storage else None,
-                             "supply.storage.write_bandwidth", "the checkpoint write time needs the storage's "
-                                                               "write bandwidth")
-    fixed |= facility_given(supply, device, stated)
-    fixed |= host_given(supply, device, stated)
-    fixed |= _failure_given(contract, "host_link_bytes_per_s" in fixed, stated)
-    fixed |= _savers_given(contract, "host_memory_bytes" in fixed, "host_link_bytes_per_s" in fixed, stated)
-    tiers = tiers_of(supply, device, stated)
 
+def _layout_spec(supply, strategy, stated: StatedInputs) -> tuple[dict[str, Any], dict[str, Given]]:
+    """The layout numbers by contract field (what :meth:`Inputs.vary` may replace), and the provenance of the
+    stated ones (count, micro-batch, accumulation or global batch)."""
     spec_given = {"supply.count": stated.given("accelerators", supply.count, "supply.count"),
                   "strategy.micro_batch_size": stated.given("micro_batch_size", strategy.micro_batch_size,
                                                             "strategy.micro_batch_size")}
@@ -148,28 +194,7 @@ def build(contract: TrainingContract, base_dir: Path | None) -> Inputs:
         "strategy.sharding_group": strategy.sharding_group,
         "strategy.data_parallel": None if strategy.data_parallel == "replicated" else strategy.data_parallel,
     }
-    for path in spec:
-        stated.fields.pop(path, None)  # layout numbers are varied through the layout, not replaced as inputs
-    model = model_facts(workload.model, arch, int(workload.sequence_length.value))
-    # The op-level model puts memory-bound ops on the memory bandwidth: by default only where the device has one.
-    op_level_possible = arch is not None and ("memory_bandwidth_bytes_per_s" in accelerator
-                                              or assumptions.compute_model == "op_level")
-    step_time = _step_time(contract, model, spec, tiers)
-    compute = assumptions.compute(op_level_possible) if step_time == "components" else "model_flops"
-    for name, value in assumptions.efficiency(op_level_possible, step_time).items():
-        fixed[name] = stated.given(name, value, f"assumptions.{name}")
-    if compute == "op_level":
-        fixed |= efficiency_given(assumptions, supply, device, strategy.precision, base_dir, stated,
-                                  training_attention_kernel=stack.training_attention)
-    if step_time == "efficiency" and assumptions.hardware_flops_basis:
-        step_time = "efficiency_hfu"  # the graph's option for a stated utilization of executed FLOPs
-    return Inputs(kind="training", contract=contract, base_dir=base_dir, architecture=arch,
-                  model=model, graph=TRAINING,
-                  choices={"step_time": step_time, "activations": assumptions.activations,
-                           "compute": compute},
-                  accelerator_label=label, formats_label=formats, spec=spec, spec_given=spec_given, fixed=fixed,
-                  tiers=tiers, stated_fields={k: tuple(v) for k, v in stated.fields.items()},
-                  absent=stated.absent, derive=derive)
+    return spec, spec_given
 
 
 def _step_time(contract: TrainingContract, model, spec: dict[str, Any], tiers: Tiers) -> str:

@@ -42,7 +42,7 @@ def run(result, arch, options, contract_name: str):
         return measure(arch, int(result.value("micro_batch_size")), int(result.value("sequence_length")), optimizer,
                        options, progress=report, contract_name=contract_name,
                        attention_flops=result.contract.assumptions.attention_flops, started=started,
-                       lora=getattr(strategy, "lora", None))
+                       lora=result.inputs.peft)
 
 
 def fake(result, arch) -> list[str]:
@@ -54,7 +54,7 @@ def fake(result, arch) -> list[str]:
 
     if arch.moe or arch.mla:
         raise UserError("--fake measures dense architectures (the reference model has no experts or MLA)")
-    if getattr(result.contract.strategy, "lora", None) is not None:
+    if result.inputs.peft is not None:
         raise UserError("--fake measures full training; a contract with strategy.lora is measured by a run "
                         "(botec measure without --fake)")
     micro, sequence = int(result.value("micro_batch_size")), int(result.value("sequence_length"))

@@ -112,9 +112,7 @@ def methods(result: Estimate) -> list[str]:
     choices = dict(result.choices)
     if choices.get("step_time") in ("efficiency", "efficiency_hfu"):
         choices.pop("compute", None)  # the lesson's method has no per-step compute model
-    from botec.inputs.stack import stack_of
-
-    stack = stack_of(contract)
+    stack = result.inputs.stack
     lines = []
     for choice, option in sorted(choices.items(), key=lambda item: _ORDER.index(item[0])):
         line = _METHODS[(choice, option)]
@@ -144,10 +142,9 @@ def layout_line(result: Estimate) -> str:
     """TP × CP × PP × DP (EP), ZeRO, recomputation, nodes: the parallel layout in one line."""
     layout = result.inputs.layout
     if result.kind == "serving":
-        strategy = result.contract.strategy
         return (f"replica: TP {_n(layout.tensor_parallel)} × PP {_n(layout.pipeline_parallel)}"
                 f"{f' (EP {_n(layout.expert_parallel)})' if layout.expert_parallel > 1 else ''}; "
-                f"{strategy.weight_precision} weights, {strategy.kv_cache_precision} KV cache")
+                f"{result.inputs.formats_label}")
     text = (f"layout: TP {_n(layout.tensor_parallel)}{' + SP' if layout.sequence_parallel else ''} × "
             f"CP {_n(layout.context_parallel)} × PP {_n(layout.pipeline_parallel)}")
     if layout.virtual_pipeline_stages > 1:

@@ -253,7 +253,7 @@ def simulate(result, requests: int = 10_000, seed: int = 0, rate: Optional[float
         if requests > MAX_REQUESTS:
             raise UserError(f"--requests: expected at most {MAX_REQUESTS:,} requests, got {requests:,}")
         offered = float(q["requests_per_s"].value) if rate is None else float(rate)
-        traffic = result.contract.workload.traffic
+        traffic = result.inputs.traffic
         stated = "requests_per_day" if getattr(traffic, "requests_per_day", None) is not None else "requests_per_second"
         check_arrival_span(requests, offered, "--rate" if rate is not None else f"workload.traffic.{stated}")
         stream = synthetic_stream(traffic, int(requests), offered,
@@ -371,8 +371,8 @@ def _simulation(result, engine, description, tally, fleet, replicas, balancer, s
     level = tally.level
     analytic = _analytic(result, offered / replicas, replicas, prefill_instance)
     return Simulation(
-        contract_name=result.contract.name or "contract", workload=description,
-        engine=result.contract.strategy.engine, chunked_prefill=engine.chunked_prefill, requests=tally.count,
+        contract_name=result.inputs.name or "contract", workload=description,
+        engine=result.inputs.engine.key, chunked_prefill=engine.chunked_prefill, requests=tally.count,
         warmup_requests=tally.warmup, measured_requests=tally.measured,
         rejected_requests=tally.count - tally.accepted, unfinished_requests=tally.accepted - tally.finished,
         replicas=replicas, accelerators=accelerators, balancer=balancer, seed=seed,

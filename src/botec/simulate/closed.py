@@ -87,7 +87,7 @@ def simulate_closed(result, engine: Engine, requests: int, users: int, think_sec
         ramp_seconds = users / fleet_rate if fleet_rate > 0 and math.isfinite(fleet_rate) else 0.0
     elif not (ramp_seconds >= 0 and math.isfinite(ramp_seconds)):
         raise UserError(f"--ramp: expected seconds of at least 0, got {ramp_seconds:g}")
-    stream = synthetic_stream(result.contract.workload.traffic, int(requests), math.inf, q["prompt_tokens"].value,
+    stream = synthetic_stream(result.inputs.traffic, int(requests), math.inf, q["prompt_tokens"].value,
                               q["output_tokens"].value, seed, prompt_histogram, output_histogram)
     tally = _tally(result, stream.count, RECORDS if records is None else records)
     ledger = StreamLedger(stream, engine, _context_tokens(result), tally)

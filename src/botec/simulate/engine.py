@@ -90,16 +90,13 @@ class Engine:
     @classmethod
     def from_estimate(cls, result) -> "Engine":
         """From a serving estimate's quantities (``result.quantities``) and its engine preset's chunked-prefill flag."""
-        from botec.catalog.engines import engine_presets
-
         q = {name: quantity.value for name, quantity in result.quantities.items()}
         tokens = q["kv_budget_bytes"] / q["cache_bytes_per_token_per_device"]
         blocks = math.floor(tokens / BLOCK_TOKENS) if math.isfinite(tokens) else 0
         if blocks < 1:
             raise UserError("the weights leave no room for a KV cache on this replica: nothing to simulate "
                             f"(kv_budget_bytes = {q['kv_budget_bytes']:.4g})")
-        strategy = result.contract.strategy
-        preset = engine_presets()[strategy.engine]
+        preset = result.inputs.engine
         return cls(step_model=StepModel.from_quantities(result.quantities),
                    pipeline_parallel=int(q["pipeline_parallel"]), max_batch_size=int(q["max_batch_size"]),
                    max_batched_tokens=int(q["max_batched_tokens"]), kv_capacity_blocks=blocks,
@@ -109,7 +106,7 @@ class Engine:
                    draft_step_cost=float(q["draft_step_cost"]),
                    chunked_prefill=bool(preset.value("chunked_prefill")),
                    shared_prefix_copies=int(q["shared_prefix_copies"]),
-                   full_kv_reservation=(strategy.kv_reservation or preset.value("kv_reservation")) == "full",
+                   full_kv_reservation=result.inputs.choices["kv_reservation"] == "full",
                    decode_tokens_in_budget=bool(q["decode_tokens_in_budget"]))
 
     def round_function(self):

@@ -59,7 +59,7 @@ def check_same_workload(result: Estimate, measurement: Measurement) -> list[str]
     parameters, measured_parameters = q["parameters"].value, measured.model.parameters
     if abs(parameters - measured_parameters) > 0.01 * measured_parameters:
         differences.append(f"parameters {parameters:,.0f} in the contract, {measured_parameters:,} measured")
-    differences += _lora_differences(getattr(result.contract.strategy, "lora", None), measured,
+    differences += _lora_differences(result.inputs.peft, measured,
                                      q["trainable_parameters"].value if "trainable_parameters" in q else None)
     return differences
 
@@ -119,7 +119,7 @@ def device_mismatch(result: Estimate, measurement: Measurement) -> str | None:
     from botec.measure.gemm_curve import device_matches
 
     environment = measurement.environment
-    accelerator = result.contract.supply.accelerator
+    accelerator = result.inputs.accelerator
     ran_on = f"{environment.device_name} ({environment.device})"
     if isinstance(accelerator, str):
         if environment.device == "cuda" and device_matches(environment.device_name, accelerator):

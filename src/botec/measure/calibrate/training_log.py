@@ -93,7 +93,7 @@ def log_device_mismatch(result: Estimate, log: LogMeasurement) -> str | None:
     accelerator taken at its word, or the same device: :func:`botec.measure.gemm_curve.device_matches`)."""
     from botec.measure.gemm_curve import device_matches
 
-    accelerator = result.contract.supply.accelerator
+    accelerator = result.inputs.accelerator
     if log.device_name is None or not isinstance(accelerator, str) or device_matches(log.device_name, accelerator):
         return None
     return f"the {log.tool} log ran on {log.device_name}, not the contract's {accelerator}"
