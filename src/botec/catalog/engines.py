@@ -30,6 +30,11 @@ a value, an optional range (low, high), a basis (documented, measured, assumed) 
 - ``allreduce_latency``   one small-message tensor-parallel all-reduce inside a node, seconds;
 - ``prefix_caching``      whether the engine reuses cached prefixes by default.
 
+Beside the figures, a preset may state ``launches_as``: the preset whose program it runs, for a variant of an
+engine (a tuned vLLM: its own figures, vLLM's program and options). `botec export` writes a contract of the
+preset with the launch formats of that engine (each format names the engines it serves: ``LaunchFormat.engines``).
+Absent, a preset launches as itself.
+
 Where an engine counts a limit. The limits (:data:`LIMIT_FIGURES`: ``max_batch_size``, ``max_batched_tokens``,
 ``cuda_graph_max_batch``, ``kv_reservation``) each state ``per`` (with its ``per_source``), the unit the engine
 counts the default in: ``replica`` (one figure for the whole replica), ``dp_rank`` (each data-parallel attention
@@ -117,6 +122,12 @@ class EnginePreset:
     key: str
     name: str
     figures: dict[str, EngineFigure]
+    launches_as: str = ""        # the preset whose program this one runs (its launch formats'); "" is the key
+
+    @property
+    def program(self) -> str:
+        """The preset whose launch formats write this one's files: ``launches_as``, else the preset itself."""
+        return self.launches_as or self.key
 
     def __getitem__(self, name: str) -> EngineFigure:
         return self.figures[name]
@@ -177,7 +188,7 @@ def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
     for key, entry in engines.items():
         if not isinstance(entry, dict):
             raise CatalogError(f"{file}: {key} must be a mapping of figures")
-        unknown = sorted(set(entry) - set(ENGINE_FIGURES) - {"name"})
+        unknown = sorted(set(entry) - set(ENGINE_FIGURES) - {"name", "launches_as"})
         if unknown:
             raise CatalogError(f"{file}: {key}.{unknown[0]} is not a figure (expected {', '.join(ENGINE_FIGURES)})")
         missing = [name for name in ENGINE_FIGURES if name not in entry]
@@ -186,9 +197,17 @@ def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
                                f"{', '.join(ENGINE_FIGURES)})")
         figures = {name: _figure(kind, entry[name], f"{file}: {key}.{name}", name in LIMIT_FIGURES)
                    for name, kind in ENGINE_FIGURES.items()}
-        out[str(key)] = EnginePreset(key=str(key), name=str(entry.get("name") or key), figures=figures)
+        launches_as = "" if entry.get("launches_as") in (None, key) else str(entry["launches_as"])
+        out[str(key)] = EnginePreset(key=str(key), name=str(entry.get("name") or key), figures=figures,
+                                     launches_as=launches_as)
     if DEFAULT_ENGINE not in out:
         raise CatalogError(f"{file}: the default engine {DEFAULT_ENGINE!r} has no preset")
+    for preset in out.values():
+        target = out.get(preset.launches_as)
+        if preset.launches_as and (target is None or target.launches_as):
+            raise CatalogError(f"{file}: {preset.key}.launches_as must name a preset that launches as itself "
+                               f"(one of {', '.join(k for k, p in out.items() if not p.launches_as)}), got "
+                               f"{preset.launches_as[:40]!r}")
     return out
 
 

@@ -44,7 +44,7 @@ def export_(
     Example: `botec export examples/llama3.1-8b-finetune-h100.yaml --to torchtitan -o train.sh`;
     `--best` exports the layout `botec search` ranks first; `botec export --list` describes the formats.
     """
-    from botec.launch import launch_format
+    from botec.launch import export_text, launch_format
 
     if list_:
         emit(_format_list(), output, force=force)
@@ -60,15 +60,20 @@ def export_(
         if chosen.kind != result.kind:
             raise UserError(f"--to {to}: a {chosen.kind} format, and this is a {result.kind} contract (its formats: "
                             f"{', '.join(_formats_of(result.kind)) or 'none installed'})")
-        emit(chosen.export(result), output, force=force)
+        emit(export_text(chosen, result), output, force=force)
         return
     if output is None or str(output) == "-":
         raise UserError("--to all writes one file per format: name a folder with -o/--output")
     if output.exists() and not output.is_dir():
         raise UserError(f"-o/--output: {output}: --to all needs a folder, and this is a file")
     result = load_estimate(contract, set_)
-    formats = {name: launch_format(name) for name in _formats_of(result.kind)}
-    written = {f"{name}{f.suffix}": f.export(result) for name, f in formats.items()}   # all, before any is written
+    formats = {name: launch_format(name) for name in _formats_of(result.kind, result)}   # of its kind and engine
+    skipped = [name for name in _formats_of(result.kind) if name not in formats]
+    if skipped:
+        typer.echo(f"botec: note: --to all: {', '.join(skipped)} serve other engines than this contract's "
+                   f"{result.contract.strategy.engine!r}: not written", err=True)
+    # every file's text, before any is written
+    written = {f"{name}{f.suffix}": export_text(f, result) for name, f in formats.items()}
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -124,12 +129,15 @@ def _best_plan(contract: Optional[Path], overrides: List[str], objective: str) -
     return chosen
 
 
-def _formats_of(kind: str) -> list[str]:
-    """The installed formats of ``kind``, by name."""
-    from botec.launch import FORMAT_MODULES, launch_format
+def _formats_of(kind: str, result=None) -> list[str]:
+    """The installed formats of ``kind``, by name (of a serving ``result``: those that serve its engine)."""
+    from botec.launch import FORMAT_MODULES, launch_format, serves
     from botec.launch.importing import available_formats
 
-    return [name for name in available_formats(FORMAT_MODULES) if launch_format(name).kind == kind]
+    formats = [name for name in available_formats(FORMAT_MODULES) if launch_format(name).kind == kind]
+    if result is not None and kind == "serving":
+        formats = [name for name in formats if serves(launch_format(name), result.contract.strategy.engine)]
+    return formats
 
 
 @app.command("import")

@@ -13,6 +13,11 @@ directions:
 Every value a format writes (shell words, comments, YAML, JSON, the header) and every command line and count it
 reads goes through :mod:`botec.launch.commandline`, so that nothing a contract states can run or add a key in the
 file. Export then import is the identity on every field both sides carry (tests/test_launch_*.py hold it).
+
+A serving format names the engines it serves (``engines``: presets of ``catalog/engines.yaml``, whose program
+its file runs); :func:`export_text`, what `botec export` calls, refuses in one line a contract of another engine
+(a preset that ``launches_as`` a served engine is served too). A format's ``export`` itself writes any serving
+estimate, as its options would read under the engine it names (the tests compare the engines' rules that way).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Callable, Optional
 
 from botec.errors import UserError
 
-__all__ = ["LaunchFormat", "FORMAT_MODULES", "launch_formats", "launch_format"]
+__all__ = ["LaunchFormat", "FORMAT_MODULES", "launch_formats", "launch_format", "export_text", "serves"]
 
 FORMAT_MODULES = {
     # training
@@ -54,6 +59,8 @@ class LaunchFormat:
     read: Optional[Callable] = None   # (text, origin) -> dict of contract fields; None: export only
     markers: tuple = ()           # text only this format's files contain ("torchtitan.train"): `botec import`
                                   # picks the format by them when --from is absent
+    engines: tuple[str, ...] = ()  # serving: the strategy.engine presets whose program the file runs ("vllm",);
+                                   # training formats: ()
 
 
 def launch_format(name: str) -> LaunchFormat:
@@ -70,3 +77,29 @@ def launch_formats(kind: Optional[str] = None) -> dict[str, LaunchFormat]:
     """Every format (of ``kind``: "training" or "serving"), by name."""
     formats = {name: launch_format(name) for name in FORMAT_MODULES}
     return {name: f for name, f in formats.items() if kind is None or f.kind == kind}
+
+
+def serves(fmt: LaunchFormat, engine: str) -> bool:
+    """Whether ``fmt`` writes launch files for the serving preset ``engine``: the preset, or the preset it
+    ``launches_as`` (catalog/engines.yaml), is one of the format's ``engines``."""
+    from botec.catalog.engines import engine_preset
+
+    return engine in fmt.engines or engine_preset(engine).program in fmt.engines
+
+
+def export_text(fmt: LaunchFormat, result) -> str:
+    """The file ``fmt`` writes for an estimate; for a serving contract whose engine the format does not serve, a
+    one-line :class:`~botec.errors.ContractError` naming ``strategy.engine``, the engine and the formats that
+    serve it."""
+    if fmt.kind == "serving" and result.kind == "serving":
+        engine = result.contract.strategy.engine
+        if not serves(fmt, engine):
+            from botec.errors import ContractError
+            from botec.launch.importing import available_formats
+
+            others = [name for name in available_formats(FORMAT_MODULES)
+                      if launch_format(name).kind == "serving" and serves(launch_format(name), engine)]
+            raise ContractError(f"--to {fmt.name} writes {fmt.tool} launch files, for the engine "
+                                f"{' or '.join(fmt.engines)}, and this contract's engine is {engine!r} (the formats of "
+                                f"{engine!r}: {', '.join(others) or 'none installed'})", field="strategy.engine")
+    return fmt.export(result)

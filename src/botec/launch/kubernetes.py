@@ -22,7 +22,7 @@ from botec.errors import ContractError
 from botec.launch import LaunchFormat
 from botec.launch.commandline import yaml_document
 from botec.launch.serving_plan import check_serving, header_lines, serving_plan
-from botec.launch.vllm import engine_options, read_commands
+from botec.launch.vllm import ENGINE, engine_options, read_commands
 
 __all__ = ["FORMAT", "export", "read"]
 
@@ -120,4 +120,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="kubernetes", kind="serving", tool=TOOL, version=VERSION, suffix=".yaml",
                       description="vLLM production-stack Helm values (servingEngineSpec.modelSpec)", export=export,
-                      read=read, markers=("servingEngineSpec",))
+                      read=read, engines=(ENGINE,), markers=("servingEngineSpec",))   # its pods run vllm serve

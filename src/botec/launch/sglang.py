@@ -24,6 +24,7 @@ from botec.launch.serving_plan import check_serving, header_lines, model_for_id,
 __all__ = ["FORMAT", "export", "read"]
 
 TOOL, VERSION = "SGLang", "0.5.23"
+ENGINE = "sglang"   # the strategy.engine preset whose program the file runs
 PROGRAM = ("python", "-m", "sglang.launch_server")
 
 KV_CACHE_DTYPES = {"bf16": "bf16", "fp8": "fp8_e4m3"}
@@ -172,7 +173,7 @@ def read(text: str, origin: str) -> dict:
         raise ContractError("a prefill instance without a decode instance: add the --disaggregation-mode decode "
                             "command", field="--disaggregation-mode", origin=origin)
     options = decode[-1]
-    fields = {"strategy.engine": "sglang"}
+    fields = {"strategy.engine": ENGINE}
     fields.update({f"strategy.{name}": value for name, value in _layout(options, origin).items()})
     fields.update(_formats(options, origin))
     model = model_for_id(options.get("--model-path", ""))
@@ -187,4 +188,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="sglang", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="python -m sglang.launch_server command line (prefill + decode when disaggregated)",
-                      export=export, read=read, markers=("sglang.launch_server",))
+                      export=export, read=read, engines=(ENGINE,), markers=("sglang.launch_server",))

@@ -28,6 +28,7 @@ from botec.launch.serving_plan import check_serving, header_lines, model_for_id,
 __all__ = ["FORMAT", "export", "read", "llm_api_options"]
 
 TOOL, VERSION = "TensorRT-LLM", "1.2"
+ENGINE = "tensorrt-llm"   # the strategy.engine preset whose program the file runs
 OPTIONS_FILE = "extra-llm-api-options.yaml"
 
 POLICIES = {"full": "GUARANTEED_NO_EVICT", "incremental": "MAX_UTILIZATION"}
@@ -126,7 +127,7 @@ def read(text: str, origin: str) -> dict:
     positional, options = parse_options(commands_of(commands, ("trtllm-serve",), origin)[-1][1], FLAGS, origin,
                                         _ALIASES)
     api = _options_file(commands, options.get("--extra_llm_api_options"), origin)
-    fields: dict = {"strategy.engine": "tensorrt-llm"}
+    fields: dict = {"strategy.engine": ENGINE}
     for option, name in (("--tp_size", "tensor_parallel"), ("--pp_size", "pipeline_parallel"),
                          ("--ep_size", "expert_parallel"), ("--max_batch_size", "max_batch_size"),
                          ("--max_num_tokens", "max_batched_tokens")):
@@ -177,4 +178,4 @@ def read(text: str, origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="trtllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="trtllm-serve command and its --extra_llm_api_options YAML (one script)",
-                      export=export, read=read, markers=("trtllm-serve",))
+                      export=export, read=read, engines=(ENGINE,), markers=("trtllm-serve",))

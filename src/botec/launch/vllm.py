@@ -29,6 +29,7 @@ from botec.launch.serving_plan import check_serving, header_lines, model_for_id,
 __all__ = ["FORMAT", "export", "read", "read_commands", "engine_options"]
 
 TOOL, VERSION = "vLLM", "0.33.0"
+ENGINE = "vllm"   # the strategy.engine preset whose program the file runs
 
 KV_CACHE_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
 """botec's KV-cache precision -> --kv-cache-dtype (vllm/config/cache.py CacheDType, 0.33.0); int8 has no plain
@@ -230,7 +231,7 @@ def read_commands(command_words: list[list[str]], origin: str) -> dict:
     decode = [c for c in commands if role(c[1]) == "decode"]
     prefill = [c for c in commands if role(c[1]) == "prefill"]
     positional, options = (decode or commands)[-1]
-    fields = {"strategy.engine": "vllm"}
+    fields = {"strategy.engine": ENGINE}
     fields.update({f"strategy.{name}": value for name, value in _layout(options, origin).items()})
     fields.update(_formats(options, origin))
     model = positional[0] if positional else options.get("--model")
@@ -245,4 +246,4 @@ def read_commands(command_words: list[list[str]], origin: str) -> dict:
 
 FORMAT = LaunchFormat(name="vllm", kind="serving", tool=TOOL, version=VERSION, suffix=".sh",
                       description="vllm serve command line (one option per line; prefill + decode when disaggregated)",
-                      export=export, read=read, markers=("vllm serve",))
+                      export=export, read=read, engines=(ENGINE,), markers=("vllm serve",))
