@@ -4,22 +4,20 @@ architecture as plain data."""
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from functools import lru_cache
 
 from botec.architecture.shape import MLA, Architecture, MoE, breakdown
+from botec.catalog.root import catalog_cache, catalog_root
 
 __all__ = ["model_catalog", "infer_from_count", "as_dict"]
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def model_catalog() -> dict[str, Architecture]:
     """Well-known models from ``catalog/models.yaml``, keyed by the name a contract uses."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
     from botec.units import parse_quantity
 
-    data = load_yaml_text(resources.files("botec.catalog").joinpath("models.yaml").read_text(encoding="utf-8"))
+    data = load_yaml_text(catalog_root().joinpath("models.yaml").read_text(encoding="utf-8"))
     catalog = {}
     for key, entry in data["models"].items():
         entry = dict(entry)

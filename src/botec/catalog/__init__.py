@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 
+from botec.catalog.root import catalog_cache, catalog_root, clear_catalog_caches
 from botec.units import parse_quantity
 
 __all__ = ["CatalogAccelerator", "NodePreset", "OptimizerPreset", "PriceRange", "FAMILIES", "accelerators",
-           "node_presets", "optimizer_presets", "did_you_mean", "did_you_mean_quantity", "catalog_revised"]
+           "node_presets", "optimizer_presets", "did_you_mean", "did_you_mean_quantity", "catalog_revised",
+           "catalog_root", "clear_catalog_caches", "nvlink_reduction_families"]
 
 def __getattr__(name: str):
     """``FAMILIES``: the architecture generations an accelerator's ``family`` may name, read when first asked for.
@@ -95,7 +95,7 @@ class OptimizerPreset:
 def _load_yaml(name: str) -> dict:
     from botec.yamlfile import load_yaml_text
 
-    return load_yaml_text(resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8"))
+    return load_yaml_text(catalog_root().joinpath(name).read_text(encoding="utf-8"))
 
 
 def _optional(entry: dict, key: str, dimension: str) -> float | None:
@@ -146,10 +146,29 @@ def _family(key: str, entry: dict) -> str:
     return family
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
+def _hardware() -> dict:
+    return _load_yaml("hardware.yaml")
+
+
+@catalog_cache
+def nvlink_reduction_families() -> frozenset[str]:
+    """The families whose NVSwitch reduces in the switch (NVLS: Hopper and later), ``hardware.yaml``'s
+    ``nvlink_reduction_families``; each is a family of efficiency.yaml."""
+    from botec.catalog.efficiency import families
+
+    named, known = _hardware().get("nvlink_reduction_families") or [], families()
+    unknown = [family for family in named if family not in known]
+    if unknown:
+        raise CatalogError(f"hardware.yaml: nvlink_reduction_families names {unknown[0]!r}, not a family of "
+                           f"efficiency.yaml ({', '.join(known)})")
+    return frozenset(named)
+
+
+@catalog_cache
 def accelerators() -> dict[str, CatalogAccelerator]:
     """The accelerator catalog, keyed by the name a contract uses (``h100-sxm``)."""
-    data = _load_yaml("hardware.yaml")
+    data = _hardware()
     catalog = {}
     for key, entry in data["accelerators"].items():
         host_link, host_link_bandwidth = _host_link(key, entry)
@@ -176,7 +195,7 @@ def accelerators() -> dict[str, CatalogAccelerator]:
     return catalog
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def catalog_revised() -> str:
     """When the shipped catalogs (accelerators, nodes, models) were last reviewed: the latest of their dates.
 
@@ -186,21 +205,21 @@ def catalog_revised() -> str:
 
     dates = []
     for name in ("hardware.yaml", "nodes.yaml", "models.yaml"):
-        text = resources.files("botec.catalog").joinpath(name).read_text(encoding="utf-8")
+        text = catalog_root().joinpath(name).read_text(encoding="utf-8")
         match = re.search(r'^revised:\s*"?([0-9-]+)"?', text, re.MULTILINE)
         if match:
             dates.append(match.group(1))
     return max(dates, default="unknown")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def device_runtime() -> dict:
     """The runtime's own device memory (runtime.yaml): the CUDA context outside PyTorch's allocator, the cuBLAS and
     cuBLASLt workspaces inside it, and the placeholder for any other runtime."""
     return _load_yaml("runtime.yaml")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def optimizer_presets() -> dict[str, OptimizerPreset]:
     """Optimizer and precision presets: the bytes-per-parameter table of lesson 000 and its variants."""
     data = _load_yaml("optimizers.yaml")
@@ -246,7 +265,7 @@ class StackCatalog:
     loss: dict[str, dict]          # fused | unfused | chunked -> kept_bytes_per_logit, traffic_bytes_per_logit, source
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def training_stacks() -> StackCatalog:
     """The training stacks of ``stacks.yaml`` (``strategy.framework``), the default one, and the costs of their
     elementwise and loss kernels."""
@@ -265,8 +284,21 @@ def training_stacks() -> StackCatalog:
             source=str(entry["source"]),
             selective_recompute=str(entry.get("selective_recompute", "attention-core")),
             gradients=str(entry.get("gradients", "kept")))
+    _check_training_attention_kernels({stack.training_attention for stack in stacks.values()})
     return StackCatalog(default=data["default"], default_by_vendor=dict(data.get("default_by_vendor") or {}),
                         stacks=stacks, elementwise=dict(data["elementwise"]), loss=dict(data["loss"]))
+
+
+def _check_training_attention_kernels(run: set[str]) -> None:
+    """Every kernel of efficiency.yaml's ``training_attention_efficiency`` is one a stack of stacks.yaml runs
+    (its ``training_attention``): the stacks are the one list of kernels, and a figure no stack reads is a typo."""
+    from botec.catalog.efficiency import families
+
+    for family, figures in families().items():
+        unknown = sorted(set(figures.training_attention) - run)
+        if unknown:
+            raise CatalogError(f"efficiency.yaml: {family}.training_attention_efficiency names {unknown[0]!r}, a "
+                               f"kernel no stack of stacks.yaml runs (they run: {', '.join(sorted(run))})")
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -349,7 +381,7 @@ def _optional_int(entry: dict, key: str) -> int | None:
     return None if value is None else int(value)
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def node_presets() -> dict[str, NodePreset]:
     """Node presets from ``nodes.yaml`` (DGX A100, DGX H100, TPU slices, ...)."""
     data = _load_yaml("nodes.yaml")

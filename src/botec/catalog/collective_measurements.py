@@ -4,21 +4,19 @@ GPU count and message size, each file naming its source. They test botec's colle
 
 from __future__ import annotations
 
-from functools import lru_cache
+from botec.catalog.root import catalog_cache, catalog_root
 
 __all__ = ["collective_measurement", "published_busbw"]
 
 MIB = 2 ** 20
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def collective_measurement(name: str) -> dict:
     """The data of ``measurements/collectives/<name>.yaml``."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
 
-    path = resources.files("botec.catalog").joinpath("measurements", "collectives", f"{name}.yaml")
+    path = catalog_root().joinpath("measurements", "collectives", f"{name}.yaml")
     return load_yaml_text(path.read_text(encoding="utf-8"))
 
 

@@ -9,7 +9,7 @@ typical value, a range and its basis (measured, fit, assumed) and source:
 - ``attention_efficiency`` e_attn: share of the 16-bit peak the fused attention forward of a serving
   engine sustains (prefill);
 
-``training_attention_efficiency``: per kernel a training stack runs (``flash2``: PyTorch SDPA's
+``training_attention_efficiency``: per kernel a training stack of stacks.yaml runs (``flash2``: PyTorch SDPA's
 FlashAttention-2; ``cudnn``: Transformer Engine's cuDNN fused attention), the share of the 16-bit peak its
 forward plus backward sustains (:func:`attention_efficiency_for`); and, optionally,
 ``low_precision_matmul``: per format (fp8, fp4), the share of the 16-bit e_mm a GEMM in that format
@@ -27,13 +27,13 @@ e(F) = e_mm × F / (F + e_mm × peak × t0) of the peak (:func:`matmul_efficienc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import NamedTuple
 
+from botec.catalog.root import catalog_cache, catalog_root
 from botec.units import parse_quantity
 
 __all__ = ["EfficiencyFigure", "FamilyEfficiency", "EfficiencySet", "OperatorMeasurement", "FIGURES",
-           "TRAINING_ATTENTION_KERNELS", "attention_efficiency_for", "efficiency_sets", "family_efficiency", "families",
+           "attention_efficiency_for", "efficiency_sets", "family_efficiency", "families",
            "matmul_efficiency_at", "matmul_efficiency_in", "operator_measurements"]
 
 # name -> the graph input it becomes, its unit dimension for parsing
@@ -44,8 +44,6 @@ FIGURES = {
     "attention_efficiency": "ratio",
 }
 BASES = ("measured", "fit", "assumed")
-# The fused attention kernels a training stack runs (catalog/stacks.yaml names one per stack).
-TRAINING_ATTENTION_KERNELS = ("flash2", "cudnn")
 
 
 class EfficiencyFigure(NamedTuple):
@@ -105,14 +103,12 @@ def _figure(raw: dict, dimension: str, where: str) -> EfficiencyFigure:
     return figure
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def families() -> dict[str, FamilyEfficiency]:
     """Every family's figures, parsed and checked (low ≤ value ≤ high, a basis and a source each)."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
 
-    data = load_yaml_text(resources.files("botec.catalog").joinpath("efficiency.yaml").read_text(encoding="utf-8"))
+    data = load_yaml_text(catalog_root().joinpath("efficiency.yaml").read_text(encoding="utf-8"))
     out = {}
     for family, entry in data["families"].items():
         figures = {name: _figure(entry[name], dimension, f"efficiency.yaml: {family}.{name}")
@@ -120,9 +116,6 @@ def families() -> dict[str, FamilyEfficiency]:
         training_attention = {kernel: _figure(raw, "ratio", f"efficiency.yaml: {family}.training_attention_efficiency."
                                                             f"{kernel}")
                               for kernel, raw in (entry.get("training_attention_efficiency") or {}).items()}
-        if set(training_attention) - set(TRAINING_ATTENTION_KERNELS):
-            raise ValueError(f"efficiency.yaml: {family}.training_attention_efficiency names a kernel outside "
-                             f"{TRAINING_ATTENTION_KERNELS}")
         low_precision = {}
         for precision, raw in (entry.get("low_precision_matmul") or {}).items():
             ratio = EfficiencyFigure(value=float(raw["value"]), low=float(raw["low"]), high=float(raw["high"]),
@@ -135,15 +128,13 @@ def families() -> dict[str, FamilyEfficiency]:
     return out
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def efficiency_sets() -> dict[str, EfficiencySet]:
     """The named calibration sets of ``calibrations/*.yaml`` (opt-in: ``assumptions.efficiency_set``)."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
 
     out = {}
-    for path in sorted(resources.files("botec.catalog").joinpath("calibrations").iterdir(), key=lambda p: p.name):
+    for path in sorted(catalog_root().joinpath("calibrations").iterdir(), key=lambda p: p.name):
         if not path.name.endswith(".yaml"):
             continue
         data = load_yaml_text(path.read_text(encoding="utf-8"))
@@ -155,15 +146,13 @@ def efficiency_sets() -> dict[str, EfficiencySet]:
     return out
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def operator_measurements() -> dict[str, OperatorMeasurement]:
     """The operator tables the measured figures of ``efficiency.yaml`` are derived from, by file name."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
 
     out = {}
-    for path in sorted(resources.files("botec.catalog").joinpath("measurements").iterdir(), key=lambda p: p.name):
+    for path in sorted(catalog_root().joinpath("measurements").iterdir(), key=lambda p: p.name):
         if not path.name.endswith(".yaml"):
             continue
         data = load_yaml_text(path.read_text(encoding="utf-8"))

@@ -50,9 +50,9 @@ A contract picks one with ``strategy.engine`` (:data:`DEFAULT_ENGINE` when it na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from botec.catalog import CatalogError
+from botec.catalog.root import catalog_cache, catalog_root
 from botec.units import UnitError, parse_quantity
 
 __all__ = ["DEFAULT_ENGINE", "ENGINE_FIGURES", "BASES", "KV_BUDGET_RULES", "KV_RESERVATIONS", "EngineFigure", "EnginePreset",
@@ -211,14 +211,12 @@ def parse_engines(data, file: str = _FILE) -> dict[str, EnginePreset]:
     return out
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def engine_presets() -> dict[str, EnginePreset]:
     """Every serving-engine preset of ``engines.yaml``, parsed and checked, keyed as a contract names it."""
-    from importlib import resources
-
     from botec.yamlfile import load_yaml_text
 
-    text = resources.files("botec.catalog").joinpath(_FILE).read_text(encoding="utf-8")
+    text = catalog_root().joinpath(_FILE).read_text(encoding="utf-8")
     return parse_engines(load_yaml_text(text, unique_keys=True))
 
 

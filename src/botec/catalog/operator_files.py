@@ -4,18 +4,16 @@ modules; this is the one place that knows the folder. Nothing is parsed until a 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from botec.catalog.root import catalog_cache, catalog_root
 
 __all__ = ["operator_file_names", "read_operator_file"]
 
 
 def _folder():
-    from importlib import resources
-
-    return resources.files("botec.catalog").joinpath("measurements").joinpath("operators")
+    return catalog_root().joinpath("measurements").joinpath("operators")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def operator_file_names(*kinds: str) -> tuple[str, ...]:
     """The stems of the files whose name starts with one of ``kinds`` followed by ``-`` (``"gemm"``: every
     ``gemm-*.yaml``), sorted; no file is parsed."""

@@ -25,17 +25,18 @@ two-shot then NCCL as S grows, so the measured curve rises faster than α + β·
 bandwidth asymptote (the fitted p is 0.4-0.8 at 4 and 8 ranks, 1.0-1.3 at 2). On Hopper the fit follows the table
 within about ±10-30 % over T = 1 … 8,192 for h = 4,096-8,192, where the straight α + β·S misses by up to 60 %.
 
-Tables load once, lazily (``lru_cache``), only when a contract's accelerator and engine have one; a single estimate
+Tables load once, lazily (``catalog_cache``), only when a contract's accelerator and engine have one; a single estimate
 runs in pure Python (no numpy): the fit is cached per (table, ranks, hidden size, bytes, budget).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import bisect
 import math
+
+from botec.catalog.root import catalog_cache
 
 __all__ = ["CollectiveTable", "table_names", "load_table", "collective_table", "allreduce_table", "table_index",
            "table_by_index", "collective_seconds", "allreduce_knee", "AllReduceKnee", "fit_tokens", "ENGINE_TABLES",
@@ -83,7 +84,7 @@ def _bytes(value: float) -> str:
     return f"{value:g} B"
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def table_names() -> tuple[str, ...]:
     """The file stems of the collective tables in ``catalog/measurements/operators``, sorted (no file is parsed)."""
     from botec.catalog.operator_files import operator_file_names
@@ -91,7 +92,7 @@ def table_names() -> tuple[str, ...]:
     return operator_file_names(*OPS)
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def load_table(name: str) -> CollectiveTable:
     """The table of ``measurements/operators/<name>.yaml``, parsed and checked once."""
     from botec.catalog.operator_files import read_operator_file
@@ -199,7 +200,7 @@ def _fit_at(p: float, sizes, latencies):
     return (a ** (1 / p), c ** (1 / p)) if a > 0 and c > 0 else None
 
 
-@lru_cache(maxsize=512)
+@catalog_cache(maxsize=512)
 def allreduce_knee(name: str, ranks: int, hidden_size: float, bytes_per_element: float,
                    max_tokens: float) -> AllReduceKnee | None:
     """The knee of table ``name``'s all-reduce at ``ranks`` for a step's tensor of T·h·b bytes, fitted over T =
@@ -248,7 +249,7 @@ def bus_bytes_per_s(op: str, ranks: int, message_bytes: float, seconds: float) -
     return message_bytes / seconds * BUS_FACTORS[op](ranks)
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def nccl_devices() -> tuple[str, ...]:
     """The accelerators (catalog keys) with NCCL's all-reduce, all-gather and reduce-scatter tables, sorted."""
     names = set(table_names())

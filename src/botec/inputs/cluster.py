@@ -306,8 +306,12 @@ def cross_node_given(device, supply, layout: Layout, tiers: Tiers) -> dict[str, 
         over_nvlink = (node_presets()[cluster.node].nvlink_domain or 1) > 1
     else:
         over_nvlink = device is not None and "nvlink" in str(device.link or "").lower()
-    kind = (2.0 if device.family in ("hopper", "blackwell") else 1.0) if over_nvlink and device is not None else \
-        float(over_nvlink)
+    if over_nvlink and device is not None:
+        from botec.catalog import nvlink_reduction_families
+
+        kind = 2.0 if device.family in nvlink_reduction_families() else 1.0
+    else:
+        kind = float(over_nvlink)
     given["collective_node_kind"] = Given(kind, "assumed", _NODE_KINDS[int(kind)], None)
     return given
 

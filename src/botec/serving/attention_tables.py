@@ -29,17 +29,18 @@ between the grid's measured neighbours; a point of the grid returns its own meas
 (:func:`decode_reach`): ``measured`` (b and s on the grid, measured), ``interpolated`` (a cell whose four corners are
 measured), ``extrapolated`` (beyond the measured triangle: the closed form).
 
-Tables load once, lazily (``lru_cache``), only for a contract whose accelerator has a table for its KV format; the
+Tables load once, lazily (``catalog_cache``), only for a contract whose accelerator has a table for its KV format; the
 rows (a text block per layout) are parsed only when a lookup needs them. No numpy anywhere here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import bisect
 import math
+
+from botec.catalog.root import catalog_cache
 
 __all__ = ["DecodeAttentionTable", "DecodeFit", "table_names", "load_table", "decode_table", "table_index",
            "table_by_index", "layout_fit", "layout_on_rank", "decode_attention_seconds", "closed_form_seconds",
@@ -89,7 +90,7 @@ class DecodeAttentionTable:
                 f"{self.measured_on} ({self.source.get('path', '')}, {self.source.get('license', '')})")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/attention-decode-*.yaml``, sorted (no file is parsed)."""
     from botec.catalog.operator_files import operator_file_names
@@ -115,7 +116,7 @@ def read_layouts(layouts: list, fields: tuple, fit_type, name: str) -> tuple[dic
     return fits, rows
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def load_table(name: str) -> DecodeAttentionTable:
     """The file ``measurements/operators/<name>.yaml``: its fits parsed and checked (its rows kept as text)."""
     from botec.catalog.operator_files import read_operator_file
@@ -129,7 +130,7 @@ def load_table(name: str) -> DecodeAttentionTable:
                                 fits, rows)
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def _grid(name: str, heads: int, kv_heads: int) -> tuple:
     """The layout's latencies in seconds, [batch][context] (None where not measured)."""
     table = load_table(name)

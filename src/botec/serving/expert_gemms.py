@@ -5,8 +5,7 @@ Where no table covers the model, format, accelerator and layout, every term here
 0: the step keeps the roofline (the routed experts' bytes over e_mem·BW, their FLOPs over e_mm·peak).
 """
 
-from functools import lru_cache
-
+from botec.catalog.root import catalog_cache
 from botec.graph import Formulas, where
 
 formulas = Formulas(account="serving")
@@ -101,7 +100,7 @@ def active_expert_parameters(expert_parameters, experts_per_token, experts):
     return where(experts > 0, expert_parameters * experts_per_token / where(experts > 0, experts, 1.0), 0.0)
 
 
-@lru_cache(maxsize=256)
+@catalog_cache(maxsize=256)
 def moe_knee_exponent(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size,
                  mlp_gated, tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
                  memory_bandwidth_bytes_per_s, weight_bytes_per_parameter, moe_table_index, expert_ffn_size, experts,

@@ -31,16 +31,17 @@ dense GEMMs at one knee p. From the table's points, in the step's tokens T:
 (F_e, x ≥ 0), and p (:func:`botec.serving.operators.fit_knee_exponent`) minimises the log misfit of the layer's
 closed form to the table's layer (its expert op plus any dense GEMMs a GEMM table prices) over T = 1 … 8,192.
 
-Tables load once, lazily (``lru_cache``); one estimate never imports numpy.
+Tables load once, lazily (``catalog_cache``); one estimate never imports numpy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import bisect
 import math
+
+from botec.catalog.root import catalog_cache
 
 __all__ = ["MoeTable", "moe_table_names", "load_moe_table", "moe_table_given", "moe_seconds", "table_layout",
            "expert_fit", "ExpertFit", "MOE_FORMATS_OF_PRECISION", "TOUCHED_SHARE_FULL", "TABLE_ENGINES"]
@@ -81,7 +82,7 @@ class MoeTable:
                 f"({self.source.get('path', '')}, {self.source.get('license', '')})")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def moe_table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/moe-*.yaml``, sorted (no file is parsed)."""
     from botec.catalog.operator_files import operator_file_names
@@ -89,7 +90,7 @@ def moe_table_names() -> tuple[str, ...]:
     return operator_file_names("moe")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def load_moe_table(name: str) -> MoeTable:
     """The grid of ``measurements/operators/<name>.yaml``, parsed and checked once."""
     from botec.catalog.operator_files import read_operator_file
@@ -169,7 +170,7 @@ class ExpertFit:
     reach: str                    # one line: the table, the grid, the layout
 
 
-@lru_cache(maxsize=256)
+@catalog_cache(maxsize=256)
 def expert_fit(index: float, hidden: float, expert_ffn: float, experts: float, top_k: float, redundant: float,
                expert_tensor_parallel: float, expert_parallel: float) -> ExpertFit | None:
     """The table's terms for one MoE layer on the busiest rank (None where no table covers it), once per layout."""

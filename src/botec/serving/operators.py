@@ -18,7 +18,7 @@ log k) between the grid's neighbours; a point of the grid returns its own measur
 - ``roofline``: n or k outside the grid: no point to lean on, so the caller's fallback prices it (the serving
   step's: the roofline max(2mnk / (e_mm · peak), n·k·b / (e_mem · BW)) with the family's figures).
 
-Tables load once, lazily (``lru_cache``): nothing here is imported on the estimate's start-up path unless a
+Tables load once, lazily (``catalog_cache``): nothing here is imported on the estimate's start-up path unless a
 contract's accelerator has a table for its weight format. A single estimate never imports numpy (a core install
 has none): plain numbers take a pure-Python path, numpy arrays (sweeps, Monte Carlo) the vectorised one, the same
 arithmetic.
@@ -27,10 +27,11 @@ arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import bisect
 import math
+
+from botec.catalog.root import catalog_cache
 
 __all__ = ["GemmTable", "gemm_table", "table_index", "table_by_index", "gemm_seconds",
            "gemm_reach", "reach_text", "table_names", "load_table", "layer_gemm_shapes", "knee_curve",
@@ -73,7 +74,7 @@ class GemmTable:
                 f"{len(self.m)} points)")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/gemm-*.yaml``, sorted (no file is parsed)."""
     from botec.catalog.operator_files import operator_file_names
@@ -81,7 +82,7 @@ def table_names() -> tuple[str, ...]:
     return operator_file_names("gemm")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def load_table(name: str) -> GemmTable:
     """The grid of ``measurements/operators/<name>.yaml``, parsed and checked once."""
     from botec.catalog.operator_files import read_operator_file
@@ -101,7 +102,7 @@ def load_table(name: str) -> GemmTable:
                      m, n, k, tuple(tuple(row) for row in grid))
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def _arrays(name: str):
     """The table's axes and log seconds as numpy arrays (for array lookups only: numpy is an extra)."""
     import numpy as np

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+
+from botec.catalog.root import catalog_cache
 
 __all__ = ["ContextFit", "ContextSection", "table_names", "load_sections", "section_index", "section_by_index",
            "grid", "pair_seconds", "prompts_per_step", "prefill_table_given", "IN_FORCE_BY_DEFAULT"]
@@ -86,7 +87,7 @@ class ContextSection:
                 f"({self.path}, Apache-2.0)")
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def table_names() -> tuple[str, ...]:
     """The file stems of ``catalog/measurements/operators/attention-context-*.yaml``, sorted (no file parsed): one
     file per engine and accelerator, a section per (attention, KV) format measured."""
@@ -95,7 +96,7 @@ def table_names() -> tuple[str, ...]:
     return tuple(name for name in operator_file_names("attention") if name.startswith("attention-context-"))
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def load_sections(name: str) -> tuple[ContextSection, ...]:
     """The file ``measurements/operators/<name>.yaml``: its sections, fits checked (rows kept as text)."""
     from botec.catalog.operator_files import read_operator_file
@@ -115,7 +116,7 @@ def load_sections(name: str) -> tuple[ContextSection, ...]:
     return tuple(sections)
 
 
-@lru_cache(maxsize=None)
+@catalog_cache
 def grid(name: str, position: int, heads: int, kv_heads: int) -> tuple:
     """A layout's latencies in seconds, [batch][prompt] (None where not measured), parsed once when first needed."""
     from botec.serving.attention_tables import parse_rows

@@ -7,8 +7,7 @@ These are the rooflines of :mod:`botec.serving.step` (the function the simulator
 costs; :mod:`botec.serving.latency` puts them together into a replica at saturation and under load.
 """
 
-from functools import lru_cache
-
+from botec.catalog.root import catalog_cache
 from botec.formulas.transformer import memory_bound_elements_per_token
 from botec.graph import Formulas, maximum, where
 from botec.serving import load as model
@@ -138,7 +137,7 @@ def table_gemm_seconds_per_token_per_layer(gemm_table_index, hidden_size, attent
                         mlp_gated, tensor_parallel, float(TABLE_SLOPE_TOKENS), roofline) / TABLE_SLOPE_TOKENS
 
 
-@lru_cache(maxsize=256)
+@catalog_cache(maxsize=256)
 def _knee_of(gemm_table_index, hidden_size, attention_heads, kv_heads, qk_head_dim, v_head_dim, table_mlp_ffn_size, mlp_gated,
              tensor_parallel, matmul_efficiency, peak_flops_per_s, memory_bandwidth_efficiency,
              memory_bandwidth_bytes_per_s, weight_bytes_per_parameter):
