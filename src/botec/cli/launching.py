@@ -71,7 +71,7 @@ def export_(
     skipped = [name for name in _formats_of(result.kind) if name not in formats]
     if skipped:
         typer.echo(f"botec: note: --to all: {', '.join(skipped)} serve other engines than this contract's "
-                   f"{result.contract.strategy.engine!r}: not written", err=True)
+                   f"{result.inputs.engine.key!r}: not written", err=True)
     # every file's text, before any is written
     written = {f"{name}{f.suffix}": export_text(f, result) for name, f in formats.items()}
     try:
@@ -136,7 +136,7 @@ def _formats_of(kind: str, result=None) -> list[str]:
 
     formats = [name for name in available_formats(FORMAT_MODULES) if launch_format(name).kind == kind]
     if result is not None and kind == "serving":
-        formats = [name for name in formats if serves(launch_format(name), result.contract.strategy.engine)]
+        formats = [name for name in formats if serves(launch_format(name), result.inputs.engine.key)]
     return formats
 
 

@@ -92,7 +92,7 @@ def export_text(fmt: LaunchFormat, result) -> str:
     one-line :class:`~botec.errors.ContractError` naming ``strategy.engine``, the engine and the formats that
     serve it."""
     if fmt.kind == "serving" and result.kind == "serving":
-        engine = result.contract.strategy.engine
+        engine = result.inputs.engine.key
         if not serves(fmt, engine):
             from botec.errors import ContractError
             from botec.launch.importing import available_formats
